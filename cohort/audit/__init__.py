@@ -1,0 +1,1 @@
+"""Benchmark and audit harness (rounds, balanced orders, paired ratios, replay and audit artifacts)."""

@@ -1,0 +1,1 @@
+"""llvmlite backend: lowering (whole and packet), JIT, compile cache, launch API, native timer."""

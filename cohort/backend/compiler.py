@@ -1,0 +1,189 @@
+"""Compile cache, compiled kernels and the launch API.
+
+`compile_kernel(kernel, consts, variant)` returns a `CompiledKernel` whose
+native entry runs any range of blocks of a launch. Compiles are cached on the
+kernel's printed IR (after specialisation), its block, and the code-changing
+knobs of the variant; the cache is safe to use from several Python threads.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..refimpl.errors import KernelError
+from ..refimpl.frontend import KernelFunction
+from ..refimpl.interpreter import KernelRuntimeError
+from ..refimpl.ir import DType, Kernel, ParamKind
+from ..refimpl.launch_check import check_args
+from ..refimpl.printer import format_kernel
+from ..refimpl.specialize import specialize
+from . import jit
+from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PRIVATE_OOB, ERR_STORE_OOB, SLOT_BEGIN, SLOT_END,
+                      SLOT_ERR, SLOT_N, abi_slots)
+from .facts import code_facts
+from .variant import Variant, parse_variant
+
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_ERR_KIND = {ERR_LOAD_OOB: "load", ERR_STORE_OOB: "store", ERR_PRIVATE_OOB: "private array access"}
+
+
+class UnsupportedVariant(NotImplementedError):
+    """A variant this build cannot compile yet (reported, never faked)."""
+
+
+@dataclass
+class CompiledKernel:
+    kernel: Kernel                 # specialised IR
+    variant: Variant
+    symbol: str
+    entry: int                     # address of void entry(int64_t *args)
+    linked: object = field(repr=False)
+    stmt_table: list = field(repr=False)
+    compile_seconds: float = 0.0
+    _facts: Optional[dict] = field(default=None, repr=False)
+    annotations: dict = field(default_factory=dict, repr=False)   # lane claims, for the interpreter
+    lowering_counts: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def llvm_ir(self) -> str:
+        return self.linked.llvm_ir
+
+    def assembly(self) -> str:
+        return self.linked.assembly()
+
+    @property
+    def facts(self) -> dict:
+        if self._facts is None:
+            self._facts = code_facts(self.llvm_ir, self.assembly(), self.symbol, self.variant)
+        return self._facts
+
+    # ------------------------------------------------------------ launching
+    def prepare(self, n: int, args: dict) -> "PreparedLaunch":
+        """Check every argument and build the entry's argument block (no run)."""
+        buffers, scalars = check_args(self.kernel, n, args)
+        return PreparedLaunch(self, int(n), buffers, scalars)
+
+    def launch(self, n: int, args: dict) -> dict:
+        """Run all blocks of a launch on the calling thread; buffers update in place."""
+        p = self.prepare(n, args)
+        p.run()
+        return p.buffers
+
+
+class PreparedLaunch:
+    """An argument block ready for the native entry; keeps its arrays alive."""
+
+    def __init__(self, ck: CompiledKernel, n: int, buffers: dict, scalars: dict):
+        self.ck, self.n, self.buffers, self.scalars = ck, n, buffers, scalars
+        slots = abi_slots(ck.kernel)
+        self.args = np.zeros(slots["__count__"], np.int64)
+        self.err = np.zeros(4, np.int64)
+        B = ck.kernel.block
+        self.nblocks = -(-n // B)
+        self.args[SLOT_N] = n
+        self.args[SLOT_BEGIN] = 0
+        self.args[SLOT_END] = self.nblocks
+        self.args[SLOT_ERR] = self.err.ctypes.data
+        for p in ck.kernel.params:
+            if p.kind is ParamKind.BUFFER:
+                a = buffers[p.name]
+                ps, ls = slots[p.name]
+                self.args[ps] = a.ctypes.data
+                self.args[ls] = a.size
+            elif p.kind is ParamKind.SCALAR:
+                bits = np.asarray(scalars[p.name], p.dtype.np).reshape(1).view(np.uint32)[0]
+                self.args[slots[p.name][0]] = int(bits)
+        self.address = self.args.ctypes.data
+        self._fn = _ENTRY_TYPE(ck.entry)
+
+    def run(self, begin: int = 0, end: Optional[int] = None):
+        self.args[SLOT_BEGIN] = begin
+        self.args[SLOT_END] = self.nblocks if end is None else end
+        self._fn(self.address)
+        self.raise_error()
+
+    def raise_error(self):
+        if self.err[0] != ERR_NONE:
+            kind, sid, index, thread = (int(v) for v in self.err)
+            self.err[:] = 0
+            stmt = self.ck.stmt_table[sid]
+            length = ""
+            raise KernelRuntimeError(
+                f"kernel {self.ck.kernel.name}, {stmt.loc}: {_ERR_KIND.get(kind, 'access')} index {index} "
+                f"out of bounds{length} (thread {thread}, block {thread // self.ck.kernel.block}) "
+                f"[native, {self.ck.variant.label}]")
+
+
+# ---------------------------------------------------------------- the cache
+
+_cache: dict = {}
+_cache_lock = threading.Lock()
+_key_locks: dict = {}
+
+
+def _as_ir(kernel) -> Kernel:
+    if isinstance(kernel, KernelFunction):
+        return kernel.ir
+    if isinstance(kernel, Kernel):
+        return kernel
+    raise TypeError(f"expected a @kernel function or a Kernel, got {type(kernel).__name__}")
+
+
+def cache_key(k: Kernel, variant: Variant) -> str:
+    text = format_kernel(k)
+    return hashlib.sha256(f"{text}\n{variant.compile_key}".encode()).hexdigest()
+
+
+def compile_kernel(kernel, consts: Optional[dict] = None, variant=None) -> CompiledKernel:
+    """Specialise, validate, lower, optimise and link (or fetch from the cache)."""
+    if variant is None:
+        variant = parse_variant("whole")
+    elif isinstance(variant, str):
+        variant = parse_variant(variant)
+    k = _as_ir(kernel)
+    if variant.block is not None and variant.block != k.block:
+        if k.specialised:
+            raise UnsupportedVariant(f"kernel {k.name} is already specialised for block {k.block}; "
+                                     f"cannot re-block it to {variant.block}")
+        k = Kernel(k.name, k.params, k.body, variant.block)
+    k = specialize(k, consts or {})
+    key = cache_key(k, variant)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None:
+            return hit
+        lock = _key_locks.setdefault(key, threading.Lock())
+    with lock:  # one compile per key, other keys compile meanwhile
+        hit = _cache.get(key)
+        if hit is None:
+            hit = _build(k, variant, key)
+            with _cache_lock:
+                _cache[key] = hit
+        return hit
+
+
+def _build(k: Kernel, variant: Variant, key: str) -> CompiledKernel:
+    t0 = time.perf_counter()
+    symbol = f"cohort_{k.name}_{key[:12]}"
+    if variant.lanes == 1:
+        from .lower_whole import WholeLowering
+        lowering = WholeLowering(k, symbol, fast_math=variant.fast_math, checked=variant.checked)
+    else:
+        if k.block < variant.lanes:
+            raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
+                                     f"{variant.lanes} (a block must hold whole packets)")
+        from .lower_packet import PacketLowering
+        lowering = PacketLowering(k, symbol, variant, checked=variant.checked)
+    module = lowering.lower()
+    linked = jit.compile_module(str(module), [symbol])
+    ck = CompiledKernel(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
+                        time.perf_counter() - t0)
+    ck.annotations = getattr(lowering, "annotations", {})
+    ck.lowering_counts = dict(getattr(lowering, "counts", {}))
+    return ck

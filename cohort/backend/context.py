@@ -1,0 +1,83 @@
+"""Shared lowering context: LLVM types, constants, intrinsics, the entry ABI.
+
+The entry ABI (one signature for every kernel, so one timer and one launcher
+serve all): `void entry(int64_t *args)`, where `args` holds 64-bit slots
+
+    [0] n (threads)   [1] first block   [2] end block   [3] error record (int64[4]*)
+    then per buffer parameter: data pointer, length (elements)
+    then per scalar parameter: its 32 bits, zero-extended
+
+The error record is written only by `checked` builds: kind, statement id,
+index, thread; kind 0 means no error.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..refimpl.ir import DType, Kernel, ParamKind
+from .lower_ops import memory_type, scalar_type
+
+I64 = ir.IntType(64)
+I32T = ir.IntType(32)
+I8 = ir.IntType(8)
+I1 = ir.IntType(1)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_FIRST_PARAM = 0, 1, 2, 3, 4
+ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB = 0, 1, 2, 3
+
+
+def abi_slots(kernel: Kernel) -> dict:
+    """Slot index of every parameter: buffers (ptr, len), then scalars."""
+    slots, i = {}, SLOT_FIRST_PARAM
+    for p in kernel.params:
+        if p.kind is ParamKind.BUFFER:
+            slots[p.name] = (i, i + 1)
+            i += 2
+    for p in kernel.params:
+        if p.kind is ParamKind.SCALAR:
+            slots[p.name] = (i,)
+            i += 1
+    slots["__count__"] = i
+    return slots
+
+
+def _mangle(dt: DType, lanes: int) -> str:
+    base = {DType.F32: "f32", DType.I32: "i32", DType.U32: "i32", DType.BOOL: "i1"}[dt]
+    return base if lanes == 1 else f"v{lanes}{base}"
+
+
+class Ctx:
+    """Types and constants of one shape (scalar when lanes == 1, else vectors)."""
+
+    def __init__(self, module: ir.Module, builder: ir.IRBuilder, lanes: int, fast_math: bool):
+        self.module, self.b, self.lanes, self.fast_math = module, builder, lanes, fast_math
+
+    def ty(self, dt: DType) -> ir.Type:
+        t = scalar_type(dt)
+        return t if self.lanes == 1 else ir.VectorType(t, self.lanes)
+
+    def const(self, dt: DType, v) -> ir.Constant:
+        if dt is DType.F32:
+            v = float(v)
+        elif dt is DType.BOOL:
+            v = int(bool(v))
+        else:
+            v = int(v)
+            v = v - (1 << 32) if v >= (1 << 31) else v
+        c = ir.Constant(scalar_type(dt), v)
+        return c if self.lanes == 1 else ir.Constant(self.ty(dt), [v] * self.lanes)
+
+    def intrinsic(self, name: str, dts: list, args: list):
+        """Call an overloaded intrinsic; the return type is dts[0], mangled by every dt."""
+        full = name + "".join("." + _mangle(dt, self.lanes) for dt in dts)
+        fn = self.module.globals.get(full)
+        if fn is None:
+            arg_types = [a.type for a in args]
+            fn = ir.Function(self.module, ir.FunctionType(self.ty(dts[0]), arg_types), full)
+        return self.b.call(fn, args)
+
+
+def mem_type(dt: DType) -> ir.Type:
+    return memory_type(dt)

@@ -1,0 +1,91 @@
+"""llvmlite set-up: host target machine, O3 pipeline, ORC LLJIT linking.
+
+One LLJIT per process; every compiled module becomes a JIT library with a
+unique name and stays alive for the life of the process (freeing code that a
+worker thread may still run is a crash, not a saving). All llvmlite calls take
+one global lock (NOTES-llvmlite.md); ours makes the order explicit.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+
+import llvmlite.binding as llvm
+
+_lock = threading.RLock()
+_state = {}
+_names = itertools.count()
+
+
+def _init():
+    if not _state:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+        _state["triple"] = llvm.get_process_triple()
+        _state["cpu"] = llvm.get_host_cpu_name()
+        feats = llvm.get_host_cpu_features()
+        _state["features"] = feats.flatten()
+        _state["feature_set"] = {k for k, v in feats.items() if v}
+        _state["lljit"] = llvm.create_lljit_compiler(target_machine())
+    return _state
+
+
+def target_machine() -> "llvm.TargetMachine":
+    """A fresh host target machine (opt level 3, host CPU and features)."""
+    s = _state
+    target = llvm.Target.from_triple(s["triple"])
+    return target.create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
+                                        reloc="default", codemodel="jitdefault", jit=True)
+
+
+def host() -> dict:
+    with _lock:
+        s = _init()
+        return {"triple": s["triple"], "cpu": s["cpu"],
+                "avx2": "avx2" in s["feature_set"], "avx512f": "avx512f" in s["feature_set"],
+                "fma": "fma" in s["feature_set"], "llvm": ".".join(map(str, llvm.llvm_version_info))}
+
+
+@dataclass
+class Linked:
+    """A linked JIT library: symbol addresses and the optimised IR."""
+    addresses: dict
+    llvm_ir: str
+    seconds: dict
+    tracker: object
+
+    def assembly(self) -> str:
+        """The host assembly of the optimised IR (generated on demand)."""
+        with _lock:
+            mod = llvm.parse_assembly(self.llvm_ir)
+            return target_machine().emit_assembly(mod)
+
+
+def compile_module(ir_text: str, symbols: list) -> Linked:
+    """Parse, verify, optimise (O3, no fast-math unless the IR asks) and link `ir_text`."""
+    with _lock:
+        s = _init()
+        t0 = time.perf_counter()
+        tm = target_machine()
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = s["triple"]
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        t1 = time.perf_counter()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)  # a pass manager may run once only
+        t2 = time.perf_counter()
+        opt_ir = str(mod)
+        t3 = time.perf_counter()
+        builder = llvm.JITLibraryBuilder().add_ir(opt_ir).add_current_process()
+        for name in symbols:
+            builder.export_symbol(name)
+        tracker = builder.link(s["lljit"], f"cohort_{next(_names)}")
+        addresses = {name: tracker[name] for name in symbols}
+        t4 = time.perf_counter()
+        return Linked(addresses, opt_ir, {"parse": t1 - t0, "optimise": t2 - t1,
+                                          "codegen_link": t4 - t3, "total": t4 - t0}, tracker)

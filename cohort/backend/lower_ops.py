@@ -1,0 +1,136 @@
+"""Lowering of every non-control operation: one entry per op, mirroring
+`refimpl.semantics.ALU` entry for entry, so the two can be read side by side.
+
+Entries work on scalars and on vectors alike (LLVM instructions are
+elementwise); `cx` supplies constants and intrinsics of the right shape.
+No instruction carries a fast-math flag unless `cx.fast_math` is set, so LLVM
+neither contracts into FMA nor reassociates.
+
+Where the interpreter reports an error (division by zero, shift out of range)
+native code must still not trap or produce poison: the divisor and the shift
+amount are made harmless first. The value produced there is unspecified, and
+the interpreter has already rejected such a launch.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..refimpl.ir import DType, Op
+
+F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
+_FCMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "=="}
+_ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "!="}
+
+
+def _fflags(cx):
+    return ("fast",) if cx.fast_math else ()
+
+
+def _int_div(cx, dt, a, b, rem: bool):
+    bld = cx.b
+    zero = bld.icmp_unsigned("==", b, cx.const(dt, 0))
+    bad = zero
+    if dt is I32:  # INT_MIN / -1 traps on x86; with divisor 1 it yields INT_MIN (wrap) and remainder 0
+        ovf = bld.and_(bld.icmp_signed("==", a, cx.const(I32, -2 ** 31)),
+                       bld.icmp_signed("==", b, cx.const(I32, -1)))
+        bad = bld.or_(zero, ovf)
+    safe = bld.select(bad, cx.const(dt, 1), b)
+    if dt is I32:
+        return bld.srem(a, safe) if rem else bld.sdiv(a, safe)
+    return bld.urem(a, safe) if rem else bld.udiv(a, safe)
+
+
+def _shift(cx, dt, a, b, left: bool):
+    amount = cx.b.and_(b, cx.const(dt, 31))
+    if left:
+        return cx.b.shl(a, amount)
+    return cx.b.ashr(a, amount) if dt is I32 else cx.b.lshr(a, amount)
+
+
+def _abs(cx, dt, a):
+    if dt is F32:
+        return cx.intrinsic("llvm.fabs", [F32], [a])
+    if dt is U32:
+        return a
+    return cx.b.select(cx.b.icmp_signed("<", a, cx.const(I32, 0)), cx.b.neg(a), a)
+
+
+def _cmp(op):
+    def lower(cx, dt, a, b):
+        if dt is F32:
+            if op is Op.NE:
+                return cx.b.fcmp_unordered("!=", a, b, flags=_fflags(cx))
+            return cx.b.fcmp_ordered(_FCMP[op], a, b, flags=_fflags(cx))
+        if dt is I32:
+            return cx.b.icmp_signed(_ICMP[op], a, b)
+        return cx.b.icmp_unsigned(_ICMP[op], a, b)
+    return lower
+
+
+def _arith(fop, iop):
+    def lower(cx, dt, a, b):
+        if dt is F32:
+            return getattr(cx.b, fop)(a, b, flags=_fflags(cx))
+        return getattr(cx.b, iop)(a, b)
+    return lower
+
+
+LOWER = {
+    Op.NEG:  lambda cx, dt, a: cx.b.fneg(a, flags=_fflags(cx)) if dt is F32 else cx.b.neg(a),
+    Op.NOT:  lambda cx, dt, a: cx.b.not_(a),
+    Op.ABS:  _abs,
+    Op.SQRT: lambda cx, dt, a: cx.intrinsic("llvm.sqrt", [F32], [a]),
+
+    Op.ADD:  _arith("fadd", "add"),
+    Op.SUB:  _arith("fsub", "sub"),
+    Op.MUL:  _arith("fmul", "mul"),
+    Op.DIV:  lambda cx, dt, a, b: cx.b.fdiv(a, b, flags=_fflags(cx)) if dt is F32 else _int_div(cx, dt, a, b, False),
+    Op.MOD:  lambda cx, dt, a, b: _int_div(cx, dt, a, b, True),
+    Op.MIN:  lambda cx, dt, a, b: cx.b.select(_cmp(Op.LT)(cx, dt, a, b), a, b),
+    Op.MAX:  lambda cx, dt, a, b: cx.b.select(_cmp(Op.GT)(cx, dt, a, b), a, b),
+
+    Op.AND:  lambda cx, dt, a, b: cx.b.and_(a, b),
+    Op.OR:   lambda cx, dt, a, b: cx.b.or_(a, b),
+    Op.XOR:  lambda cx, dt, a, b: cx.b.xor(a, b),
+    Op.SHL:  lambda cx, dt, a, b: _shift(cx, dt, a, b, True),
+    Op.SHR:  lambda cx, dt, a, b: _shift(cx, dt, a, b, False),
+
+    Op.LT:   _cmp(Op.LT),
+    Op.LE:   _cmp(Op.LE),
+    Op.GT:   _cmp(Op.GT),
+    Op.GE:   _cmp(Op.GE),
+    Op.EQ:   _cmp(Op.EQ),
+    Op.NE:   _cmp(Op.NE),
+}
+
+
+def convert(cx, a, src: DType, dst: DType):
+    """CAST: value conversion, as `semantics.convert`."""
+    b = cx.b
+    if src is dst or {src, dst} == {I32, U32}:
+        return a                                                   # same bits
+    if dst is BOOL:
+        if src is F32:
+            return b.fcmp_unordered("!=", a, cx.const(F32, 0.0))   # NaN -> True, -0.0 -> False
+        return b.icmp_unsigned("!=", a, cx.const(src, 0))
+    if src is BOOL:
+        return b.uitofp(a, cx.ty(F32)) if dst is F32 else b.zext(a, cx.ty(dst))
+    if dst is F32:
+        return b.sitofp(a, cx.ty(F32)) if src is I32 else b.uitofp(a, cx.ty(F32))
+    # f32 -> int: truncate, saturate, NaN -> 0 (plain fptosi is poison out of range)
+    return cx.intrinsic("llvm.fptosi.sat" if dst is I32 else "llvm.fptoui.sat", [dst, F32], [a])
+
+
+def bitcast(cx, a, src: DType, dst: DType):
+    if src is F32 or dst is F32:
+        return cx.b.bitcast(a, cx.ty(dst))
+    return a
+
+
+def scalar_type(dt: DType) -> ir.Type:
+    return {F32: ir.FloatType(), I32: ir.IntType(32), U32: ir.IntType(32), BOOL: ir.IntType(1)}[dt]
+
+
+def memory_type(dt: DType) -> ir.Type:
+    """How a dtype sits in a buffer: bool is one byte (NumPy's bool_)."""
+    return ir.IntType(8) if dt is BOOL else scalar_type(dt)

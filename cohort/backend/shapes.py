@@ -1,0 +1,185 @@
+"""Vector shapes: how a value varies across the lanes of a packet (after RV's
+vectorShape). A shape is uniform (same in every lane), affine with an integer
+stride (lane l holds base + stride*l) or varying. `align` is a known divisor
+of the lane-0 value (for integer shapes), which lets `g // SQ` stay uniform
+when SQ is a multiple of the packet width.
+
+The analysis feeds memory-access classification and uniform branches; each
+claim it makes about a memory access or an `if` condition is exported as an
+annotation that the interpreter can check at run time against the actual
+lane values (`refimpl.annotations`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+from typing import Optional
+
+from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store,
+                          walk_expr)
+
+BIG_ALIGN = 1 << 30
+
+
+@dataclass(frozen=True)
+class Shape:
+    stride: Optional[int]      # None: varying; 0: uniform; k: lane l holds base + k*l
+    align: int = 1             # lane 0's value is a multiple of this (ints only)
+
+    @property
+    def uniform(self) -> bool:
+        return self.stride == 0
+
+    @property
+    def varying(self) -> bool:
+        return self.stride is None
+
+    def __str__(self) -> str:
+        if self.stride is None:
+            return "varying"
+        return "uniform" if self.stride == 0 else f"affine({self.stride})"
+
+
+UNIFORM = Shape(0, 1)
+VARYING = Shape(None, 1)
+
+
+def join(a: Optional[Shape], b: Optional[Shape]) -> Optional[Shape]:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if a.stride is None or b.stride is None or a.stride != b.stride:
+        return VARYING
+    return Shape(a.stride, gcd(a.align, b.align))
+
+
+class ShapeAnalysis:
+    """Shapes of every expression node and variable of a specialised kernel."""
+
+    def __init__(self, kernel: Kernel, lanes: int):
+        self.k, self.W = kernel, lanes
+        self.vars: dict = {}
+        self.nodes: dict = {}
+        for _ in range(64):
+            before = dict(self.vars)
+            self.nodes = {}
+            self._body(kernel.body, uniform_control=True)
+            if self.vars == before:
+                break
+        else:  # pragma: no cover - shapes only move up a finite lattice
+            raise RuntimeError("shape analysis did not converge")
+
+    def shape(self, e: Expr) -> Shape:
+        s = self.nodes.get(id(e))
+        if s is None:
+            for node in walk_expr(e):
+                if id(node) not in self.nodes:
+                    self.nodes[id(node)] = self._node(node)
+            s = self.nodes[id(e)]
+        return s
+
+    def _assign(self, name: str, shape: Shape, uniform_control: bool):
+        self.vars[name] = join(self.vars.get(name), shape if uniform_control else VARYING)
+
+    def _body(self, body, uniform_control: bool):
+        for s in body:
+            if isinstance(s, Assign):
+                self._assign(s.name, self.shape(s.value), uniform_control)
+            elif isinstance(s, Collective):
+                self.shape(s.value)
+                self._assign(s.name, UNIFORM, True)
+            elif isinstance(s, (Store, PStore)):
+                self.shape(s.index)
+                self.shape(s.value)
+            elif isinstance(s, If):
+                c = self.shape(s.cond)
+                inner = uniform_control and c.uniform
+                self._body(s.then, inner)
+                self._body(s.orelse, inner)
+            elif isinstance(s, For):
+                start, stop = self.shape(s.start), self.shape(s.stop)
+                # the loop variable is start + k*step in every lane, k shared
+                self._assign(s.var, start if start.stride is not None else VARYING, True)
+                self._body(s.body, uniform_control and start.uniform and stop.uniform)
+
+    def _node(self, e: Expr) -> Shape:
+        op, W = e.op, self.W
+        src = [self.nodes[id(s)] for s in e.src]
+        if op is Op.CONST:
+            v = e.arg if e.dtype.is_int else 0
+            return Shape(0, abs(v) if v else BIG_ALIGN)
+        if op in (Op.PARAM, Op.BLOCK_ID, Op.NUM_THREADS, Op.BUFLEN):
+            return UNIFORM
+        if op is Op.BLOCK_SIZE:
+            return Shape(0, self.k.block)
+        if op in (Op.THREAD_ID, Op.GLOBAL_ID):
+            return Shape(1, W)          # packet p of a block holds threads p*W .. p*W+W-1
+        if op is Op.VAR:
+            return self.vars.get(e.arg) or UNIFORM
+        if op in (Op.LOAD, Op.MATH, Op.SQRT) or op in (Op.NEG, Op.NOT, Op.ABS) and not e.dtype.is_int:
+            return UNIFORM if all(s.uniform for s in src) else VARYING
+        if op is Op.PLOAD:
+            return VARYING              # private arrays hold per-thread values
+        if e.dtype.is_int and op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.SHL, Op.NEG, Op.CAST):
+            return self._affine(e, src)
+        return UNIFORM if all(s.uniform for s in src) else VARYING
+
+    def _affine(self, e: Expr, src) -> Shape:
+        op, W = e.op, self.W
+        if op is Op.CAST:
+            return src[0] if e.src[0].dtype.is_int else (UNIFORM if src[0].uniform else VARYING)
+        if op is Op.NEG:
+            a = src[0]
+            return VARYING if a.varying else Shape(-a.stride, a.align)
+        a, b = src
+        if a.varying or b.varying:
+            return VARYING
+        const_b = e.src[1].arg if e.src[1].op is Op.CONST else None
+        const_a = e.src[0].arg if e.src[0].op is Op.CONST else None
+        if op is Op.ADD:
+            return Shape(a.stride + b.stride, gcd(a.align, b.align))
+        if op is Op.SUB:
+            return Shape(a.stride - b.stride, gcd(a.align, b.align))
+        if op is Op.MUL:
+            if a.uniform and b.uniform:
+                return Shape(0, a.align * b.align)
+            if const_b is not None:
+                return Shape(a.stride * const_b, a.align * abs(const_b) or BIG_ALIGN)
+            if const_a is not None:
+                return Shape(b.stride * const_a, b.align * abs(const_a) or BIG_ALIGN)
+            return VARYING
+        if op is Op.SHL:
+            if const_b is not None and 0 <= const_b < 31:
+                return Shape(a.stride << const_b, a.align << const_b)
+            return UNIFORM if a.uniform and b.uniform else VARYING
+        if op in (Op.DIV, Op.MOD):
+            if a.uniform and b.uniform:
+                return UNIFORM
+            # base + l for l < W never crosses a multiple of c when both base and
+            # c are multiples of W (non-negative values; the annotation check
+            # catches any access where that assumption fails)
+            if const_b and a.stride == 1 and const_b > 0 and const_b % W == 0 and a.align % W == 0:
+                return UNIFORM if op is Op.DIV else Shape(1, gcd(a.align, const_b))
+            return VARYING
+        return VARYING
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a memory access is lowered, by the shape of its index."""
+    kind: str                 # uniform | contiguous | strided | gather | scatter
+    stride: int = 0
+
+    def __str__(self) -> str:
+        return f"strided({self.stride})" if self.kind == "strided" else self.kind
+
+
+def classify(shape: Shape, store: bool) -> Access:
+    if shape.uniform and not store:
+        return Access("uniform")
+    if shape.stride == 1:
+        return Access("contiguous", 1)
+    if not store and shape.stride in (2, 3, 4):
+        return Access("strided", shape.stride)
+    return Access("scatter" if store else "gather", shape.stride or 0)

@@ -1,0 +1,140 @@
+"""Variants: named sets of independent knobs (DESIGN §5) and their spelling.
+
+`parse_variant` accepts a preset (`whole`, `packet`, ...), knobs
+(`lanes=8,full_packet=off,private=thread`), or a preset followed by knob
+overrides (`packet,grain=auto,workers=2`). Knobs not given take the `packet`
+preset's values, with grain=caller and workers=1.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Optional, Union
+
+
+class VariantError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Variant:
+    lanes: int = 8
+    block: Optional[int] = None          # None: the kernel's own block size
+    full_packet: bool = True
+    predicated: bool = True
+    private: str = "cohort"              # "cohort" | "thread"
+    fast_math: bool = False
+    grain: Union[str, int] = "caller"    # "caller" | N >= 1 | 0 | "legacy" | "auto"
+    workers: int = 1
+    checked: bool = False                # bounds checks compiled into the native code
+
+    @property
+    def name(self) -> str:
+        """Canonical spelling, every knob given (stable across processes)."""
+        parts = []
+        for k, v in asdict(self).items():
+            if k == "block" and v is None:
+                continue
+            parts.append(f"{k}={_show(v)}")
+        return ",".join(parts)
+
+    @property
+    def label(self) -> str:
+        """The preset's name when the knobs are exactly a preset's, else the canonical name."""
+        for name, knobs in PRESETS.items():
+            if replace(DEFAULT, **knobs) == self:
+                return name
+        return self.name
+
+    @property
+    def compile_key(self) -> tuple:
+        """The knobs that change generated code (not grain or workers)."""
+        return (self.lanes, self.block, self.full_packet, self.predicated, self.private,
+                self.fast_math, self.checked)
+
+
+def _show(v) -> str:
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    return str(v)
+
+
+DEFAULT = Variant()
+PRESETS = {
+    "whole": {"lanes": 1},
+    "packet": {},
+    "packet-thread-private": {"private": "thread"},
+    "packet-masked": {"full_packet": False},
+    "packet-branchy": {"predicated": False},
+    "packet-fast": {"fast_math": True},
+}
+
+
+def _onoff(key: str, text: str) -> bool:
+    t = text.lower()
+    if t in ("on", "true", "1", "yes"):
+        return True
+    if t in ("off", "false", "0", "no"):
+        return False
+    raise VariantError(f"knob {key} takes on or off, got {text!r}")
+
+
+def _int(key: str, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise VariantError(f"knob {key} takes an integer, got {text!r}") from None
+
+
+def _knob(key: str, text: str):
+    if key == "lanes":
+        v = _int(key, text)
+        if v not in (1, 4, 8, 16):
+            raise VariantError(f"lanes must be 1, 4, 8 or 16, got {v}")
+        return v
+    if key == "block":
+        v = _int(key, text)
+        if v < 1 or v & (v - 1):
+            raise VariantError(f"block must be a power of two, got {v}")
+        return v
+    if key in ("full_packet", "predicated", "fast_math", "checked"):
+        return _onoff(key, text)
+    if key == "private":
+        if text not in ("cohort", "thread"):
+            raise VariantError(f"private must be cohort or thread, got {text!r}")
+        return text
+    if key == "grain":
+        if text in ("caller", "legacy", "auto"):
+            return text
+        v = _int(key, text)
+        if v < 0:
+            raise VariantError(f"grain must be caller, legacy, auto or an integer >= 0, got {v}")
+        return v
+    if key == "workers":
+        v = _int(key, text)
+        if v < 1:
+            raise VariantError(f"workers must be at least 1, got {v}")
+        return v
+    known = ", ".join(f for f in Variant.__dataclass_fields__)
+    raise VariantError(f"unknown knob {key!r}; knobs are {known}")
+
+
+def parse_variant(text: str) -> Variant:
+    """A Variant from its spelling; raises VariantError with a one-line reason."""
+    items = [t.strip() for t in str(text).split(",") if t.strip()]
+    if not items:
+        raise VariantError("empty variant")
+    knobs = {}
+    if "=" not in items[0]:
+        preset = items.pop(0)
+        if preset not in PRESETS:
+            raise VariantError(f"unknown variant {preset!r}; presets are ref, {', '.join(PRESETS)}")
+        knobs.update(PRESETS[preset])
+    for item in items:
+        if "=" not in item:
+            raise VariantError(f"expected knob=value, got {item!r} (a preset name must come first)")
+        key, value = (s.strip() for s in item.split("=", 1))
+        knobs[key] = _knob(key, value)
+    v = replace(DEFAULT, **knobs)
+    if v.block is not None and v.block < v.lanes:
+        raise VariantError(f"block ({v.block}) must be at least lanes ({v.lanes})")
+    return v

@@ -1,0 +1,193 @@
+"""The `cohort` command line (DESIGN §9).
+
+Exit codes: 0 agreed/passed, 1 a check failed, 2 bad usage or bad input
+(one line, no traceback), 3 an internal error (a bug in cohort; set
+COHORT_DEBUG=1 for the traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: exit 2 with this one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="cohort", description="GPU-style kernels on the CPU, exact by construction.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    o = sub.add_parser("ops", help="operators, signatures, sizes")
+    o.add_argument("--json", action="store_true")
+
+    r = sub.add_parser("run", help="run one operator at one shape and check it")
+    r.add_argument("op")
+    r.add_argument("--shape", required=True, help="e.g. 17x65, or BxHxHkvxSqxSkvxDxDv for attention")
+    r.add_argument("--variant", default="ref",
+                   help="ref (the interpreter), a preset (whole, packet, ...), knobs (lanes=1,fast_math=off) "
+                        "or a preset with overrides")
+    r.add_argument("--seed", default="0", help="input seed (same seed, same inputs, in every process)")
+    r.add_argument("--save", metavar="DIR", help="write every input and output as NAME.npy, plus meta.json")
+    r.add_argument("--time", action="store_true", help="time the native entry (median, microseconds)")
+    r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
+    r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    return p
+
+
+# ---------------------------------------------------------------- ops
+
+def cmd_ops(args) -> int:
+    from .refimpl import ops
+    rows = []
+    for op in ops.OPERATORS.values():
+        rows.append({"op": op.name, "signature": op.signature(), "definition": op.definition,
+                     "dims": "x".join(op.dims), "sizes": [ops.fmt_shape(s) for s in op.seed_sizes],
+                     "oracle_rel_tol": op.rel_tol})
+    if args.json:
+        print(json.dumps({"operators": rows}))
+        return 0
+    for r in rows:
+        print(f"{r['op']}: {r['signature']}")
+        print(f"    {r['definition']}")
+        print(f"    shape {r['dims']}; seed sizes: {', '.join(r['sizes'])}")
+    return 0
+
+
+# ---------------------------------------------------------------- run
+
+def _seed(text: str) -> int:
+    try:
+        seed = int(text, 0)
+    except ValueError:
+        raise UsageError(f"--seed must be a non-negative integer, got {text!r}") from None
+    if not 0 <= seed < 2 ** 63:
+        raise UsageError(f"--seed must be in 0..2^63-1, got {seed}")
+    return seed
+
+
+def _variant(text: str):
+    """None for the interpreter (`ref`), else a backend Variant."""
+    if text.strip() == "ref":
+        return None
+    from .backend.variant import VariantError, parse_variant
+    try:
+        return parse_variant(text)
+    except VariantError as e:
+        raise UsageError(f"--variant {text!r}: {e}") from None
+
+
+def cmd_run(args) -> int:
+    from .refimpl import ops
+    from .verify.opcheck import check_operator
+    try:
+        op = ops.get(args.op)
+        shape = op.parse_shape(args.shape)
+    except (ops.UnknownOperator, ops.ShapeError) as e:
+        raise UsageError(str(e)) from None
+    seed = _seed(args.seed)
+    variant = _variant(args.variant)
+    if variant is not None:
+        from .backend.compiler import UnsupportedVariant
+        try:
+            result = check_operator(op, shape, seed, variant, timing=args.time, dump=args.dump)
+        except UnsupportedVariant as e:
+            raise UsageError(str(e)) from None
+    else:
+        if args.time or args.dump:
+            raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
+        result = check_operator(op, shape, seed, None)
+    y = result.pop("output")
+    if args.save:
+        inputs = op.make_inputs(shape, seed)
+        _save(args.save, op, shape, inputs, y, result)
+        result["saved"] = os.path.abspath(args.save)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        _print_run(op, result)
+    return 0 if result["agree"] else 1
+
+
+def _print_run(op, r: dict):
+    print(f"{r['op']} {r['shape']} variant={r['variant']} seed={r['seed']}")
+    print(f"  reference vs float64 oracle: max rel err {r['max_rel_err_vs_oracle']:.3g} "
+          f"(bound {r['oracle_rel_tol']:g}), max abs err {r['max_abs_err_vs_oracle']:.3g}")
+    if r["variant"] == "ref":
+        print(f"  {'agrees' if r['agree'] else 'DISAGREES'}; {op.output} checksum {r['checksum']}")
+    else:
+        bands = "intact" if all(r["guard_bands"].values()) else \
+            "BROKEN: " + ", ".join(n for n, ok in r["guard_bands"].items() if not ok)
+        verdict = "bit-identical to the interpreter" if r["bitwise_equal"] else "DIFFERS from the interpreter"
+        print(f"  native {verdict}; guard bands {bands}")
+        if "first_difference" in r:
+            d = r["first_difference"]
+            print(f"  first difference at flat index {d['index']}: native {d['native']!r}, "
+                  f"reference {d['reference']!r}")
+        print(f"  {op.output} checksum {r['checksum']}")
+        f = r["facts"]
+        print(f"  compiled in {r['compile_seconds'] * 1e3:.1f} ms; lanes {f['lanes']}, "
+              f"scalar libm calls {f['scalar_libm_calls']}, vector instructions "
+              f"{'yes' if f['uses_vector_instructions'] else 'no'}, direct CFG {f['direct_cfg']}")
+        if "time_us" in r:
+            print(f"  native entry: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
+                  f"x {r['timing_iters']} calls)")
+        for path in r.get("dumped", []):
+            print(f"  wrote {path}")
+    if "saved" in r:
+        print(f"  saved to {r['saved']}")
+
+
+def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
+    try:
+        os.makedirs(directory, exist_ok=True)
+        for name, a in inputs.items():
+            np.save(os.path.join(directory, f"{name}.npy"), a)
+        np.save(os.path.join(directory, f"{op.output}.npy"), y)
+        with open(os.path.join(directory, "meta.json"), "w") as f:
+            json.dump({**result, "buffers": {n: list(s) for n, s in op.buffer_shapes(shape).items()},
+                       "output": op.output}, f, indent=1)
+    except OSError as e:
+        raise UsageError(f"--save {directory}: {e.strerror or e}") from None
+
+
+# ---------------------------------------------------------------- main
+
+COMMANDS = {"ops": cmd_ops, "run": cmd_run}
+
+
+def main(argv=None) -> int:
+    from .refimpl.errors import KernelError
+    from .refimpl.interpreter import KernelRuntimeError
+    try:
+        args = _parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except (KernelError, KernelRuntimeError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback by default
+        if os.environ.get("COHORT_DEBUG"):
+            raise
+        print(f"internal error: {type(e).__name__}: {e} (a bug in cohort; COHORT_DEBUG=1 shows the "
+              "traceback)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

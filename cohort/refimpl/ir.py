@@ -1,0 +1,475 @@
+"""The kernel IR: types, one Enum of operations, small frozen nodes.
+
+A kernel is a tuple of statements over expressions. Expressions are immutable
+DAG nodes (`Expr`); the same node may be shared, so evaluators memoise by
+identity. Statements carry a source location for error messages.
+
+Type rules live in `result_dtype` and nowhere else: the frontend, the
+validator and the fuzzer's builder all call it.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+import numpy as np
+
+
+class DType(enum.Enum):
+    F32 = "f32"
+    I32 = "i32"
+    U32 = "u32"
+    BOOL = "bool"
+
+    @property
+    def np(self) -> np.dtype:
+        return _NP[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self is DType.F32
+
+    @property
+    def is_int(self) -> bool:
+        return self in (DType.I32, DType.U32)
+
+    @property
+    def is_number(self) -> bool:
+        return self is not DType.BOOL
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+f32, i32, u32, boolean = DType.F32, DType.I32, DType.U32, DType.BOOL
+_NP = {DType.F32: np.dtype(np.float32), DType.I32: np.dtype(np.int32),
+       DType.U32: np.dtype(np.uint32), DType.BOOL: np.dtype(np.bool_)}
+DTYPE_BY_NAME = {d.value: d for d in DType}
+I32_MIN, I32_MAX, U32_MAX = -(2 ** 31), 2 ** 31 - 1, 2 ** 32 - 1
+
+
+class Op(enum.Enum):
+    # leaves
+    CONST = enum.auto()        # arg: Python value (float/int/bool)
+    PARAM = enum.auto()        # arg: name of a scalar or Const parameter
+    VAR = enum.auto()          # arg: name of a thread-local variable
+    ARG = enum.auto()          # arg: index; placeholder inside math templates
+    # built-ins
+    THREAD_ID = enum.auto()
+    BLOCK_ID = enum.auto()
+    GLOBAL_ID = enum.auto()
+    BLOCK_SIZE = enum.auto()
+    NUM_THREADS = enum.auto()
+    BUFLEN = enum.auto()       # arg: buffer name
+    # unary
+    NEG = enum.auto()
+    NOT = enum.auto()          # logical not on bool, bitwise not on ints
+    ABS = enum.auto()
+    SQRT = enum.auto()
+    # binary arithmetic
+    ADD = enum.auto()
+    SUB = enum.auto()
+    MUL = enum.auto()
+    DIV = enum.auto()          # float: IEEE; int: C truncation
+    MOD = enum.auto()          # int only: C remainder (sign of dividend)
+    MIN = enum.auto()          # a if a < b else b
+    MAX = enum.auto()          # a if a > b else b
+    # bitwise (ints; AND/OR/XOR also on bool)
+    AND = enum.auto()
+    OR = enum.auto()
+    XOR = enum.auto()
+    SHL = enum.auto()
+    SHR = enum.auto()          # arithmetic on i32, logical on u32
+    # comparisons (float: ordered, except NE which is unordered)
+    LT = enum.auto()
+    LE = enum.auto()
+    GT = enum.auto()
+    GE = enum.auto()
+    EQ = enum.auto()
+    NE = enum.auto()
+    # selection and conversion
+    SELECT = enum.auto()       # src (c, a, b): a where c else b; a and b evaluated lazily
+    CAST = enum.auto()         # value conversion to self.dtype
+    BITCAST = enum.auto()      # reinterpret 32 bits as self.dtype
+    # memory
+    LOAD = enum.auto()         # arg: buffer name; src (index,)
+    PLOAD = enum.auto()        # arg: private array name; src (index,)
+    # math library
+    MATH = enum.auto()         # arg: function name; src (x,); defined in mathlib
+
+
+GROUPS = {
+    "leaf": {Op.CONST, Op.PARAM, Op.VAR, Op.ARG},
+    "builtin": {Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN},
+    "unary": {Op.NEG, Op.NOT, Op.ABS, Op.SQRT},
+    "arith": {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.MAX},
+    "bitwise": {Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR},
+    "compare": {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE},
+    "convert": {Op.SELECT, Op.CAST, Op.BITCAST},
+    "memory": {Op.LOAD, Op.PLOAD},
+    "math": {Op.MATH},
+}
+BINARY = GROUPS["arith"] | GROUPS["bitwise"] | GROUPS["compare"]
+
+
+class Reduce(enum.Enum):
+    SUM = "block_sum"
+    MAX = "block_max"
+    MIN = "block_min"
+
+
+class ParamKind(enum.Enum):
+    BUFFER = "buffer"
+    SCALAR = "scalar"
+    CONST = "const"
+
+
+class IRTypeError(TypeError):
+    """A type rule was broken; the frontend adds the source line."""
+
+
+@dataclass(frozen=True, eq=False, slots=True)
+class Expr:
+    op: Op
+    dtype: DType
+    src: tuple = ()
+    arg: Any = None
+
+    # Operator sugar for building IR from Python (the fuzzer, the math library).
+    def __add__(self, o): return binary(Op.ADD, self, o)
+    def __radd__(self, o): return binary(Op.ADD, o, self)
+    def __sub__(self, o): return binary(Op.SUB, self, o)
+    def __rsub__(self, o): return binary(Op.SUB, o, self)
+    def __mul__(self, o): return binary(Op.MUL, self, o)
+    def __rmul__(self, o): return binary(Op.MUL, o, self)
+    def __truediv__(self, o): return binary(Op.DIV, self, o)
+    def __rtruediv__(self, o): return binary(Op.DIV, o, self)
+    def __neg__(self): return unary(Op.NEG, self)
+    def __lt__(self, o): return binary(Op.LT, self, o)
+    def __le__(self, o): return binary(Op.LE, self, o)
+    def __gt__(self, o): return binary(Op.GT, self, o)
+    def __ge__(self, o): return binary(Op.GE, self, o)
+    def __and__(self, o): return binary(Op.AND, self, o)
+    def __or__(self, o): return binary(Op.OR, self, o)
+    def __xor__(self, o): return binary(Op.XOR, self, o)
+    def __lshift__(self, o): return binary(Op.SHL, self, o)
+    def __rshift__(self, o): return binary(Op.SHR, self, o)
+
+
+# ---------------------------------------------------------------- type rules
+
+def result_dtype(op: Op, srcs: tuple, dtype: Optional[DType] = None) -> DType:
+    """The dtype of `op` applied to sources of dtypes `srcs`; raises IRTypeError.
+
+    `dtype` is the requested dtype for ops that carry one (CAST, BITCAST, leaves).
+    """
+    def need(cond: bool, msg: str):
+        if not cond:
+            raise IRTypeError(msg)
+
+    name = op.name.lower()
+    if op in GROUPS["leaf"] or op in (Op.LOAD, Op.PLOAD):
+        need(dtype is not None, f"{name} needs a dtype")
+        if op in (Op.LOAD, Op.PLOAD):
+            need(len(srcs) == 1 and srcs[0].is_int, f"index must be i32 or u32, got {srcs[0].value}")
+        return dtype
+    if op in (Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN):
+        return DType.I32
+    if op is Op.NEG or op is Op.ABS:
+        need(srcs[0].is_number, f"{name} needs a number, got {srcs[0].value}")
+        return srcs[0]
+    if op is Op.NOT:
+        need(srcs[0] is not DType.F32, "not/~ needs a bool or an integer, got f32")
+        return srcs[0]
+    if op is Op.SQRT or op is Op.MATH:
+        need(srcs[0] is DType.F32, f"{name} needs f32, got {srcs[0].value}")
+        return DType.F32
+    if op in BINARY:
+        a, b = srcs
+        need(a is b, f"operands of {name} have different types {a.value} and {b.value}"
+                     " (convert one with f32(), i32() or u32())")
+        if op in GROUPS["compare"]:
+            need(a.is_number or op in (Op.EQ, Op.NE), f"{name} needs numbers, got bool")
+            return DType.BOOL
+        if op in (Op.AND, Op.OR, Op.XOR):
+            need(a is not DType.F32, f"{name} needs bool or integer operands, got f32")
+            return a
+        if op in (Op.MOD, Op.SHL, Op.SHR):
+            need(a.is_int, f"{name} needs integer operands, got {a.value}")
+            return a
+        need(a.is_number, f"{name} needs numbers, got bool")
+        return a
+    if op is Op.SELECT:
+        c, a, b = srcs
+        need(c is DType.BOOL, f"select condition must be bool, got {c.value}")
+        need(a is b, f"select branches have different types {a.value} and {b.value}")
+        return a
+    if op is Op.CAST:
+        need(dtype is not None, "cast needs a target dtype")
+        return dtype
+    if op is Op.BITCAST:
+        need(dtype is not None and dtype is not DType.BOOL and srcs[0] is not DType.BOOL,
+             "bitcast is between f32, i32 and u32")
+        return dtype
+    raise IRTypeError(f"unknown op {op}")
+
+
+# ---------------------------------------------------------------- constructors
+
+Operand = Union[Expr, int, float, bool]
+
+
+def const(value, dtype: DType) -> Expr:
+    """A literal, stored as the exact value it has in `dtype`."""
+    if dtype is DType.F32:
+        value = float(np.float32(value))
+    elif dtype is DType.BOOL:
+        value = bool(value)
+    else:
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise IRTypeError(f"literal {value!r} is not an integer; it cannot be a {dtype.value}")
+        value = int(value)
+        lo, hi = (I32_MIN, I32_MAX) if dtype is DType.I32 else (0, U32_MAX)
+        if not lo <= value <= hi:
+            raise IRTypeError(f"literal {value} does not fit in {dtype.value}")
+    return Expr(Op.CONST, dtype, (), value)
+
+
+def lift(x: Operand, like: Optional[Expr] = None) -> Expr:
+    """Python literals are weakly typed: they take the type of the other operand."""
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        return const(x, DType.BOOL)
+    if like is not None and like.dtype.is_number:
+        if isinstance(x, float) and like.dtype.is_int:
+            raise IRTypeError(f"float literal {x} used with {like.dtype.value}")
+        return const(x, like.dtype)
+    return const(x, DType.F32 if isinstance(x, float) else DType.I32)
+
+
+def unary(op: Op, a: Operand) -> Expr:
+    a = lift(a)
+    return Expr(op, result_dtype(op, (a.dtype,)), (a,))
+
+
+def binary(op: Op, a: Operand, b: Operand) -> Expr:
+    if not isinstance(a, Expr):
+        b = lift(b)
+        a = lift(a, b)
+    else:
+        b = lift(b, a)
+    return Expr(op, result_dtype(op, (a.dtype, b.dtype)), (a, b))
+
+
+def select(c: Operand, a: Operand, b: Operand) -> Expr:
+    c = lift(c)
+    if not isinstance(a, Expr):
+        b = lift(b)
+        a = lift(a, b)
+    else:
+        b = lift(b, a)
+    return Expr(Op.SELECT, result_dtype(Op.SELECT, (c.dtype, a.dtype, b.dtype)), (c, a, b))
+
+
+def cast(a: Operand, dtype: DType) -> Expr:
+    a = lift(a)
+    if a.dtype is dtype:
+        return a
+    if a.op is Op.CONST:  # a literal converted at build time, exactly as CAST would
+        from .semantics import convert_scalar
+        return const(convert_scalar(a.arg, a.dtype, dtype), dtype)
+    return Expr(Op.CAST, dtype, (a,))
+
+
+def bitcast(a: Expr, dtype: DType) -> Expr:
+    if a.dtype is dtype:
+        return a
+    return Expr(Op.BITCAST, result_dtype(Op.BITCAST, (a.dtype,), dtype), (a,))
+
+
+def math(fn: str, a: Operand) -> Expr:
+    a = lift(a)
+    return Expr(Op.MATH, result_dtype(Op.MATH, (a.dtype,)), (a,), fn)
+
+
+def var(name: str, dtype: DType) -> Expr:
+    return Expr(Op.VAR, dtype, (), name)
+
+
+def param(name: str, dtype: DType) -> Expr:
+    return Expr(Op.PARAM, dtype, (), name)
+
+
+def load(buf: str, index: Expr, dtype: DType) -> Expr:
+    return Expr(Op.LOAD, result_dtype(Op.LOAD, (index.dtype,), dtype), (index,), buf)
+
+
+def pload(arr: str, index: Expr, dtype: DType) -> Expr:
+    return Expr(Op.PLOAD, result_dtype(Op.PLOAD, (index.dtype,), dtype), (index,), arr)
+
+
+def builtin(op: Op, arg=None) -> Expr:
+    return Expr(op, DType.I32, (), arg)
+
+
+# ---------------------------------------------------------------- statements
+
+@dataclass(frozen=True)
+class Loc:
+    line: Optional[int] = None
+    text: str = ""
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line is not None else "statement"
+        return f"{where}: `{self.text}`" if self.text else where
+
+
+NOLOC = Loc()
+
+
+@dataclass(frozen=True, eq=False)
+class Assign:
+    name: str
+    value: Expr
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class Store:
+    buf: str
+    index: Expr
+    value: Expr
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class PStore:
+    arr: str
+    index: Expr
+    value: Expr
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class Private:
+    """A per-thread array of compile-time size, zero-initialised."""
+    name: str
+    dtype: DType
+    size: Expr            # compile-time constant expression
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class If:
+    cond: Expr
+    then: tuple
+    orelse: tuple = ()
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class For:
+    """for var in range(start, stop, step); step is a nonzero compile-time constant."""
+    var: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: tuple
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class Collective:
+    """name = block_sum/max/min(value); only at the top level of a kernel body."""
+    name: str
+    op: Reduce
+    value: Expr
+    loc: Loc = NOLOC
+
+
+Stmt = Union[Assign, Store, PStore, Private, If, For, Collective]
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: ParamKind
+    dtype: DType
+
+
+@dataclass(frozen=True, eq=False)
+class Kernel:
+    name: str
+    params: tuple
+    body: tuple
+    block: int = 32
+    consts: tuple = ()    # ((name, value), ...) once specialised
+    specialised: bool = False
+
+    def param(self, name: str) -> Optional[Param]:
+        for p in self.params:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def buffers(self) -> tuple:
+        return tuple(p for p in self.params if p.kind is ParamKind.BUFFER)
+
+    @property
+    def scalars(self) -> tuple:
+        return tuple(p for p in self.params if p.kind is ParamKind.SCALAR)
+
+    @property
+    def const_params(self) -> tuple:
+        return tuple(p for p in self.params if p.kind is ParamKind.CONST)
+
+    def __str__(self) -> str:
+        from .printer import format_kernel
+        return format_kernel(self)
+
+
+def walk_stmts(body):
+    """Every statement, depth first, parents before children."""
+    for s in body:
+        yield s
+        if isinstance(s, If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, For):
+            yield from walk_stmts(s.body)
+
+
+def stmt_exprs(s) -> tuple:
+    """The expressions a statement evaluates itself (not those of nested bodies)."""
+    if isinstance(s, Assign) or isinstance(s, Collective):
+        return (s.value,)
+    if isinstance(s, (Store, PStore)):
+        return (s.index, s.value)
+    if isinstance(s, Private):
+        return (s.size,)
+    if isinstance(s, If):
+        return (s.cond,)
+    if isinstance(s, For):
+        return (s.start, s.stop, s.step)
+    raise TypeError(f"not a statement: {s!r}")
+
+
+def walk_expr(e: Expr, seen=None):
+    """Every node of an expression DAG once, sources before users."""
+    seen = set() if seen is None else seen
+    stack = [(e, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in seen:
+            continue
+        if done:
+            seen.add(id(node))
+            yield node
+        else:
+            stack.append((node, True))
+            for s in reversed(node.src):
+                if id(s) not in seen:
+                    stack.append((s, False))

@@ -1,0 +1,86 @@
+"""The names a kernel author writes: `@kernel`, types, built-ins.
+
+Inside a `@kernel` function these names are not called by Python; the
+frontend recognises them (by identity, so `import cohort as ck; ck.sqrt(x)`
+works too) and emits IR. Called outside a kernel they raise.
+"""
+from __future__ import annotations
+
+from .ir import DType, Op, Reduce
+
+
+class _Builtin:
+    def __init__(self, name: str, kind: str, payload=None):
+        self.name, self.kind, self.payload = name, kind, payload
+
+    def __call__(self, *a, **k):
+        raise RuntimeError(f"{self.name}() can only be used inside a @kernel function")
+
+    def __repr__(self) -> str:
+        return f"cohort.{self.name}"
+
+
+class ScalarType(_Builtin):
+    """f32 / i32 / u32: a scalar annotation, and a conversion inside kernels."""
+
+    def __init__(self, dtype: DType):
+        super().__init__(dtype.value, "cast", dtype)
+        self.dtype = dtype
+
+
+class BufferType:
+    def __init__(self, dtype: DType):
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Buffer[{self.dtype.value}]"
+
+
+class _BufferFactory:
+    def __getitem__(self, t):
+        if isinstance(t, ScalarType):
+            return BufferType(t.dtype)
+        if t is bool:
+            return BufferType(DType.BOOL)
+        raise TypeError(f"Buffer[...] takes f32, i32, u32 or bool, got {t!r}")
+
+
+class ConstType:
+    def __repr__(self) -> str:
+        return "Const[int]"
+
+
+class _ConstFactory:
+    def __getitem__(self, t):
+        if t is not int:
+            raise TypeError("Const[...] only takes int")
+        return ConstType()
+
+
+Buffer = _BufferFactory()
+Const = _ConstFactory()
+f32, i32, u32 = ScalarType(DType.F32), ScalarType(DType.I32), ScalarType(DType.U32)
+
+thread_id = _Builtin("thread_id", "builtin", Op.THREAD_ID)
+block_id = _Builtin("block_id", "builtin", Op.BLOCK_ID)
+global_id = _Builtin("global_id", "builtin", Op.GLOBAL_ID)
+block_size = _Builtin("block_size", "builtin", Op.BLOCK_SIZE)
+num_threads = _Builtin("num_threads", "builtin", Op.NUM_THREADS)
+
+block_sum = _Builtin("block_sum", "collective", Reduce.SUM)
+block_max = _Builtin("block_max", "collective", Reduce.MAX)
+block_min = _Builtin("block_min", "collective", Reduce.MIN)
+
+private = _Builtin("private", "private")
+bitcast = _Builtin("bitcast", "bitcast")
+sqrt = _Builtin("sqrt", "sqrt")
+exp = _Builtin("exp", "math")
+log = _Builtin("log", "math")
+erf = _Builtin("erf", "math")
+tanh = _Builtin("tanh", "math")
+sigmoid = _Builtin("sigmoid", "math")
+sin = _Builtin("sin", "math")
+cos = _Builtin("cos", "math")
+
+INF = float("inf")
+NAN = float("nan")

@@ -1,0 +1,79 @@
+"""Launch argument checks shared by the interpreter and the native launcher.
+
+Everything is checked before anything runs: a wrong dtype, a non-contiguous
+array, a missing or unknown argument, a scalar that does not fit its type.
+Buffers are never converted: a silent copy would swallow the kernel's stores.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import KernelError
+from .ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind
+
+
+def check_n(kernel: Kernel, n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise KernelError(kernel.name, None, f"thread count n must be an int, got {n!r}")
+    n = int(n)
+    if not 0 <= n <= I32_MAX - kernel.block:
+        raise KernelError(kernel.name, None, f"thread count n={n} out of range 0..{I32_MAX - kernel.block}")
+    return n
+
+
+def as_buffer(kernel: Kernel, name: str, dtype: DType, value) -> np.ndarray:
+    if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
+        mod = type(value).__module__
+        if mod.startswith("torch"):
+            if value.device.type != "cpu":
+                raise KernelError(kernel.name, None, f"buffer {name}: tensor is on {value.device}, not the CPU")
+            if not value.is_contiguous():
+                raise KernelError(kernel.name, None, f"buffer {name}: tensor is not contiguous")
+            value = value.detach().numpy()
+    if not isinstance(value, np.ndarray):
+        raise KernelError(kernel.name, None, f"buffer {name} must be a NumPy array or a CPU tensor, "
+                                             f"got {type(value).__name__}")
+    if value.dtype != dtype.np:
+        raise KernelError(kernel.name, None, f"buffer {name} must have dtype {dtype.np}, got {value.dtype}")
+    if not value.flags.c_contiguous:
+        raise KernelError(kernel.name, None, f"buffer {name} is not C-contiguous")
+    if not value.flags.writeable:
+        raise KernelError(kernel.name, None, f"buffer {name} is read-only")
+    if value.size > I32_MAX:
+        raise KernelError(kernel.name, None, f"buffer {name} has {value.size} elements; at most {I32_MAX}")
+    return value.reshape(-1)  # a view: stores land in the caller's array
+
+
+def as_scalar(kernel: Kernel, name: str, dtype: DType, value):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise KernelError(kernel.name, None, f"scalar {name} must be a {dtype.value} number, got {value!r}")
+    if dtype is DType.F32:
+        return np.float32(value)  # one rounding to nearest even, as a kernel literal
+    if isinstance(value, (float, np.floating)):
+        if not float(value).is_integer():
+            raise KernelError(kernel.name, None, f"scalar {name} is {dtype.value}, got {value!r}")
+    v = int(value)
+    lo, hi = (I32_MIN, I32_MAX) if dtype is DType.I32 else (0, U32_MAX)
+    if not lo <= v <= hi:
+        raise KernelError(kernel.name, None, f"scalar {name}={v} does not fit in {dtype.value}")
+    return dtype.np.type(v)
+
+
+def check_args(kernel: Kernel, n, args: dict):
+    """-> (buffers, scalars) for a specialised kernel; raises KernelError."""
+    check_n(kernel, n)
+    wanted = {p.name: p for p in kernel.params}
+    unknown = set(args) - set(wanted)
+    if unknown:
+        raise KernelError(kernel.name, None, f"unknown argument(s) {sorted(unknown)}; "
+                                             f"parameters are {list(wanted)}")
+    missing = set(wanted) - set(args)
+    if missing:
+        raise KernelError(kernel.name, None, f"missing argument(s) {sorted(missing)}")
+    buffers, scalars = {}, {}
+    for p in kernel.params:
+        if p.kind is ParamKind.BUFFER:
+            buffers[p.name] = as_buffer(kernel, p.name, p.dtype, args[p.name])
+        else:
+            scalars[p.name] = as_scalar(kernel, p.name, p.dtype, args[p.name])
+    return buffers, scalars

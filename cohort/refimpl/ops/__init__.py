@@ -1,0 +1,83 @@
+"""The operator library: the seven operators of DESIGN §4.
+
+Each operator module holds its kernel (written in the frontend as a GPU
+programmer would), its launch geometry, a seeded input generator and an
+independent float64 oracle. `run_reference` runs the interpreter on an
+operator's inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..interpreter import interpret
+from . import attention, gelu_residual, layernorm, masked_softmax, rmsnorm, rope, swiglu
+from .base import Launch, Operator, ShapeError, fmt_shape
+
+ROW_SIZES = ((17, 65), (129, 768), (257, 1538), (1024, 4097), (3, 63), (64, 256), (137, 1023),
+             (513, 2051), (17, 16384))
+ATTENTION_SIZES = ((1, 4, 2, 16, 32, 16, 16), (1, 4, 1, 64, 128, 32, 32))
+
+
+def _even(sizes):
+    """rope rounds C up to even (DESIGN §4)."""
+    return tuple((r, c + c % 2) for r, c in sizes)
+
+
+OPERATORS = {op.name: op for op in [
+    replace(rmsnorm.OP, seed_sizes=ROW_SIZES),
+    replace(layernorm.OP, seed_sizes=ROW_SIZES),
+    replace(masked_softmax.OP, seed_sizes=ROW_SIZES),
+    replace(swiglu.OP, seed_sizes=ROW_SIZES),
+    replace(gelu_residual.OP, seed_sizes=ROW_SIZES),
+    replace(rope.OP, seed_sizes=_even(ROW_SIZES)),
+    replace(attention.OP, seed_sizes=ATTENTION_SIZES),
+]}
+
+
+class UnknownOperator(KeyError):
+    def __str__(self):
+        return f"unknown operator {self.args[0]!r}; operators are {', '.join(OPERATORS)}"
+
+
+def get(name: str) -> Operator:
+    try:
+        return OPERATORS[name]
+    except KeyError:
+        raise UnknownOperator(name) from None
+
+
+def allocate(op: Operator, shape, inputs: dict) -> dict:
+    """All buffers of one launch, flattened (views of `inputs`), output zeroed."""
+    bufs = {n: np.ascontiguousarray(a).reshape(-1) for n, a in inputs.items()}
+    out_shape = op.buffer_shapes(shape)[op.output]
+    bufs[op.output] = np.zeros(int(np.prod(out_shape)), np.float32)
+    return bufs
+
+
+def run_reference(op: Operator, shape, inputs: dict) -> np.ndarray:
+    """The interpreter's output for `inputs`, in the output's logical shape."""
+    launch = op.launch(shape)
+    bufs = allocate(op, shape, inputs)
+    interpret(op.kernel.ir, launch.n, {**bufs, **launch.scalars}, launch.consts)
+    return bufs[op.output].reshape(op.buffer_shapes(shape)[op.output])
+
+
+def oracle_error(y: np.ndarray, ref: np.ndarray):
+    """(max absolute error, max error relative to the largest |oracle| of its row).
+
+    A row is the last dimension (attention: an output row). An all-zero
+    oracle row (a fully masked softmax row) must be matched exactly.
+    """
+    y64 = np.asarray(y, np.float64).reshape(-1, ref.shape[-1])
+    r64 = np.asarray(ref, np.float64).reshape(-1, ref.shape[-1])
+    err = np.abs(y64 - r64)
+    err = np.where(np.isnan(err), np.inf, err)
+    scale = np.abs(r64).max(axis=1, keepdims=True)
+    rel = np.where(scale > 0, err / np.where(scale > 0, scale, 1.0), np.where(err > 0, np.inf, 0.0))
+    return float(err.max(initial=0.0)), float(rel.max(initial=0.0))
+
+
+__all__ = ["oracle_error", "OPERATORS", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
+           "fmt_shape", "ROW_SIZES", "ATTENTION_SIZES", "UnknownOperator"]

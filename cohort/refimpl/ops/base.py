@@ -1,0 +1,118 @@
+"""What every operator carries: kernel, launch geometry, seeded inputs, oracle."""
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..frontend import KernelFunction
+
+
+class ShapeError(ValueError):
+    """A shape an operator cannot run (malformed, wrong rank, odd C for rope, ...)."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    n: int            # threads
+    consts: dict      # Const parameters
+    scalars: dict     # scalar parameters
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    kernel: KernelFunction
+    dims: tuple                       # names of the shape's dimensions
+    buffer_shapes: Callable           # shape -> {buffer name: logical shape}, inputs first, output last
+    output: str
+    launch: Callable                  # shape -> Launch
+    make_inputs: Callable             # (shape, seed) -> {input name: array of its logical shape}
+    oracle: Callable                  # inputs -> float64 output of the logical shape
+    seed_sizes: tuple
+    rel_tol: float                    # |y - oracle| <= rel_tol * max|oracle| over the row
+    definition: str
+    check: Callable = lambda shape: None   # raises ShapeError for shapes it cannot run
+
+    @property
+    def inputs(self) -> tuple:
+        return tuple(n for n in self.buffer_shapes(self.seed_sizes[0]) if n != self.output)
+
+    def parse_shape(self, text: str) -> tuple:
+        parts = str(text).lower().replace("×", "x").split("x")
+        try:
+            shape = tuple(int(p) for p in parts)
+        except ValueError:
+            raise ShapeError(f"malformed shape {text!r}: expected {'x'.join(self.dims)} with integers") from None
+        if len(shape) != len(self.dims):
+            raise ShapeError(f"{self.name} takes a shape {'x'.join(self.dims)} "
+                             f"({len(self.dims)} numbers), got {text!r}")
+        for d, v in zip(self.dims, shape):
+            if v < 1:
+                raise ShapeError(f"{self.name}: dimension {d} must be at least 1, got {v}")
+        self.check(shape)
+        limit = 1 << 30
+        for name, s in self.buffer_shapes(shape).items():
+            if int(np.prod(s, dtype=np.int64)) >= limit:
+                raise ShapeError(f"{self.name} {text}: buffer {name} would have {int(np.prod(s))} "
+                                 f"elements; at most {limit - 1}")
+        return shape
+
+    def signature(self) -> str:
+        shapes = self.buffer_shapes(tuple(self.dims))
+        ins = ", ".join(f"{n}[{','.join(map(str, s))}]" for n, s in shapes.items() if n != self.output)
+        out = f"{self.output}[{','.join(map(str, shapes[self.output]))}]"
+        return f"{ins} -> {out}"
+
+
+def fmt_shape(shape) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+# ---------------------------------------------------------------- seeded inputs
+# Counter-based and pure integer arithmetic (splitmix64), then exact float64
+# steps: the same seed gives the same bits on every machine and NumPy version.
+
+_M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _stream(seed: int, op: str, name: str, count: int) -> np.ndarray:
+    key = (int(seed) * 0x100000001B3 + zlib.crc32(f"{op}/{name}".encode())) & 0xFFFFFFFFFFFFFFFF
+    with np.errstate(over="ignore"):
+        ctr = np.arange(count, dtype=np.uint64) * np.uint64(4) + np.uint64(key)
+    return ctr
+
+
+def seeded_normal(seed: int, op: str, name: str, shape, scale: float = 1.0) -> np.ndarray:
+    """Approximately N(0, scale^2): a sum of four 24-bit uniforms (Irwin-Hall), exact in float64."""
+    count = int(np.prod(shape))
+    ctr = _stream(seed, op, name, count)
+    acc = np.zeros(count, np.float64)
+    for k in range(4):
+        bits = _splitmix64(ctr + np.uint64(k)) >> np.uint64(40)          # 24 bits
+        acc += bits.astype(np.float64) * (1.0 / (1 << 24))
+    z = (acc - 2.0) * np.sqrt(3.0)                                        # variance 1
+    return (z * scale).astype(np.float32).reshape(shape)
+
+
+def seeded_uniform(seed: int, op: str, name: str, shape, lo: float, hi: float) -> np.ndarray:
+    count = int(np.prod(shape))
+    bits = _splitmix64(_stream(seed, op, name, count)) >> np.uint64(40)
+    u = bits.astype(np.float64) * (1.0 / (1 << 24))
+    return (lo + (hi - lo) * u).astype(np.float32).reshape(shape)
+
+
+def seeded_bits(seed: int, op: str, name: str, shape) -> np.ndarray:
+    count = int(np.prod(shape))
+    bits = _splitmix64(_stream(seed, op, name, count)) >> np.uint64(63)
+    return bits.astype(bool).reshape(shape)

@@ -1,0 +1,40 @@
+"""rmsnorm: y = x * (1/sqrt(mean(x^2) + 1e-6)) * w, one block per row."""
+import numpy as np
+
+from ... import Buffer, Const, block_id, block_size, block_sum, f32, kernel, sqrt, thread_id
+from .base import Launch, Operator, seeded_normal
+
+EPS = 1e-6
+
+
+@kernel(block=32)
+def rmsnorm(x: Buffer[f32], w: Buffer[f32], y: Buffer[f32], cols: Const[int], eps: f32):
+    row = block_id()
+    t = thread_id()
+    acc = 0.0
+    for j in range(t, cols, block_size()):
+        v = x[row * cols + j]
+        acc += v * v
+    ss = block_sum(acc)
+    r = 1.0 / sqrt(ss / f32(cols) + eps)
+    for j in range(t, cols, block_size()):
+        y[row * cols + j] = x[row * cols + j] * r * w[j]
+
+
+def oracle(inp):
+    x = inp["x"].astype(np.float64)
+    w = inp["w"].astype(np.float64)
+    return x * (1.0 / np.sqrt(np.mean(x * x, axis=1, keepdims=True) + EPS)) * w
+
+
+OP = Operator(
+    name="rmsnorm", kernel=rmsnorm, dims=("R", "C"),
+    buffer_shapes=lambda s: {"x": (s[0], s[1]), "w": (s[1],), "y": (s[0], s[1])},
+    output="y",
+    launch=lambda s: Launch(s[0] * rmsnorm.block, {"cols": s[1]}, {"eps": EPS}),
+    make_inputs=lambda s, seed: {"x": seeded_normal(seed, "rmsnorm", "x", (s[0], s[1])),
+                                 "w": seeded_normal(seed, "rmsnorm", "w", (s[1],))},
+    oracle=oracle,
+    seed_sizes=None, rel_tol=1e-5,
+    definition="y = x * (1/sqrt(mean(x^2) + 1e-6)) * w",
+)

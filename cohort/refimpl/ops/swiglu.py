@@ -1,0 +1,30 @@
+"""swiglu: y = a * sigmoid(a) * b, one thread per element."""
+import numpy as np
+
+from ... import Buffer, f32, global_id, kernel, sigmoid
+from .base import Launch, Operator, seeded_normal
+
+
+@kernel(block=32)
+def swiglu(a: Buffer[f32], b: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    v = a[i]
+    y[i] = v * sigmoid(v) * b[i]
+
+
+def oracle(inp):
+    a = inp["a"].astype(np.float64)
+    return a / (1.0 + np.exp(-a)) * inp["b"].astype(np.float64)
+
+
+OP = Operator(
+    name="swiglu", kernel=swiglu, dims=("R", "C"),
+    buffer_shapes=lambda s: {"a": (s[0], s[1]), "b": (s[0], s[1]), "y": (s[0], s[1])},
+    output="y",
+    launch=lambda s: Launch(s[0] * s[1], {}, {}),
+    make_inputs=lambda s, seed: {"a": seeded_normal(seed, "swiglu", "a", (s[0], s[1]), 3.0),
+                                 "b": seeded_normal(seed, "swiglu", "b", (s[0], s[1]))},
+    oracle=oracle,
+    seed_sizes=None, rel_tol=1e-5,
+    definition="y = a * sigmoid(a) * b",
+)

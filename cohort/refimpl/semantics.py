@@ -1,0 +1,162 @@
+"""Exact elementwise semantics of every non-control operation (DESIGN §3).
+
+One entry per operation, over NumPy arrays (or NumPy scalars) of one dtype.
+The interpreter, the constant folder and the tests all use this table; the
+backend's lowering table mirrors it entry for entry.
+
+Lanes that are masked off may hold any value; operations that can fail
+(integer division, shifts) check only the lanes in `mask` and compute a
+harmless value elsewhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import DType, Op
+
+
+class LaneError(Exception):
+    """An operation failed on some active lane; the interpreter adds context."""
+
+    def __init__(self, message: str, lane: int):
+        super().__init__(message)
+        self.lane = lane
+
+
+def first_lane(bad) -> int:
+    bad = np.broadcast_to(bad, np.shape(bad) or (1,))
+    return int(np.flatnonzero(bad)[0])
+
+
+def _where(c, a, b):
+    return np.where(c, a, b)
+
+
+# ---------------------------------------------------------------- integers
+
+def _int_div(dt: DType, a, b, mask):
+    zero = (b == 0) & mask
+    if np.any(zero):
+        raise LaneError("integer division by zero", first_lane(zero))
+    a64, b64 = np.asarray(a, np.int64), np.asarray(np.where(b == 0, 1, b), np.int64)
+    # C truncation: |a| // |b| with the sign of a*b; INT_MIN // -1 wraps to INT_MIN.
+    q = (np.abs(a64) // np.abs(b64)) * np.sign(a64) * np.sign(b64)
+    return _wrap(q, dt)
+
+
+def _int_mod(dt: DType, a, b, mask):
+    zero = (b == 0) & mask
+    if np.any(zero):
+        raise LaneError("integer remainder by zero", first_lane(zero))
+    a64, b64 = np.asarray(a, np.int64), np.asarray(np.where(b == 0, 1, b), np.int64)
+    r = np.fmod(a64, b64)  # sign of the dividend, as in C
+    return _wrap(r, dt)
+
+
+def _wrap(x64, dt: DType):
+    return (np.asarray(x64, np.int64) & 0xFFFFFFFF).astype(np.uint32).view(dt.np)
+
+
+def _shift(op: Op, dt: DType, a, b, mask):
+    bad = ((b < 0) | (b >= 32)) & mask if dt is DType.I32 else (b >= 32) & mask
+    if np.any(bad):
+        raise LaneError("shift amount out of range 0..31", first_lane(bad))
+    bu = np.asarray(np.where((b < 0) | (b >= 32), 0, b), np.uint32)
+    if op is Op.SHL:
+        return np.left_shift(np.asarray(a).view(np.uint32), bu).view(dt.np)
+    return np.right_shift(a, bu.astype(dt.np))  # arithmetic for i32, logical for u32
+
+
+# ---------------------------------------------------------------- conversions
+
+_SAT = {DType.I32: (-2.0 ** 31, 2.0 ** 31 - 1), DType.U32: (0.0, 2.0 ** 32 - 1)}
+
+
+def convert(a, src: DType, dst: DType):
+    """Value conversion, as CAST and as f32()/i32()/u32() in kernels."""
+    a = np.asarray(a)
+    if src is dst:
+        return a
+    if dst is DType.BOOL:
+        return a != 0                                       # NaN -> True, -0.0 -> False
+    if src is DType.BOOL:
+        return a.astype(dst.np)
+    if dst is DType.F32:
+        return a.astype(np.float64).astype(np.float32)      # exact int, then one RNE rounding
+    if src is DType.F32:                                    # truncate, saturate, NaN -> 0
+        lo, hi = _SAT[dst]
+        t = np.trunc(a.astype(np.float64))
+        t = np.where(np.isnan(t), 0.0, np.clip(t, lo, hi))
+        return t.astype(np.int64).astype(dst.np)
+    return a.view(dst.np)                                   # i32 <-> u32: same bits
+
+
+def convert_scalar(value, src: DType, dst: DType):
+    return convert(np.asarray(value, src.np), src, dst).item()
+
+
+# ---------------------------------------------------------------- the table
+# Each entry: fn(dtype_of_operands, *operands, mask) -> result.
+
+ALU = {
+    Op.NEG:  lambda dt, a, mask: np.negative(a),
+    Op.NOT:  lambda dt, a, mask: np.logical_not(a) if dt is DType.BOOL else np.invert(a),
+    Op.ABS:  lambda dt, a, mask: a if dt is DType.U32 else np.abs(a),   # i32: abs(INT_MIN) wraps
+    Op.SQRT: lambda dt, a, mask: np.sqrt(a),
+
+    Op.ADD:  lambda dt, a, b, mask: np.add(a, b),
+    Op.SUB:  lambda dt, a, b, mask: np.subtract(a, b),
+    Op.MUL:  lambda dt, a, b, mask: np.multiply(a, b),
+    Op.DIV:  lambda dt, a, b, mask: np.divide(a, b) if dt is DType.F32 else _int_div(dt, a, b, mask),
+    Op.MOD:  lambda dt, a, b, mask: _int_mod(dt, a, b, mask),
+    Op.MIN:  lambda dt, a, b, mask: _where(a < b, a, b),
+    Op.MAX:  lambda dt, a, b, mask: _where(a > b, a, b),
+
+    Op.AND:  lambda dt, a, b, mask: np.bitwise_and(a, b),
+    Op.OR:   lambda dt, a, b, mask: np.bitwise_or(a, b),
+    Op.XOR:  lambda dt, a, b, mask: np.bitwise_xor(a, b),
+    Op.SHL:  lambda dt, a, b, mask: _shift(Op.SHL, dt, a, b, mask),
+    Op.SHR:  lambda dt, a, b, mask: _shift(Op.SHR, dt, a, b, mask),
+
+    Op.LT:   lambda dt, a, b, mask: np.less(a, b),
+    Op.LE:   lambda dt, a, b, mask: np.less_equal(a, b),
+    Op.GT:   lambda dt, a, b, mask: np.greater(a, b),
+    Op.GE:   lambda dt, a, b, mask: np.greater_equal(a, b),
+    Op.EQ:   lambda dt, a, b, mask: np.equal(a, b),
+    Op.NE:   lambda dt, a, b, mask: np.not_equal(a, b),   # unordered: NaN != x is True
+}
+
+
+def apply(op: Op, dt: DType, srcs, mask=True):
+    """Apply an ALU op; the result has the op's result dtype (ints wrap)."""
+    with np.errstate(all="ignore"):
+        return ALU[op](dt, *srcs, mask=mask)
+
+
+REDUCE_IDENTITY = {
+    ("block_sum", DType.F32): np.float32(-0.0),
+    ("block_max", DType.F32): np.float32(-np.inf),
+    ("block_min", DType.F32): np.float32(np.inf),
+    ("block_sum", DType.I32): np.int32(0),
+    ("block_max", DType.I32): np.int32(-(2 ** 31)),
+    ("block_min", DType.I32): np.int32(2 ** 31 - 1),
+    ("block_sum", DType.U32): np.uint32(0),
+    ("block_max", DType.U32): np.uint32(0),
+    ("block_min", DType.U32): np.uint32(2 ** 32 - 1),
+}
+REDUCE_OP = {"block_sum": Op.ADD, "block_max": Op.MAX, "block_min": Op.MIN}
+
+
+def tree_reduce(values: np.ndarray, reduce_name: str, dt: DType) -> np.ndarray:
+    """DESIGN §3: for s = B/2 .. 1: v[t] = v[t] (+) v[t+s] for t < s; result v[0].
+
+    `values` has shape (blocks, B) with inactive threads already set to the
+    identity; returns one value per block.
+    """
+    v = values.copy()
+    op = REDUCE_OP[reduce_name]
+    s = v.shape[1] // 2
+    while s >= 1:
+        v[:, :s] = apply(op, dt, (v[:, :s], v[:, s:2 * s]))
+        s //= 2
+    return v[:, 0]

@@ -1,0 +1,109 @@
+"""Specialisation: bind Const parameters and fold compile-time constants.
+
+Like torch.compile(dynamic=False), a kernel is compiled per constant set. The
+result has no Const parameters; loop steps and private sizes are literals.
+Folding uses the exact semantics table, so it never changes a bit.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .errors import KernelError
+from .ir import (Collective, Expr, For, I32_MAX, I32_MIN, If, Kernel, Op, ParamKind, Private,
+                 PStore, Store, Assign, DType, const)
+from .semantics import LaneError, apply, convert
+from .spec import validate
+
+_NOFOLD = {Op.VAR, Op.PARAM, Op.ARG, Op.LOAD, Op.PLOAD, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID,
+           Op.NUM_THREADS, Op.BUFLEN, Op.MATH, Op.SELECT}
+
+
+def fold(e: Expr, binding: dict, block: int, memo: dict) -> Expr:
+    r = memo.get(id(e))
+    if r is not None:
+        return r
+    if e.op is Op.PARAM and e.arg in binding:
+        r = const(binding[e.arg], e.dtype)
+    elif e.op is Op.BLOCK_SIZE:
+        r = const(block, DType.I32)
+    elif not e.src:
+        r = e
+    else:
+        src = tuple(fold(s, binding, block, memo) for s in e.src)
+        r = e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
+        if e.op not in _NOFOLD and all(s.op is Op.CONST for s in src):
+            r = _fold_node(r)
+        elif e.op is Op.SELECT and src[0].op is Op.CONST:
+            r = src[1] if src[0].arg else src[2]
+    memo[id(e)] = r
+    return r
+
+
+def _fold_node(e: Expr) -> Expr:
+    import numpy as np
+    vals = [np.asarray(s.arg, s.dtype.np)[()] for s in e.src]
+    try:
+        with np.errstate(all="ignore"):
+            if e.op is Op.CAST:
+                v = convert(vals[0], e.src[0].dtype, e.dtype)
+            elif e.op is Op.BITCAST:
+                v = np.asarray(vals[0]).view(e.dtype.np)
+            else:
+                v = apply(e.op, e.src[0].dtype, vals, True)
+    except LaneError:
+        return e  # e.g. a constant division by zero: left for the run time to report
+    return Expr(Op.CONST, e.dtype, (), np.asarray(v).item())
+
+
+def _stmts(body, binding, block, memo):
+    f = lambda e: fold(e, binding, block, memo)
+    out = []
+    for s in body:
+        if isinstance(s, Assign):
+            out.append(replace(s, value=f(s.value)))
+        elif isinstance(s, Store):
+            out.append(replace(s, index=f(s.index), value=f(s.value)))
+        elif isinstance(s, PStore):
+            out.append(replace(s, index=f(s.index), value=f(s.value)))
+        elif isinstance(s, Private):
+            out.append(replace(s, size=f(s.size)))
+        elif isinstance(s, If):
+            out.append(replace(s, cond=f(s.cond), then=_stmts(s.then, binding, block, memo),
+                               orelse=_stmts(s.orelse, binding, block, memo)))
+        elif isinstance(s, For):
+            out.append(replace(s, start=f(s.start), stop=f(s.stop), step=f(s.step),
+                               body=_stmts(s.body, binding, block, memo)))
+        elif isinstance(s, Collective):
+            out.append(replace(s, value=f(s.value)))
+        else:
+            raise TypeError(f"unknown statement {s!r}")
+    return tuple(out)
+
+
+def specialize(kernel: Kernel, consts: dict) -> Kernel:
+    """Bind `consts` (name -> int) and fold; validates before and after."""
+    wanted = {p.name for p in kernel.const_params}
+    given = set(consts)
+    if kernel.specialised:
+        if given:
+            raise KernelError(kernel.name, None, f"already specialised; unexpected constants {sorted(given)}")
+        return kernel
+    if given - wanted:
+        raise KernelError(kernel.name, None, f"unknown constant(s) {sorted(given - wanted)}; "
+                                             f"the kernel's constants are {sorted(wanted) or 'none'}")
+    if wanted - given:
+        raise KernelError(kernel.name, None, f"missing constant(s) {sorted(wanted - given)}")
+    binding = {}
+    for name, v in consts.items():
+        if isinstance(v, bool) or not isinstance(v, (int,)) and not hasattr(v, "__index__"):
+            raise KernelError(kernel.name, None, f"constant {name} must be an int, got {v!r}")
+        v = int(v)
+        if not I32_MIN <= v <= I32_MAX:
+            raise KernelError(kernel.name, None, f"constant {name}={v} does not fit in i32")
+        binding[name] = v
+    validate(kernel)
+    body = _stmts(kernel.body, binding, kernel.block, {})
+    params = tuple(p for p in kernel.params if p.kind is not ParamKind.CONST)
+    k = Kernel(kernel.name, params, body, kernel.block, tuple(sorted(binding.items())), specialised=True)
+    validate(k, specialised=True)
+    return k

@@ -1,0 +1,1 @@
+"""Verification: checksums and guard bands, the random-kernel fuzzer, the differential runner."""

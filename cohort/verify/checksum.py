@@ -1,0 +1,43 @@
+"""Output checksums that compare across processes and machines.
+
+SHA-256 of the array's bytes (little-endian, C order), with every float NaN
+replaced by one canonical quiet NaN first: DESIGN §3 counts NaNs as equal
+whatever their payload, and so must the checksum. +0 and -0 stay distinct.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+CANONICAL_NAN32 = np.uint32(0x7FC00000)
+
+
+def canonical_bytes(a: np.ndarray) -> bytes:
+    a = np.ascontiguousarray(a)
+    if a.dtype == np.float32:
+        bits = a.view(np.uint32).copy()
+        bits[np.isnan(a)] = CANONICAL_NAN32
+        a = bits
+    return a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def checksum(a: np.ndarray) -> str:
+    return "sha256:" + hashlib.sha256(canonical_bytes(a)).hexdigest()
+
+
+def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal bit for bit, except that NaNs equal NaNs (DESIGN §3)."""
+    return a.shape == b.shape and a.dtype == b.dtype and canonical_bytes(a) == canonical_bytes(b)
+
+
+def first_difference(a: np.ndarray, b: np.ndarray):
+    """(flat index, a value, b value) of the first element that differs, or None."""
+    fa, fb = np.ravel(a), np.ravel(b)
+    if fa.dtype == np.float32:
+        ua, ub = fa.view(np.uint32), fb.view(np.uint32)
+        diff = (ua != ub) & ~(np.isnan(fa) & np.isnan(fb))
+    else:
+        diff = fa != fb
+    idx = np.flatnonzero(diff)
+    return None if len(idx) == 0 else (int(idx[0]), fa[idx[0]].item(), fb[idx[0]].item())

@@ -1,0 +1,89 @@
+"""One operator, one shape, one variant, checked: the core of `cohort run`.
+
+The interpreter gives the reference; the float64 oracle bounds the
+reference's own error; a native variant runs on guarded copies of the same
+inputs and must match the reference bit for bit (DESIGN §3), guard bands
+intact. Timing (native-entry boundary) is taken only after that, and the
+outputs and bands are checked again after the timed runs.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Optional
+
+import numpy as np
+
+from ..refimpl import ops
+from .checksum import bitwise_equal, checksum, first_difference
+from .guard import GuardedSet
+
+
+def reference(op, shape, seed: int):
+    """(inputs, interpreter output, seconds)."""
+    inputs = op.make_inputs(shape, seed)
+    t0 = time.perf_counter()
+    y = ops.run_reference(op, shape, inputs)
+    return inputs, y, time.perf_counter() - t0
+
+
+def check_operator(op, shape, seed: int, variant, timing: bool = False, samples: int = 21,
+                   dump: Optional[str] = None) -> dict:
+    """Run `variant` (a backend Variant, or None for the interpreter) and check it."""
+    inputs, ref, ref_seconds = reference(op, shape, seed)
+    abs_err, rel_err = ops.oracle_error(ref, op.oracle(inputs))
+    out = {
+        "op": op.name, "shape": ops.fmt_shape(shape), "seed": seed,
+        "input_checksums": {n: checksum(a) for n, a in inputs.items()},
+        "reference_checksum": checksum(ref), "interpreter_seconds": round(ref_seconds, 6),
+        "max_abs_err_vs_oracle": abs_err, "max_rel_err_vs_oracle": rel_err, "oracle_rel_tol": op.rel_tol,
+        "reference_within_oracle_bound": rel_err <= op.rel_tol,
+    }
+    if variant is None:
+        out.update(variant="ref", agree=out["reference_within_oracle_bound"], checksum=out["reference_checksum"],
+                   agreement=f"interpreter vs float64 oracle, rel_tol {op.rel_tol:g}", output=ref)
+        return out
+
+    from ..backend.compiler import compile_kernel
+    launch = op.launch(shape)
+    ck = compile_kernel(op.kernel, launch.consts, variant)
+    bufs = ops.allocate(op, shape, inputs)
+    guarded = GuardedSet(bufs)
+    prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
+    prepared.run()
+    y = guarded.arrays[op.output].reshape(ref.shape).copy()
+    bitwise = bitwise_equal(y, ref)
+    diff = first_difference(y, ref)
+    guards = guarded.status()
+    out.update(
+        variant=variant.label, variant_knobs=variant.name, checksum=checksum(y), output=y,
+        agree=bool(bitwise and all(guards.values())), bitwise_equal=bool(bitwise),
+        agreement="bitwise vs interpreter (NaN == NaN)", guard_bands=guards,
+        compile_seconds=round(ck.compile_seconds, 6), facts=ck.facts,
+    )
+    if diff is not None:
+        out["first_difference"] = {"index": diff[0], "native": diff[1], "reference": diff[2]}
+    if timing and out["agree"]:
+        from ..backend import timer
+        iters = timer.calibrate_iters(ck.entry, prepared.address)
+        ns = timer.time_entry(ck.entry, prepared.address, iters, samples)
+        prepared.raise_error()
+        after = guarded.arrays[op.output].reshape(ref.shape)
+        still = bitwise_equal(after, ref) and guarded.intact()
+        out.update(time_us=float(np.median(ns)) / 1e3, boundary="native_entry", timing_iters=iters,
+                   timing_samples_us=[round(v / 1e3, 4) for v in ns], agree_after_timing=bool(still))
+        out["agree"] = bool(out["agree"] and still)
+    if dump:
+        os.makedirs(dump, exist_ok=True)
+        base = os.path.join(dump, ck.symbol)
+        with open(base + ".ll", "w") as f:
+            f.write(ck.llvm_ir)
+        with open(base + ".s", "w") as f:
+            f.write(ck.assembly())
+        with open(base + ".kernel.py", "w") as f:
+            f.write(str(ck.kernel) + "\n")
+        with open(base + ".facts.json", "w") as f:
+            json.dump(ck.facts, f, indent=1)
+        out["dumped"] = [base + ext for ext in (".ll", ".s", ".kernel.py", ".facts.json")]
+    return out

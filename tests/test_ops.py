@@ -1,0 +1,147 @@
+"""The operator library: every operator at every seed size (and odd sizes)
+agrees with its independent float64 oracle within the bound it states."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cohort.refimpl import ops
+from cohort.verify.checksum import checksum
+
+SEED_CASES = [(name, shape) for name, op in ops.OPERATORS.items() for shape in op.seed_sizes]
+ODD_CASES = [
+    ("rmsnorm", (1, 1)), ("rmsnorm", (1, 65)), ("rmsnorm", (33, 1)), ("rmsnorm", (2, 31)),
+    ("layernorm", (1, 1)), ("layernorm", (1, 33)), ("layernorm", (5, 2)),
+    ("masked_softmax", (1, 1)), ("masked_softmax", (7, 3)), ("masked_softmax", (9, 97)),
+    ("swiglu", (1, 1)), ("swiglu", (3, 11)), ("gelu_residual", (1, 1)), ("gelu_residual", (7, 5)),
+    ("rope", (1, 2)), ("rope", (3, 6)), ("rope", (5, 34)),
+    ("attention", (1, 1, 1, 1, 1, 1, 1)), ("attention", (2, 4, 2, 3, 5, 7, 9)),
+    ("attention", (1, 6, 3, 33, 17, 8, 4)), ("attention", (1, 2, 2, 1, 64, 16, 1)),
+]
+
+
+def _check(name, shape):
+    op = ops.get(name)
+    inputs = op.make_inputs(shape, 0)
+    y = ops.run_reference(op, shape, inputs)
+    assert y.dtype == np.float32 and y.shape == op.buffer_shapes(shape)[op.output]
+    assert not np.isnan(y).any()
+    abs_err, rel_err = ops.oracle_error(y, op.oracle(inputs))
+    assert rel_err <= op.rel_tol, f"{name} {shape}: rel err {rel_err:.3g} > {op.rel_tol:g}"
+    return y
+
+
+@pytest.mark.parametrize("name,shape", SEED_CASES, ids=lambda v: v if isinstance(v, str) else ops.fmt_shape(v))
+def test_seed_sizes_within_oracle_bound(name, shape):
+    _check(name, shape)
+
+
+@pytest.mark.parametrize("name,shape", ODD_CASES, ids=lambda v: v if isinstance(v, str) else ops.fmt_shape(v))
+def test_odd_sizes_within_oracle_bound(name, shape):
+    _check(name, shape)
+
+
+def test_bounds_are_no_looser_than_the_contract():
+    for op in ops.OPERATORS.values():
+        assert 0 < op.rel_tol <= 1e-5
+
+
+def test_oracle_error_metric_detects_a_wrong_element():
+    op = ops.get("rmsnorm")
+    inputs = op.make_inputs((4, 40), 0)
+    y = ops.run_reference(op, (4, 40), inputs)
+    ref = op.oracle(inputs)
+    assert ops.oracle_error(y, ref)[1] <= op.rel_tol
+    bad = y.copy()
+    bad[2, 7] += 1e-3 * np.abs(ref[2]).max()
+    assert ops.oracle_error(bad, ref)[1] > op.rel_tol
+    nan = y.copy()
+    nan[0, 0] = np.nan
+    assert ops.oracle_error(nan, ref)[1] == np.inf
+
+
+def test_masked_softmax_fully_masked_row_is_zero_not_nan():
+    op = ops.get("masked_softmax")
+    shape = (8, 37)
+    inputs = op.make_inputs(shape, 3)
+    assert not inputs["mask"][5].any() and inputs["mask"][6].all()
+    y = ops.run_reference(op, shape, inputs)
+    assert np.array_equal(y[5], np.zeros(37, np.float32))
+    assert np.all(y[~inputs["mask"]] == 0)
+    np.testing.assert_allclose(y.sum(axis=1)[[r for r in range(8) if r != 5]], 1.0, rtol=1e-5)
+
+
+def test_attention_grouped_heads_read_their_kv_head():
+    op = ops.get("attention")
+    shape = (1, 4, 2, 3, 5, 4, 4)
+    inputs = op.make_inputs(shape, 1)
+    y = ops.run_reference(op, shape, inputs)
+    # heads 0,1 read kv head 0 and heads 2,3 read kv head 1: swapping the kv heads and
+    # the two query-head groups together swaps the output head groups, bit for bit
+    perm = [2, 3, 0, 1]
+    swapped = dict(q=inputs["q"][:, perm].copy(), k=inputs["k"][:, ::-1].copy(), v=inputs["v"][:, ::-1].copy())
+    y2 = ops.run_reference(op, shape, swapped)
+    assert np.array_equal(y2, y[:, perm])
+    assert not np.array_equal(y[:, :2], y[:, 2:])
+
+
+def test_inputs_depend_only_on_seed():
+    op = ops.get("layernorm")
+    a = op.make_inputs((3, 5), 7)
+    b = op.make_inputs((3, 5), 7)
+    c = op.make_inputs((3, 5), 8)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not np.array_equal(a["x"], c["x"])
+
+
+def test_inputs_are_the_same_in_another_process():
+    code = ("from cohort.refimpl import ops; from cohort.verify.checksum import checksum;"
+            "op = ops.get('masked_softmax'); i = op.make_inputs((9, 33), 12345);"
+            "print(checksum(i['x']), checksum(i['mask']))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    op = ops.get("masked_softmax")
+    i = op.make_inputs((9, 33), 12345)
+    assert out == [checksum(i["x"]), checksum(i["mask"])]
+
+
+def test_inputs_are_pinned():
+    # Golden values: the generator is integer arithmetic plus exact float64 steps,
+    # so these bits must never change across machines or NumPy versions.
+    x = ops.get("rmsnorm").make_inputs((2, 3), 0)["x"]
+    assert x.view(np.uint32).tolist() == GOLDEN_RMSNORM_2x3_SEED0
+
+
+GOLDEN_RMSNORM_2x3_SEED0 = [[3218034708, 3205011538, 1065397500], [3205046375, 3208474915, 1066486066]]
+
+
+@pytest.mark.parametrize("text,msg", [
+    ("17y65", "malformed shape"), ("17x65x2", "takes a shape RxC"), ("0x5", "at least 1"),
+    ("x", "malformed"), ("-3x4", "at least 1"),
+])
+def test_bad_row_shapes(text, msg):
+    with pytest.raises(ops.ShapeError, match=msg):
+        ops.get("rmsnorm").parse_shape(text)
+
+
+def test_rope_rejects_odd_columns():
+    with pytest.raises(ops.ShapeError, match="even C"):
+        ops.get("rope").parse_shape("3x63")
+
+
+def test_attention_rejects_heads_not_multiple_of_kv_heads():
+    with pytest.raises(ops.ShapeError, match="multiple of Hkv"):
+        ops.get("attention").parse_shape("1x3x2x4x4x4x4")
+
+
+def test_unknown_operator():
+    with pytest.raises(ops.UnknownOperator, match="unknown operator 'nope'"):
+        ops.get("nope")
+
+
+def test_oracles_do_not_use_the_kernels():
+    # independence: an oracle module's oracle() must not call the interpreter or the kernel
+    import inspect
+    for op in ops.OPERATORS.values():
+        src = inspect.getsource(op.oracle)
+        assert "interpret" not in src and op.kernel.__name__ + "(" not in src
