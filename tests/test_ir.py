@@ -11,7 +11,7 @@ import pytest
 from cohort.refimpl import ir
 from cohort.refimpl.errors import KernelError
 from cohort.refimpl.interpreter import KernelRuntimeError, interpret
-from cohort.refimpl.ir import (Assign, Collective, DType, Expr, For, If, IRTypeError, Kernel, Loc, Op,
+from cohort.refimpl.ir import (Assign, Collective, Expr, For, If, IRTypeError, Kernel, Loc, Op,
                                Param, ParamKind, Private, PStore, Reduce, Store, boolean, f32, i32,
                                result_dtype, u32, walk_expr, walk_stmts)
 from cohort.refimpl.spec import MAX_PRIVATE, validate

@@ -19,7 +19,7 @@ import numpy as np
 from ..refimpl.errors import KernelError
 from ..refimpl.frontend import KernelFunction
 from ..refimpl.interpreter import KernelRuntimeError
-from ..refimpl.ir import DType, Kernel, ParamKind
+from ..refimpl.ir import DType, Kernel, ParamKind, walk_stmts
 from ..refimpl.launch_check import check_args
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
@@ -60,7 +60,8 @@ class CompiledKernel:
     @property
     def facts(self) -> dict:
         if self._facts is None:
-            self._facts = code_facts(self.llvm_ir, self.assembly(), self.symbol, self.variant)
+            self._facts = code_facts(self.llvm_ir, self.assembly(), self.symbol, self.variant,
+                                     self.lowering_counts)
         return self._facts
 
     # ------------------------------------------------------------ launching
@@ -137,7 +138,12 @@ def _as_ir(kernel) -> Kernel:
 
 def cache_key(k: Kernel, variant: Variant) -> str:
     text = format_kernel(k)
-    return hashlib.sha256(f"{text}\n{variant.compile_key}".encode()).hexdigest()
+    # Source locations are not in the printed text, but a compiled kernel reports them
+    # (checked builds) and compare() interprets its kernel: the same text at other lines
+    # (an edited, reloaded module) must not reuse another kernel's statement table.
+    locs = ";".join(str(s.loc) for s in walk_stmts(k.body))
+    from . import inject
+    return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}".encode()).hexdigest()
 
 
 def compile_kernel(kernel, consts: Optional[dict] = None, variant=None) -> CompiledKernel:

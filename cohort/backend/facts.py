@@ -14,7 +14,10 @@ _MOVABS = re.compile(r"movabsq\s+\$([A-Za-z_][\w.]*),\s*(%\w+)")
 _PACKED = re.compile(r"^\s*v?\w+p[sd]\b|^\s*vp\w+|^\s*vmaskmov|^\s*vgather|^\s*vscatter|^\s*vbroadcast", re.M)
 
 
-def code_facts(llvm_ir: str, asm: str, symbol: str, variant) -> dict:
+def code_facts(llvm_ir: str, asm: str, symbol: str, variant, lowering_counts: dict = None) -> dict:
+    """Facts from the optimised IR and assembly; `lowering_counts` are what the
+    lowering emitted on purpose (per-lane branches, span shuffles)."""
+    lowering_counts = lowering_counts or {}
     ir_calls = [c.strip('"') for c in _IR_CALL.findall(llvm_ir)]
     external_ir = sorted({c for c in ir_calls if not c.startswith("llvm.")})
     asm_calls = _ASM_CALL.findall(asm)
@@ -38,6 +41,8 @@ def code_facts(llvm_ir: str, asm: str, symbol: str, variant) -> dict:
         "masked_stores": count(r"@llvm\.masked\.store"),
         "gathers": count(r"@llvm\.masked\.gather"),
         "scatters": count(r"@llvm\.masked\.scatter"),
+        "shuffles": count(r"= shufflevector"),
+        "scalarised_lanes": lowering_counts.get("scalarised_lanes", 0),
         "fma": count(r"@llvm\.fma|@llvm\.fmuladd") + len(re.findall(r"^\s*vfmadd", asm, re.M)),
         "asm_instructions": sum(1 for line in asm.splitlines()
                                 if line.startswith("\t") and not line.lstrip().startswith(".")),

@@ -16,6 +16,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Op
+from . import inject
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
 _FCMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "=="}
@@ -23,7 +24,9 @@ _ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "
 
 
 def _fflags(cx):
-    return ("fast",) if cx.fast_math else ()
+    if cx.fast_math:
+        return ("fast",)
+    return ("contract",) if inject.active("fma_contract") else ()
 
 
 def _int_div(cx, dt, a, b, rem: bool):
@@ -67,6 +70,13 @@ def _cmp(op):
     return lower
 
 
+def _minmax_cmp(cx, dt, sym, a, b):
+    """min: a if a < b else b (ordered: NaN compares false), as x86 minps."""
+    if dt is F32 and inject.active("minmax_nan"):
+        return cx.b.fcmp_unordered(sym, a, b)
+    return _cmp(Op.LT if sym == "<" else Op.GT)(cx, dt, a, b)
+
+
 def _arith(fop, iop):
     def lower(cx, dt, a, b):
         if dt is F32:
@@ -86,8 +96,8 @@ LOWER = {
     Op.MUL:  _arith("fmul", "mul"),
     Op.DIV:  lambda cx, dt, a, b: cx.b.fdiv(a, b, flags=_fflags(cx)) if dt is F32 else _int_div(cx, dt, a, b, False),
     Op.MOD:  lambda cx, dt, a, b: _int_div(cx, dt, a, b, True),
-    Op.MIN:  lambda cx, dt, a, b: cx.b.select(_cmp(Op.LT)(cx, dt, a, b), a, b),
-    Op.MAX:  lambda cx, dt, a, b: cx.b.select(_cmp(Op.GT)(cx, dt, a, b), a, b),
+    Op.MIN:  lambda cx, dt, a, b: cx.b.select(_minmax_cmp(cx, dt, "<", a, b), a, b),
+    Op.MAX:  lambda cx, dt, a, b: cx.b.select(_minmax_cmp(cx, dt, ">", a, b), a, b),
 
     Op.AND:  lambda cx, dt, a, b: cx.b.and_(a, b),
     Op.OR:   lambda cx, dt, a, b: cx.b.or_(a, b),
@@ -118,6 +128,8 @@ def convert(cx, a, src: DType, dst: DType):
     if dst is F32:
         return b.sitofp(a, cx.ty(F32)) if src is I32 else b.uitofp(a, cx.ty(F32))
     # f32 -> int: truncate, saturate, NaN -> 0 (plain fptosi is poison out of range)
+    if inject.active("fptosi_unsat"):
+        return b.fptosi(a, cx.ty(dst)) if dst is I32 else b.fptoui(a, cx.ty(dst))
     return cx.intrinsic("llvm.fptosi.sat" if dst is I32 else "llvm.fptoui.sat", [dst, F32], [a])
 
 

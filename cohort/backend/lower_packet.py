@@ -32,7 +32,8 @@ from ..refimpl.ir import (Assign, DType, Expr, For, If, Kernel, Op, Private, PSt
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, Ctx, mem_type)
 from .lower_ops import LOWER, bitcast, convert, scalar_type
-from .lower_whole import WholeLowering, contains_load, names_in
+from . import inject
+from .lower_whole import WholeLowering, contains_load, names_in, tree_steps
 from .shapes import Access, ShapeAnalysis, classify
 
 
@@ -123,11 +124,12 @@ class PacketLowering(WholeLowering):
         self.tid = b.add(self.splat(self.t0, DType.I32), self.iota())
         g0 = b.add(base, self.t0)
         self.gid = b.add(self.splat(g0, DType.I32), self.iota())
-        self.launch_mask = b.icmp_signed("<", self.gid, self.splat(self.n32, DType.I32))
+        self.launch_mask = b.icmp_signed("<=" if inject.active("tail_mask") else "<", self.gid,
+                                         self.splat(self.n32, DType.I32))
         if not self.variant.full_packet:
             self.packet_body(stmts, coll, self.launch_mask)
             return
-        full = b.icmp_signed("<=", b.add(g0, self.i32(W)), self.n32)
+        full = b.icmp_signed("<=", b.add(g0, self.i32(W - inject.active("tail_mask"))), self.n32)
         with b.if_else(full) as (full_path, tail_path):
             with full_path:
                 self.packet_body(stmts, coll, None)
@@ -164,22 +166,19 @@ class PacketLowering(WholeLowering):
                           lambda t: b.store(ident, self.elem(tree, t, dt)), "identity")
         op = REDUCE_OP[c.op.value]
         ty = self.cx.ty(dt)
-        s = self.B // 2
-        while s >= W:
+        for s in tree_steps(self.B, W):
             def step(qq, s=s):
                 at = b.mul(qq, self.i32(W))
                 x = b.load(self.elem(tree, at, dt), typ=ty, align=4)
                 y = b.load(self.elem(tree, b.add(at, self.i32(s)), dt), typ=ty, align=4)
                 b.store(LOWER[op](self.cx, dt, x, y), self.elem(tree, at, dt), align=4)
             self.counted_loop(self.i32(0), self.i32(s // W), step, f"tree{s}")
-            s //= 2
         v = b.load(self.elem(tree, self.i32(0), dt), typ=ty, align=4)
-        while s >= 1:
+        for s in tree_steps(W, 1):
             lanes = [t + s if t + s < W else t for t in range(W)]
             moved = b.shuffle_vector(v, ir.Constant(ty, None), ir.Constant(self.vty(I32T), lanes))
             self.counts["shuffles"] += 1
             v = LOWER[op](self.cx, dt, v, moved)
-            s //= 2
         r = self.splat(self.lane0(v), dt)
         arr = self.arrays[c.name]
         self.counted_loop(self.i32(0), self.i32(self.B // W),

@@ -17,7 +17,18 @@ from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, 
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, SLOT_BEGIN,
                       SLOT_END, SLOT_ERR, SLOT_N, VOID, Ctx, abi_slots, mem_type)
+from . import inject
 from .lower_ops import LOWER, bitcast, convert
+
+
+def tree_steps(B: int, lo: int) -> list:
+    """The strides s = B/2, B/4, ..., lo of the fixed reduction tree (DESIGN §3)."""
+    steps = []
+    s = B // 2
+    while s >= lo:
+        steps.append(s)
+        s //= 2
+    return steps[::-1] if inject.active("tree_order") else steps
 
 
 def split_phases(body) -> list:
@@ -257,14 +268,12 @@ class WholeLowering:
         self.counted_loop(active, self.i32(self.B), lambda t: b.store(ident, self.elem(tree, t, dt)),
                           "identity")
         op = REDUCE_OP[c.op.value]
-        s = self.B // 2
-        while s >= 1:
+        for s in tree_steps(self.B, 1):
             def step(t, s=s):
                 x = b.load(self.elem(tree, t, dt), typ=self.cx.ty(dt))
                 y = b.load(self.elem(tree, b.add(t, self.i32(s)), dt), typ=self.cx.ty(dt))
                 b.store(LOWER[op](self.cx, dt, x, y), self.elem(tree, t, dt))
             self.counted_loop(self.i32(0), self.i32(s), step, f"tree{s}")
-            s //= 2
         r = b.load(self.elem(tree, self.i32(0), dt), typ=self.cx.ty(dt))
         arr = self.arrays[c.name]
         self.counted_loop(self.i32(0), self.i32(self.B), lambda t: b.store(r, self.elem(arr, t, dt)),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Optional
 
+from . import inject
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store,
                           walk_expr)
 
@@ -154,7 +155,7 @@ class ShapeAnalysis:
                 return Shape(a.stride << const_b, a.align << const_b)
             return UNIFORM if a.uniform and b.uniform else VARYING
         if op in (Op.DIV, Op.MOD):
-            if a.uniform and b.uniform:
+            if a.uniform and b.uniform or op is Op.DIV and const_b and inject.active("div_uniform"):
                 return UNIFORM
             # base + l for l < W never crosses a multiple of c when both base and
             # c are multiples of W (non-negative values; the annotation check
@@ -178,7 +179,7 @@ class Access:
 def classify(shape: Shape, store: bool) -> Access:
     if shape.uniform and not store:
         return Access("uniform")
-    if shape.stride == 1:
+    if shape.stride == 1 or shape.stride == 2 and inject.active("stride_as_contiguous"):
         return Access("contiguous", 1)
     if not store and shape.stride in (2, 3, 4):
         return Access("strided", shape.stride)

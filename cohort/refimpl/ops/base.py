@@ -61,10 +61,17 @@ class Operator:
         return shape
 
     def signature(self) -> str:
-        shapes = self.buffer_shapes(tuple(self.dims))
+        shapes = self.buffer_shapes(tuple(_Dim(d) for d in self.dims))
         ins = ", ".join(f"{n}[{','.join(map(str, s))}]" for n, s in shapes.items() if n != self.output)
         out = f"{self.output}[{','.join(map(str, shapes[self.output]))}]"
         return f"{ins} -> {out}"
+
+
+class _Dim(str):
+    """A dimension's name standing in for its value, to print signatures like C/2."""
+
+    def __floordiv__(self, k):
+        return _Dim(f"{self}/{k}")
 
 
 def fmt_shape(shape) -> str:

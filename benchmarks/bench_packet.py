@@ -1,0 +1,77 @@
+"""Native-entry times of `whole` and `packet` per operator and seed size, and
+the paired ratio packet/whole (DESIGN §7: rounds in AB/BA order, p50 per
+round, median over rounds, ratio = median of per-round ratios, its range and
+rounds won). Every column is checked bit for bit against the interpreter,
+guard bands intact, before and after it is timed.
+
+For each operator's largest row size, also the effective bandwidth: minimal
+bytes (inputs read once, output written once) over the packet time.
+
+    python benchmarks/bench_packet.py [--ops rmsnorm,rope] [--rounds 6] [--samples 7]
+"""
+import argparse
+
+import numpy as np
+
+from cohort.audit.measure import run_rounds
+from cohort.backend import timer
+from cohort.backend.compiler import compile_kernel
+from cohort.refimpl import ops
+from cohort.verify.checksum import bitwise_equal
+from cohort.verify.guard import GuardedSet
+
+
+def column(op, shape, inputs, ref, variant):
+    launch = op.launch(shape)
+    ck = compile_kernel(op.kernel, launch.consts, variant)
+    guarded = GuardedSet(ops.allocate(op, shape, inputs))
+    prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
+    prepared.run()
+
+    def verify():
+        y = guarded.arrays[op.output].reshape(ref.shape)
+        if not (bitwise_equal(y, ref) and guarded.intact()):
+            raise SystemExit(f"{op.name} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
+    verify()
+    iters = timer.calibrate_iters(ck.entry, prepared.address)
+    sample = lambda n: timer.time_entry(ck.entry, prepared.address, iters, n)
+    return sample, verify, ck
+
+
+def minimal_bytes(op, shape):
+    total = 0
+    for name, s in op.buffer_shapes(shape).items():
+        itemsize = 1 if name == "mask" else 4
+        total += int(np.prod(s)) * itemsize
+    return total
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default=",".join(ops.OPERATORS))
+    ap.add_argument("--sizes", default="", help="comma-separated shapes (default: every seed size)")
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--samples", type=int, default=7)
+    args = ap.parse_args()
+    print(f"{'op':15s} {'shape':20s} {'whole us':>10s} {'packet us':>10s} {'packet/whole':>12s} "
+          f"{'range':>13s} {'won':>5s} {'packet GB/s':>11s}")
+    for name in args.ops.split(","):
+        op = ops.get(name)
+        sizes = [op.parse_shape(s) for s in args.sizes.split(",")] if args.sizes else op.seed_sizes
+        for shape in sizes:
+            inputs = op.make_inputs(shape, 0)
+            ref = ops.run_reference(op, shape, inputs)
+            cols, checks = {}, {}
+            for v in ("whole", "packet"):
+                cols[v], checks[v], _ = column(op, shape, inputs, ref, v)
+            m = run_rounds(cols, args.rounds, args.samples, "native_entry", between=lambda c: checks[c]())
+            p = m.paired("packet", "whole")
+            t_packet = m.time_ns("packet") / 1e3
+            gbs = minimal_bytes(op, shape) / (t_packet * 1e3)
+            print(f"{op.name:15s} {ops.fmt_shape(shape):20s} {m.time_ns('whole') / 1e3:10.2f} {t_packet:10.2f} "
+                  f"{p['ratio']:12.3f} {p['min']:6.3f}-{p['max']:<6.3f} {p['won']:>2d}/{p['rounds']:<2d} "
+                  f"{gbs:11.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
