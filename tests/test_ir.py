@@ -496,8 +496,9 @@ def test_validator_rejects_and_names_kernel_and_statement(k, pattern):
 
 
 @pytest.mark.parametrize("k,pattern", [
-    pytest.param(K(block=24), r"block must be a power of two, got 24", id="block-24"),
-    pytest.param(K(block=0), r"block must be a power of two, got 0", id="block-0"),
+    pytest.param(K(block=24), r"block must be a power of two from 1 to 1024, got 24", id="block-24"),
+    pytest.param(K(block=0), r"block must be a power of two from 1 to 1024, got 0", id="block-0"),
+    pytest.param(K(block=2048), r"block must be a power of two from 1 to 1024, got 2048", id="block-2048"),
     pytest.param(K(block=-32), r"power of two", id="block-negative"),
     pytest.param(K(params=(X, Y, Param("x", SCAL, f32))), r"parameter x appears twice", id="duplicate-param"),
     pytest.param(K(params=(X, X)), r"parameter x appears twice", id="duplicate-buffer"),

@@ -24,8 +24,9 @@ from ..refimpl.launch_check import check_args
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import jit
-from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PRIVATE_OOB, ERR_STORE_OOB, SLOT_BEGIN, SLOT_END,
-                      SLOT_ERR, SLOT_N, abi_slots)
+from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, MAX_SCRATCH_BYTES,
+                      SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
+                      abi_slots, private_layout)
 from .facts import code_facts
 from .variant import Variant, parse_variant
 
@@ -47,6 +48,7 @@ class CompiledKernel:
     stmt_table: list = field(repr=False)
     compile_seconds: float = 0.0
     _facts: Optional[dict] = field(default=None, repr=False)
+    scratch_bytes: int = 0         # private arrays of one block, in caller-provided memory
     annotations: dict = field(default_factory=dict, repr=False)   # lane claims, for the interpreter
     lowering_counts: dict = field(default_factory=dict, repr=False)
 
@@ -91,6 +93,9 @@ class PreparedLaunch:
         self.args[SLOT_BEGIN] = 0
         self.args[SLOT_END] = self.nblocks
         self.args[SLOT_ERR] = self.err.ctypes.data
+        self.scratch = scratch_memory(ck.scratch_bytes)
+        self.args[SLOT_SCRATCH] = self.scratch.ctypes.data
+        self.args[SLOT_SCRATCH_BYTES] = ck.scratch_bytes
         for p in ck.kernel.params:
             if p.kind is ParamKind.BUFFER:
                 a = buffers[p.name]
@@ -113,6 +118,9 @@ class PreparedLaunch:
         if self.err[0] != ERR_NONE:
             kind, sid, index, thread = (int(v) for v in self.err)
             self.err[:] = 0
+            if kind == ERR_SCRATCH:
+                raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: the entry was given too little "
+                                         f"scratch memory for its private arrays")
             stmt = self.ck.stmt_table[sid]
             length = ""
             raise KernelRuntimeError(
@@ -174,8 +182,19 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None) -> Compi
         return hit
 
 
+def scratch_memory(nbytes: int) -> np.ndarray:
+    """Zeroed, SCRATCH_ALIGN-aligned bytes (at least one, so the pointer is never null)."""
+    raw = np.zeros(nbytes + SCRATCH_ALIGN, np.uint8)
+    shift = (-raw.ctypes.data) % SCRATCH_ALIGN
+    return raw[shift:shift + max(nbytes, 1)]
+
+
 def _build(k: Kernel, variant: Variant, key: str) -> CompiledKernel:
     t0 = time.perf_counter()
+    _, scratch = private_layout(k)
+    if scratch > MAX_SCRATCH_BYTES:
+        raise KernelError(k.name, None, f"private arrays need {scratch} bytes per block of {k.block} threads; "
+                                        f"the native backend allows at most {MAX_SCRATCH_BYTES}")
     symbol = f"cohort_{k.name}_{key[:12]}"
     if variant.lanes == 1:
         from .lower_whole import WholeLowering
@@ -190,6 +209,7 @@ def _build(k: Kernel, variant: Variant, key: str) -> CompiledKernel:
     linked = jit.compile_module(str(module), [symbol])
     ck = CompiledKernel(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                         time.perf_counter() - t0)
+    ck.scratch_bytes = scratch
     ck.annotations = getattr(lowering, "annotations", {})
     ck.lowering_counts = dict(getattr(lowering, "counts", {}))
     return ck

@@ -4,11 +4,15 @@ The entry ABI (one signature for every kernel, so one timer and one launcher
 serve all): `void entry(int64_t *args)`, where `args` holds 64-bit slots
 
     [0] n (threads)   [1] first block   [2] end block   [3] error record (int64[4]*)
+    [4] scratch memory for private arrays   [5] its size in bytes
     then per buffer parameter: data pointer, length (elements)
     then per scalar parameter: its 32 bits, zero-extended
 
-The error record is written only by `checked` builds: kind, statement id,
-index, thread; kind 0 means no error.
+The error record is written by `checked` builds (kind, statement id, index,
+thread; kind 0 means no error) and by any build handed too little scratch.
+Private arrays live in the caller's scratch memory, not on the stack: a
+kernel's private arrays may need megabytes per block, and a stack overflow
+is a crash, not an error.
 """
 from __future__ import annotations
 
@@ -24,8 +28,22 @@ I1 = ir.IntType(1)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
-SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_FIRST_PARAM = 0, 1, 2, 3, 4
-ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB = 0, 1, 2, 3
+SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, SLOT_FIRST_PARAM = 0, 1, 2, 3, 4, 5, 6
+ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH = 0, 1, 2, 3, 4
+SCRATCH_ALIGN = 64
+MAX_SCRATCH_BYTES = 256 << 20
+
+
+def private_layout(kernel: Kernel) -> tuple:
+    """({private name: byte offset in scratch}, total bytes) for one block of B threads."""
+    from ..refimpl.ir import Private
+    offsets, total = {}, 0
+    for s in kernel.body:
+        if isinstance(s, Private):
+            offsets[s.name] = total
+            nbytes = int(s.size.arg) * kernel.block * (1 if s.dtype is DType.BOOL else 4)
+            total += -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+    return offsets, total
 
 
 def abi_slots(kernel: Kernel) -> dict:

@@ -349,8 +349,8 @@ class PacketLowering(WholeLowering):
                 v = b.phi(elem)
                 v.add_incoming(ir.Constant(elem, 0), pre)
                 v.add_incoming(loaded, then_end)
-            if dt is DType.BOOL:
-                v = b.trunc(v, I1)
+            if dt is DType.BOOL:  # any nonzero byte is True, as in NumPy
+                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
             return self.splat(v, dt)
         vec = self.vty(elem)
         if acc.kind == "contiguous":
@@ -376,7 +376,7 @@ class PacketLowering(WholeLowering):
                 v = self.intrinsic(f"llvm.masked.gather.{self._vsuffix(elem)}.v{W}p0", vec,
                                    [ptrs, self.i32(1), self.mask if self.mask is not None else self.all_true(),
                                     self.zero(vec)])
-        return b.trunc(v, self.vty(I1)) if dt is DType.BOOL else v
+        return b.icmp_unsigned("!=", v, self.zero(vec)) if dt is DType.BOOL else v
 
     def strided_load(self, buf, first, k: int, elem):
         """Lanes at first + k*l: one masked load of the span, then a shuffle. Only
@@ -564,7 +564,8 @@ class PacketLowering(WholeLowering):
         """Lazy like the interpreter: a branch that loads runs only under its lanes' mask."""
         b = self.b
         c = self.ev(e.src[0], memo)
-        if not (contains_load(e.src[1], self.spec_cache) or contains_load(e.src[2], self.spec_cache)):
+        lazy = self.checked   # a checked build must not speculate a private index either
+        if not (contains_load(e.src[1], self.spec_cache, lazy) or contains_load(e.src[2], self.spec_cache, lazy)):
             return b.select(c, self.ev(e.src[1], memo), self.ev(e.src[2], memo))
         saved = self.mask
         self.mask = self.and_mask(saved, c)

@@ -15,8 +15,9 @@ from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private,
                           PStore, Store, walk_expr, walk_stmts, stmt_exprs)
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
-from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, SLOT_BEGIN,
-                      SLOT_END, SLOT_ERR, SLOT_N, VOID, Ctx, abi_slots, mem_type)
+from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, I1, I32T, I64, I8, PTR,
+                      SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
+                      abi_slots, mem_type, private_layout)
 from . import inject
 from .lower_ops import LOWER, bitcast, convert
 
@@ -190,11 +191,18 @@ class WholeLowering:
         self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
                        for n in sorted(self.cross)}
         self.privates = {}
+        offsets, self.scratch_bytes = private_layout(k)
+        if offsets:
+            scratch = b.inttoptr(slot(SLOT_SCRATCH), PTR)
+            # too little scratch (a misused entry) is an error, never a write past it
+            short = b.icmp_unsigned("<", slot(SLOT_SCRATCH_BYTES), self.i64(self.scratch_bytes))
+            with b.if_then(short, likely=False):
+                b.store(self.i64(ERR_SCRATCH), self.err_ptr, align=8)
+                b.ret_void()
         for s in k.body:
             if isinstance(s, Private):
-                size = int(s.size.arg)
-                self.privates[s.name] = (self.alloca(ir.ArrayType(mem_type(s.dtype), size * self.B), s.name),
-                                         size, s.dtype)
+                ptr = b.gep(scratch, [self.i64(offsets[s.name])], source_etype=I8)
+                self.privates[s.name] = (ptr, int(s.size.arg), s.dtype)
         self.scratch = {}
         for _, c in self.phases:
             if c is not None:

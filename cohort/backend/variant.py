@@ -93,8 +93,8 @@ def _knob(key: str, text: str):
         return v
     if key == "block":
         v = _int(key, text)
-        if v < 1 or v & (v - 1):
-            raise VariantError(f"block must be a power of two, got {v}")
+        if v < 1 or v & (v - 1) or v > 1024:
+            raise VariantError(f"block must be a power of two from 1 to 1024, got {v}")
         return v
     if key in ("full_packet", "predicated", "fast_math", "checked"):
         return _onoff(key, text)

@@ -523,8 +523,9 @@ class KernelFunction:
 
 def kernel(fn=None, *, block: int = 32):
     """`@kernel` or `@kernel(block=32)`: parse a Python function into a kernel."""
-    if not isinstance(block, int) or block < 1 or block & (block - 1):
-        raise ValueError(f"block must be a power of two, got {block!r}")
+    from .spec import MAX_BLOCK
+    if not isinstance(block, int) or block < 1 or block & (block - 1) or block > MAX_BLOCK:
+        raise ValueError(f"block must be a power of two from 1 to {MAX_BLOCK}, got {block!r}")
     if fn is None:
         return lambda f: KernelFunction(f, block)
     return KernelFunction(fn, block)

@@ -182,6 +182,8 @@ class Interpreter:
             mem.note_reads(safe[lanes], lanes)
         if len(buf) == 0:
             return np.zeros(self.gid.shape, e.dtype.np)
+        if buf.dtype == np.bool_:   # any nonzero byte is True, whatever bytes the caller put there
+            return buf.view(np.uint8)[safe] != 0
         return buf[safe]
 
     def store(self, s: Store, mask, memo):

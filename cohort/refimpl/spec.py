@@ -15,6 +15,7 @@ from .ir import (Assign, Collective, DType, Expr, For, GROUPS, I32_MAX, I32_MIN,
                  Kernel, Loc, Op, ParamKind, Private, PStore, Store, U32_MAX, result_dtype, walk_expr)
 
 MAX_PRIVATE = 1 << 16
+MAX_BLOCK = 1024          # as on GPUs; per-thread state of a block lives on the native stack
 _CONSTANT_OPS = {Op.CONST, Op.BLOCK_SIZE} | GROUPS["arith"] | GROUPS["bitwise"] | {Op.NEG, Op.CAST}
 
 
@@ -45,8 +46,8 @@ class _Checker:
     # ------------------------------------------------------------ kernel
     def kernel(self):
         k = self.k
-        if not isinstance(k.block, int) or k.block < 1 or k.block & (k.block - 1):
-            self.err(f"block must be a power of two, got {k.block}")
+        if not isinstance(k.block, int) or k.block < 1 or k.block & (k.block - 1) or k.block > MAX_BLOCK:
+            self.err(f"block must be a power of two from 1 to {MAX_BLOCK}, got {k.block}")
         names = set()
         for p in k.params:
             if p.name in names:

@@ -19,6 +19,8 @@ def canonical_bytes(a: np.ndarray) -> bytes:
         bits = a.view(np.uint32).copy()
         bits[np.isnan(a)] = CANONICAL_NAN32
         a = bits
+    elif a.dtype == np.bool_:
+        a = (a.view(np.uint8) != 0).view(np.uint8)   # a bool is its truth, not its byte
     return a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
@@ -37,6 +39,8 @@ def first_difference(a: np.ndarray, b: np.ndarray):
     if fa.dtype == np.float32:
         ua, ub = fa.view(np.uint32), fb.view(np.uint32)
         diff = (ua != ub) & ~(np.isnan(fa) & np.isnan(fb))
+    elif fa.dtype == np.bool_:
+        diff = (fa.view(np.uint8) != 0) != (fb.view(np.uint8) != 0)
     else:
         diff = fa != fb
     idx = np.flatnonzero(diff)
