@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
                         "or a preset with overrides")
     r.add_argument("--seed", default="0", help="input seed (same seed, same inputs, in every process)")
     r.add_argument("--save", metavar="DIR", help="write every input and output as NAME.npy, plus meta.json")
-    r.add_argument("--time", action="store_true", help="time the native entry (median, microseconds)")
+    r.add_argument("--time", action="store_true",
+                   help="time it (median, microseconds): the native entry for grain=caller,workers=1, "
+                        "else the runtime E2E launch")
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     return p
@@ -140,7 +142,8 @@ def _print_run(op, r: dict):
               f"scalar libm calls {f['scalar_libm_calls']}, vector instructions "
               f"{'yes' if f['uses_vector_instructions'] else 'no'}, direct CFG {f['direct_cfg']}")
         if "time_us" in r:
-            print(f"  native entry: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
+            where = "native entry" if r["boundary"] == "native_entry" else "runtime E2E (Python API, pool)"
+            print(f"  {where}: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
                   f"x {r['timing_iters']} calls)")
         for path in r.get("dumped", []):
             print(f"  wrote {path}")

@@ -1216,7 +1216,10 @@ def test_compile_cache_returns_the_same_object():
     assert compile_kernel(api_kernel, {"cols": 5}, WHOLE) is a
     assert compile_kernel(api_kernel.ir, {"cols": 5}, "whole") is a
     assert compile_kernel(api_kernel, {"cols": 5}, "lanes=1") is a            # the same knobs, spelled otherwise
-    assert compile_kernel(api_kernel, {"cols": 5}, "whole,workers=2,grain=3") is a  # knobs that do not change code
+    # runtime knobs do not change code: the same native code, bound to the variant asked for
+    r = compile_kernel(api_kernel, {"cols": 5}, "whole,workers=2,grain=3")
+    assert r is not a and r.code is a.code and r.entry == a.entry
+    assert (r.variant.workers, r.variant.grain) == (2, 3) and compile_kernel(api_kernel, {"cols": 5}, "whole,workers=2,grain=3") is r
     b = compile_kernel(api_kernel, {"cols": 6}, WHOLE)
     c = compile_kernel(api_kernel, {"cols": 5}, CHECKED)
     assert b is not a and c is not a and c is not b

@@ -317,8 +317,7 @@ class PacketLowering(WholeLowering):
         lane32 = b.zext(lane, I32T) if self.W < 32 else lane
         index = b.extract_element(idx64, lane32)
         thread = b.sext(b.extract_element(self.gid, lane32), I64)
-        for slot, v in enumerate((self.i64(kind), self.i64(self.stmt_id(stmt)), index, thread)):
-            b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
+        self.record_error(kind, stmt, index, thread)
         b.ret_void()
         b.position_at_end(ok_bb)
 

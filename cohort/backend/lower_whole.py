@@ -150,12 +150,17 @@ class WholeLowering:
         ok_bb = self.fn.append_basic_block("inbounds")
         b.cbranch(bad, err_bb, ok_bb)
         b.position_at_end(err_bb)
-        rec = self.err_ptr
-        for slot, v in enumerate((self.i64(kind), self.i64(self.stmt_id(stmt)), index64,
-                                  b.sext(self.gid, I64))):
-            b.store(v, b.gep(rec, [self.i64(slot)], source_etype=I64), align=8)
+        self.record_error(kind, stmt, index64, b.sext(self.gid, I64))
         b.ret_void()
         b.position_at_end(ok_bb)
+
+    def record_error(self, kind: int, stmt, index64, thread64):
+        """The first error of a launch wins: tasks on other threads may fail at once."""
+        b = self.b
+        claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(kind), "monotonic", "monotonic")
+        with b.if_then(b.extract_value(claim, 1)):
+            for slot, v in enumerate((self.i64(self.stmt_id(stmt)), index64, thread64), start=1):
+                b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
 
     # ------------------------------------------------------------ entry
     def lower(self) -> ir.Module:

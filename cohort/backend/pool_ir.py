@@ -1,0 +1,254 @@
+"""The native worker pool, in LLVM IR (JIT-compiled once per process).
+
+Python publishes a job (entry, argument block, block count, grain) into the
+pool record and calls `cohort_pool_launch`, which wakes the workers and
+takes part itself; everything from there to completion is native, without
+the GIL. Blocks are claimed `grain` at a time from one 64-bit word holding
+(job generation << 32 | next block), so a worker that wakes late for an old
+job can never claim a block of a newer one. Workers spin briefly with
+sched_yield, then sleep on a futex (NOTES-llvmlite.md: the most robust mix on
+a shared 2-vCPU machine).
+
+Pool record (int64 slots):
+  [0] generation (i32 futex word)   [1] stop flag        [2] entry
+  [3] block count                   [4] grain            [5] claim word
+  [6] blocks remaining              [7] done (i32 futex word)
+  [8] participants                  [9] scratch base     [10] scratch bytes each
+  [11] argument slots used          [16..16+MAX_ARGS) the argument block template
+Worker record (int64 slots): [0] pool, [1] participant id (1..), [2] first generation.
+"""
+
+MAX_ARGS = 64
+POOL_SLOTS = 16 + MAX_ARGS
+SPIN = 64
+
+IR = r"""
+declare i64 @syscall(i64, ...)
+declare i32 @sched_yield()
+declare i32 @pthread_create(ptr, ptr, ptr, ptr)
+declare i32 @pthread_join(i64, ptr)
+declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)
+
+define internal ptr @slot(ptr %pool, i64 %i) {
+  %p = getelementptr i64, ptr %pool, i64 %i
+  ret ptr %p
+}
+
+define internal void @futex_wait(ptr %addr, i32 %val) {
+  call i64 (i64, ...) @syscall(i64 202, ptr %addr, i32 128, i32 %val, ptr null, ptr null, i32 0)
+  ret void
+}
+
+define internal void @futex_wake(ptr %addr) {
+  call i64 (i64, ...) @syscall(i64 202, ptr %addr, i32 129, i32 2147483647, ptr null, ptr null, i32 0)
+  ret void
+}
+
+; Blocks of job %gen, claimed until none are left (or the job is gone).
+define internal void @run_share(ptr %pool, i64 %id, i32 %gen) {
+entry:
+  %args = alloca [MAX_ARGS x i64], align 16
+  %nsp = call ptr @slot(ptr %pool, i64 11)
+  %ns = load i64, ptr %nsp
+  %bytes = mul i64 %ns, 8
+  %tmpl = call ptr @slot(ptr %pool, i64 16)
+  call void @llvm.memcpy.p0.p0.i64(ptr %args, ptr %tmpl, i64 %bytes, i1 false)
+  %sbp = call ptr @slot(ptr %pool, i64 9)
+  %sb = load i64, ptr %sbp
+  %szp = call ptr @slot(ptr %pool, i64 10)
+  %sz = load i64, ptr %szp
+  %off = mul i64 %id, %sz
+  %mine = add i64 %sb, %off
+  %a4 = getelementptr i64, ptr %args, i64 4
+  store i64 %mine, ptr %a4
+  %a5 = getelementptr i64, ptr %args, i64 5
+  store i64 %sz, ptr %a5
+  %fnp = call ptr @slot(ptr %pool, i64 2)
+  %fn = load ptr, ptr %fnp
+  %nbp = call ptr @slot(ptr %pool, i64 3)
+  %nb = load i64, ptr %nbp
+  %gp = call ptr @slot(ptr %pool, i64 4)
+  %grain = load i64, ptr %gp
+  %claimp = call ptr @slot(ptr %pool, i64 5)
+  %remp = call ptr @slot(ptr %pool, i64 6)
+  %donep = call ptr @slot(ptr %pool, i64 7)
+  %gen64 = zext i32 %gen to i64
+  br label %claim
+claim:
+  %w = load atomic i64, ptr %claimp acquire, align 8
+  %wgen = lshr i64 %w, 32
+  %same = icmp eq i64 %wgen, %gen64
+  br i1 %same, label %check, label %out
+check:
+  %b = and i64 %w, 4294967295
+  %left = icmp ult i64 %b, %nb
+  br i1 %left, label %take, label %out
+take:
+  %w2 = add i64 %w, %grain
+  %cx = cmpxchg ptr %claimp, i64 %w, i64 %w2 acq_rel acquire
+  %ok = extractvalue { i64, i1 } %cx, 1
+  br i1 %ok, label %run, label %claim
+run:
+  %e0 = add i64 %b, %grain
+  %short = icmp ult i64 %e0, %nb
+  %e = select i1 %short, i64 %e0, i64 %nb
+  %a1 = getelementptr i64, ptr %args, i64 1
+  store i64 %b, ptr %a1
+  %a2 = getelementptr i64, ptr %args, i64 2
+  store i64 %e, ptr %a2
+  call void %fn(ptr %args)
+  %k = sub i64 %e, %b
+  %old = atomicrmw sub ptr %remp, i64 %k acq_rel
+  %last = icmp eq i64 %old, %k
+  br i1 %last, label %finish, label %claim
+finish:
+  store atomic i32 1, ptr %donep release, align 8
+  call void @futex_wake(ptr %donep)
+  br label %claim
+out:
+  ret void
+}
+
+define ptr @cohort_worker(ptr %rec) {
+entry:
+  %pool = load ptr, ptr %rec
+  %idp = getelementptr i64, ptr %rec, i64 1
+  %id = load i64, ptr %idp
+  %g0p = getelementptr i64, ptr %rec, i64 2
+  %g0w = load i64, ptr %g0p
+  %g0 = trunc i64 %g0w to i32
+  %genp = call ptr @slot(ptr %pool, i64 0)
+  %stopp = call ptr @slot(ptr %pool, i64 1)
+  br label %wait
+wait:
+  %seen = phi i32 [%g0, %entry], [%g, %work]
+  br label %spin
+spin:
+  %i = phi i32 [0, %wait], [%i1, %yield]
+  %gs = load atomic i32, ptr %genp acquire, align 8
+  %new = icmp ne i32 %gs, %seen
+  br i1 %new, label %woke, label %yield
+yield:
+  %i1 = add i32 %i, 1
+  call i32 @sched_yield()
+  %more = icmp slt i32 %i1, SPIN
+  br i1 %more, label %spin, label %sleep
+sleep:
+  call void @futex_wait(ptr %genp, i32 %seen)
+  br label %spin2
+spin2:
+  %gz = load atomic i32, ptr %genp acquire, align 8
+  %new2 = icmp ne i32 %gz, %seen
+  br i1 %new2, label %woke, label %sleep
+woke:
+  %g = load atomic i32, ptr %genp acquire, align 8
+  %stop = load atomic i64, ptr %stopp acquire, align 8
+  %halt = icmp ne i64 %stop, 0
+  br i1 %halt, label %exit, label %enlisted
+enlisted:
+  %pp = call ptr @slot(ptr %pool, i64 8)
+  %parts = load atomic i64, ptr %pp acquire, align 8
+  %mine = icmp slt i64 %id, %parts
+  br i1 %mine, label %share, label %work
+share:
+  call void @run_share(ptr %pool, i64 %id, i32 %g)
+  br label %work
+work:
+  br label %wait
+exit:
+  ret ptr null
+}
+
+; The job's fields are set; start it, take part, return when every block is done.
+define void @cohort_pool_launch(ptr %pool) {
+entry:
+  %genp = call ptr @slot(ptr %pool, i64 0)
+  %nbp = call ptr @slot(ptr %pool, i64 3)
+  %nb = load i64, ptr %nbp
+  %remp = call ptr @slot(ptr %pool, i64 6)
+  %donep = call ptr @slot(ptr %pool, i64 7)
+  %claimp = call ptr @slot(ptr %pool, i64 5)
+  %none = icmp eq i64 %nb, 0
+  br i1 %none, label %exit, label %go
+go:
+  %g = load atomic i32, ptr %genp acquire, align 8
+  %g1 = add i32 %g, 1
+  %g1w = zext i32 %g1 to i64
+  %word = shl i64 %g1w, 32
+  store atomic i64 %word, ptr %claimp release, align 8
+  store atomic i64 %nb, ptr %remp release, align 8
+  store atomic i32 0, ptr %donep release, align 8
+  store atomic i32 %g1, ptr %genp release, align 8
+  call void @futex_wake(ptr %genp)
+  call void @run_share(ptr %pool, i64 0, i32 %g1)
+  br label %spin
+spin:
+  %i = phi i32 [0, %go], [%i1, %yield]
+  %r = load atomic i64, ptr %remp acquire, align 8
+  %fin = icmp eq i64 %r, 0
+  br i1 %fin, label %exit, label %yield
+yield:
+  %i1 = add i32 %i, 1
+  call i32 @sched_yield()
+  %more = icmp slt i32 %i1, SPIN
+  br i1 %more, label %spin, label %sleep
+sleep:
+  %d = load atomic i32, ptr %donep acquire, align 8
+  %isdone = icmp ne i32 %d, 0
+  br i1 %isdone, label %exit, label %block
+block:
+  call void @futex_wait(ptr %donep, i32 0)
+  br label %sleep
+exit:
+  ret void
+}
+
+; Start `n` workers described by `recs` (3 slots each); their pthread ids go to `tids`.
+define i32 @cohort_pool_start(i64 %n, ptr %recs, ptr %tids) {
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %next]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %body, label %done
+body:
+  %off = mul i64 %i, 3
+  %rec = getelementptr i64, ptr %recs, i64 %off
+  %tid = getelementptr i64, ptr %tids, i64 %i
+  %rc = call i32 @pthread_create(ptr %tid, ptr null, ptr @cohort_worker, ptr %rec)
+  %bad = icmp ne i32 %rc, 0
+  br i1 %bad, label %fail, label %next
+next:
+  %i1 = add i64 %i, 1
+  br label %loop
+fail:
+  ret i32 %rc
+done:
+  ret i32 0
+}
+
+; Ask the workers to leave and wait for them.
+define void @cohort_pool_stop(ptr %pool, i64 %n, ptr %tids) {
+entry:
+  %genp = call ptr @slot(ptr %pool, i64 0)
+  %stopp = call ptr @slot(ptr %pool, i64 1)
+  store atomic i64 1, ptr %stopp release, align 8
+  %g = load atomic i32, ptr %genp acquire, align 8
+  %g1 = add i32 %g, 1
+  store atomic i32 %g1, ptr %genp release, align 8
+  call void @futex_wake(ptr %genp)
+  br label %loop
+loop:
+  %i = phi i64 [0, %entry], [%i1, %body]
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %body, label %done
+body:
+  %tp = getelementptr i64, ptr %tids, i64 %i
+  %t = load i64, ptr %tp
+  call i32 @pthread_join(i64 %t, ptr null)
+  %i1 = add i64 %i, 1
+  br label %loop
+done:
+  ret void
+}
+""".replace("MAX_ARGS", str(MAX_ARGS)).replace("SPIN", str(SPIN))

@@ -1,0 +1,169 @@
+"""The runtime: a persistent native worker pool and task-grain policies (DESIGN §5, §6).
+
+A launch is cut into tasks of `grain` blocks that the pool's participants
+(the calling thread and `workers - 1` pool threads) claim until none are
+left; every task runs the compiled entry on its block range. Outputs do not
+depend on the grain, the worker count or the order tasks run in: blocks are
+independent by the kernel model (the interpreter rejects cross-block races).
+
+Grain policies:
+  caller  the whole launch on the calling thread (the seeds' grain 4294967295)
+  N >= 1  N blocks per task
+  0       the runtime's pick for the given lanes: about four tasks per worker
+  legacy  an even split: one task of ceil(blocks / workers) blocks per worker
+  auto    lanes and grain together (the seeds' joint_tasks), see `choose`
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import threading
+import time
+
+import numpy as np
+
+from . import jit, pool_ir
+
+_lib: dict = {}
+_lib_lock = threading.Lock()
+
+
+def _native():
+    with _lib_lock:
+        if not _lib:
+            linked = jit.compile_module(pool_ir.IR, ["cohort_pool_launch", "cohort_pool_start",
+                                                     "cohort_pool_stop", "cohort_worker"])
+            a = linked.addresses
+            _lib["keep"] = linked
+            _lib["launch"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(a["cohort_pool_launch"])
+            _lib["start"] = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
+                                             ctypes.c_void_p)(a["cohort_pool_start"])
+            _lib["stop"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(
+                a["cohort_pool_stop"])
+        return _lib
+
+
+def default_workers() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class WorkerPool:
+    """`threads` native worker threads plus the caller; one job at a time."""
+
+    def __init__(self, threads: int):
+        lib = _native()
+        self.threads = threads
+        self.record = np.zeros(pool_ir.POOL_SLOTS, np.int64)
+        self.workers = np.zeros(3 * max(threads, 1), np.int64)
+        for i in range(threads):
+            self.workers[3 * i:3 * i + 3] = (self.record.ctypes.data, i + 1, 0)
+        self.tids = np.zeros(max(threads, 1), np.int64)
+        self.scratch = np.zeros(64, np.uint8)
+        self.lock = threading.Lock()
+        self.closed = False
+        rc = lib["start"](threads, self.workers.ctypes.data, self.tids.ctypes.data)
+        if rc != 0:
+            raise OSError(rc, f"pthread_create failed starting {threads} workers")
+
+    def run(self, prepared, grain: int, participants: int):
+        """Run every block of `prepared` in tasks of `grain` blocks over `participants` threads."""
+        if prepared.args.size > pool_ir.MAX_ARGS:
+            raise ValueError(f"kernel has too many parameters for the pool ({prepared.args.size} slots)")
+        participants = max(1, min(participants, self.threads + 1))
+        per = prepared.ck.scratch_bytes
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("the worker pool has been shut down")
+            need = per * participants + 64
+            if self.scratch.size < need:
+                self.scratch = np.zeros(need, np.uint8)
+            base = self.scratch.ctypes.data
+            base += (-base) % 64
+            r = self.record
+            r[2] = prepared.ck.entry
+            r[3] = prepared.nblocks
+            r[4] = max(1, int(grain))
+            r[8] = participants
+            r[9] = base
+            r[10] = per
+            r[11] = prepared.args.size
+            r[16:16 + prepared.args.size] = prepared.args
+            _lib["launch"](r.ctypes.data)
+        prepared.raise_error()
+
+    def close(self):
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                _lib["stop"](self.record.ctypes.data, self.threads, self.tids.ctypes.data)
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def pool(workers: int) -> WorkerPool:
+    """The process's pool, grown to at least `workers - 1` threads."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool.threads < workers - 1:
+            old, _pool = _pool, WorkerPool(max(workers - 1, 0))
+            if old is not None:
+                old.close()
+        return _pool
+
+
+@atexit.register
+def _shutdown():
+    with _pool_lock:
+        if _pool is not None:
+            _pool.close()
+
+
+# ---------------------------------------------------------------- policies
+
+def grain_for(policy, nblocks: int, workers: int) -> int:
+    if policy == "legacy":
+        return max(1, -(-nblocks // workers))
+    if policy == 0:
+        return max(1, -(-nblocks // (4 * workers)))
+    return int(policy)
+
+
+def run(prepared, variant):
+    """Run a prepared launch as `variant`'s grain and workers say."""
+    workers = variant.workers
+    if variant.grain == "auto":
+        return run_auto(prepared, variant)
+    if variant.grain == "caller" or workers == 1:
+        return prepared.run()
+    pool(workers).run(prepared, grain_for(variant.grain, prepared.nblocks, workers), workers)
+
+
+# The seeds' joint_tasks: tiny launches stay on the caller (a dispatch costs
+# more than it saves), larger ones are cut into ~4 tasks per worker. The
+# choice is made once per (code, n, workers) from a measured caller run.
+CALLER_BELOW_NS = 20_000
+_auto: dict = {}
+
+
+def choose(prepared, workers: int):
+    key = (prepared.ck.entry, prepared.n, workers)
+    hit = _auto.get(key)
+    if hit is None:
+        t0 = time.perf_counter_ns()
+        prepared.run()
+        t = time.perf_counter_ns() - t0
+        hit = ("caller", 0) if t < CALLER_BELOW_NS or workers == 1 or prepared.nblocks < 2 else \
+              ("pool", grain_for(0, prepared.nblocks, workers))
+        _auto[key] = hit
+    return hit
+
+
+def run_auto(prepared, variant):
+    workers = variant.workers
+    where, grain = choose(prepared, workers)
+    if where == "caller":
+        return prepared.run()
+    pool(workers).run(prepared, grain, workers)

@@ -1,0 +1,323 @@
+"""Replayable fuzz cases: kernel IR as JSON, launch, inputs seed, variants, expected outcome.
+
+A case file (`tests/corpus/*.json`) holds everything needed to re-run one
+generated (or hand-written) kernel in a fresh process, on any machine:
+
+    {"format": "cohort-case/1",
+     "name": "...",                        # file stem
+     "kernel": {...},                      # the IR, see kernel_to_json
+     "n": 33, "consts": {"C0": 3},
+     "buffers": [{"name": "x0", "dtype": "f32", "length": 148, "fill": "data"}, ...],
+     "scalars": {"sf": {"dtype": "f32", "bits": "0x7fc00000"}, ...},
+     "inputs_seed": 12345,                 # buffer contents: generate.make_args
+     "variants": ["lanes=8,..."] | "all", # what to replay ("all": the fuzzer's knob matrix)
+     "expected": "agree" | "known_failure",
+     "note": "...", "found": {...}}        # provenance: failure kind, description, printed kernel
+
+The IR serializer covers every node and statement of `refimpl.ir`. Expressions
+are a DAG (a node may be shared, and the backend's lane annotations are keyed
+by node identity), so they are stored as a node table in dependency order and
+statements refer to node indices: a round trip keeps the sharing. Float
+literals are stored as their 32 bits (NaN payloads, -0.0 and infinities
+survive), source locations as (line, text).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Optional
+
+import numpy as np
+
+from ..refimpl.ir import (Assign, Collective, DTYPE_BY_NAME, DType, Expr, For, If, Kernel, Loc, Op,
+                          Param, ParamKind, Private, PStore, Reduce, Store)
+
+KERNEL_FORMAT = "cohort-kernel/1"
+CASE_FORMAT = "cohort-case/1"
+
+
+class CorpusError(ValueError):
+    """A case or kernel document that cannot be read (with the reason)."""
+
+
+# ---------------------------------------------------------------- values
+
+def f32_bits(v: float) -> str:
+    return f"0x{int(np.asarray(v, np.float32).view(np.uint32)):08x}"
+
+
+def f32_from_bits(text: str) -> float:
+    return float(np.asarray(int(text, 16), np.uint32).view(np.float32))
+
+
+def _const_to_json(value, dt: DType):
+    if dt is DType.F32:
+        return {"f32": f32_bits(value)}
+    if dt is DType.BOOL:
+        return bool(value)
+    return int(value)
+
+
+def _const_from_json(doc, dt: DType):
+    if dt is DType.F32:
+        if not isinstance(doc, dict) or "f32" not in doc:
+            raise CorpusError(f"f32 literal must be {{'f32': '0x...'}}, got {doc!r}")
+        return f32_from_bits(doc["f32"])
+    if dt is DType.BOOL:
+        return bool(doc)
+    return int(doc)
+
+
+def scalar_to_json(value, dt: DType) -> dict:
+    if dt is DType.F32:
+        return {"dtype": "f32", "bits": f32_bits(value)}
+    return {"dtype": dt.value, "value": int(value)}
+
+
+def scalar_from_json(doc: dict):
+    dt = _dtype(doc.get("dtype"))
+    if dt is DType.F32:
+        return np.float32(f32_from_bits(doc["bits"]))
+    return dt.np.type(int(doc["value"]))
+
+
+def _dtype(name) -> DType:
+    try:
+        return DTYPE_BY_NAME[name]
+    except KeyError:
+        raise CorpusError(f"unknown dtype {name!r}") from None
+
+
+def _loc_to_json(loc: Loc):
+    if loc.line is None and not loc.text:
+        return None
+    return {"line": loc.line, "text": loc.text}
+
+
+def _loc_from_json(doc) -> Loc:
+    if doc is None:
+        return Loc()
+    return Loc(doc.get("line"), doc.get("text", ""))
+
+
+# ---------------------------------------------------------------- kernels
+
+class _Nodes:
+    """Expression nodes in dependency order, each once (sharing preserved)."""
+
+    def __init__(self):
+        self.index: dict = {}
+        self.table: list = []
+
+    def add(self, e: Expr) -> int:
+        i = self.index.get(id(e))
+        if i is not None:
+            return i
+        stack = [(e, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in self.index:
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((s, False) for s in reversed(node.src) if id(s) not in self.index)
+                continue
+            doc = {"op": node.op.name, "dtype": node.dtype.value}
+            if node.src:
+                doc["src"] = [self.index[id(s)] for s in node.src]
+            if node.op is Op.CONST:
+                doc["arg"] = _const_to_json(node.arg, node.dtype)
+            elif node.arg is not None:
+                if not isinstance(node.arg, (str, int)) or isinstance(node.arg, bool):
+                    raise CorpusError(f"cannot serialise argument {node.arg!r} of {node.op.name}")
+                doc["arg"] = node.arg
+            self.index[id(node)] = len(self.table)
+            self.table.append(doc)
+        return self.index[id(e)]
+
+
+def _stmt_to_json(s, nodes: _Nodes) -> dict:
+    if isinstance(s, Assign):
+        d = {"kind": "assign", "name": s.name, "value": nodes.add(s.value)}
+    elif isinstance(s, Store):
+        d = {"kind": "store", "buf": s.buf, "index": nodes.add(s.index), "value": nodes.add(s.value)}
+    elif isinstance(s, PStore):
+        d = {"kind": "pstore", "arr": s.arr, "index": nodes.add(s.index), "value": nodes.add(s.value)}
+    elif isinstance(s, Private):
+        d = {"kind": "private", "name": s.name, "dtype": s.dtype.value, "size": nodes.add(s.size)}
+    elif isinstance(s, If):
+        d = {"kind": "if", "cond": nodes.add(s.cond), "then": [_stmt_to_json(x, nodes) for x in s.then],
+             "orelse": [_stmt_to_json(x, nodes) for x in s.orelse]}
+    elif isinstance(s, For):
+        d = {"kind": "for", "var": s.var, "start": nodes.add(s.start), "stop": nodes.add(s.stop),
+             "step": nodes.add(s.step), "body": [_stmt_to_json(x, nodes) for x in s.body]}
+    elif isinstance(s, Collective):
+        d = {"kind": "collective", "name": s.name, "op": s.op.value, "value": nodes.add(s.value)}
+    else:
+        raise CorpusError(f"cannot serialise statement {type(s).__name__}")
+    loc = _loc_to_json(s.loc)
+    if loc is not None:
+        d["loc"] = loc
+    return d
+
+
+def kernel_to_json(k: Kernel) -> dict:
+    """A JSON-ready document for `k` (any kernel: generated, frontend-built, specialised)."""
+    nodes = _Nodes()
+    body = [_stmt_to_json(s, nodes) for s in k.body]
+    return {
+        "format": KERNEL_FORMAT,
+        "name": k.name,
+        "block": k.block,
+        "params": [{"name": p.name, "kind": p.kind.value, "dtype": p.dtype.value} for p in k.params],
+        "consts": [[name, int(v)] for name, v in k.consts],
+        "specialised": bool(k.specialised),
+        "nodes": nodes.table,
+        "body": body,
+    }
+
+
+def kernel_from_json(doc: dict) -> Kernel:
+    """The kernel of a `kernel_to_json` document (not validated: call spec.validate)."""
+    if not isinstance(doc, dict) or doc.get("format") != KERNEL_FORMAT:
+        raise CorpusError(f"not a {KERNEL_FORMAT} document")
+    built: list = []
+    for i, nd in enumerate(doc["nodes"]):
+        try:
+            op = Op[nd["op"]]
+        except KeyError:
+            raise CorpusError(f"node {i}: unknown op {nd.get('op')!r}") from None
+        dt = _dtype(nd["dtype"])
+        src = []
+        for j in nd.get("src", ()):
+            if not isinstance(j, int) or not 0 <= j < i:
+                raise CorpusError(f"node {i}: source {j!r} is not an earlier node")
+            src.append(built[j])
+        arg = nd.get("arg")
+        if op is Op.CONST:
+            arg = _const_from_json(arg, dt)
+        built.append(Expr(op, dt, tuple(src), arg))
+
+    def node(j):
+        if not isinstance(j, int) or not 0 <= j < len(built):
+            raise CorpusError(f"statement refers to missing node {j!r}")
+        return built[j]
+
+    def stmt(d):
+        kind, loc = d.get("kind"), _loc_from_json(d.get("loc"))
+        if kind == "assign":
+            return Assign(d["name"], node(d["value"]), loc)
+        if kind == "store":
+            return Store(d["buf"], node(d["index"]), node(d["value"]), loc)
+        if kind == "pstore":
+            return PStore(d["arr"], node(d["index"]), node(d["value"]), loc)
+        if kind == "private":
+            return Private(d["name"], _dtype(d["dtype"]), node(d["size"]), loc)
+        if kind == "if":
+            return If(node(d["cond"]), tuple(stmt(x) for x in d["then"]),
+                      tuple(stmt(x) for x in d["orelse"]), loc)
+        if kind == "for":
+            return For(d["var"], node(d["start"]), node(d["stop"]), node(d["step"]),
+                       tuple(stmt(x) for x in d["body"]), loc)
+        if kind == "collective":
+            return Collective(d["name"], Reduce(d["op"]), node(d["value"]), loc)
+        raise CorpusError(f"unknown statement kind {kind!r}")
+
+    params = tuple(Param(p["name"], ParamKind(p["kind"]), _dtype(p["dtype"])) for p in doc["params"])
+    return Kernel(doc["name"], params, tuple(stmt(s) for s in doc["body"]), int(doc["block"]),
+                  tuple((name, int(v)) for name, v in doc.get("consts", ())), bool(doc.get("specialised")))
+
+
+def kernel_digest(k: Kernel) -> str:
+    """A stable hash of a kernel's full structure (sharing and literal bits included)."""
+    text = json.dumps(kernel_to_json(k), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------- cases
+
+def case_to_json(case, **extra) -> dict:
+    """A case document; `extra` adds variants, expected, note, found, name."""
+    scalars = {}
+    for p in case.kernel.scalars:
+        scalars[p.name] = scalar_to_json(case.scalars[p.name], p.dtype)
+    doc = {
+        "format": CASE_FORMAT,
+        "kernel": kernel_to_json(case.kernel),
+        "n": int(case.n),
+        "consts": {k: int(v) for k, v in sorted(case.consts.items())},
+        "buffers": [{"name": b.name, "dtype": b.dtype.value, "length": int(b.length), "fill": b.fill}
+                    for b in case.buffers],
+        "scalars": scalars,
+        "inputs_seed": int(case.seed),
+    }
+    doc.update({k: v for k, v in extra.items() if v is not None})
+    return doc
+
+
+def case_from_json(doc: dict):
+    from .generate import BufferSpec, Case
+    if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
+        raise CorpusError(f"not a {CASE_FORMAT} document")
+    kernel = kernel_from_json(doc["kernel"])
+    buffers = tuple(BufferSpec(b["name"], _dtype(b["dtype"]), int(b["length"]), b.get("fill", "data"))
+                    for b in doc["buffers"])
+    scalars = {name: scalar_from_json(s) for name, s in doc.get("scalars", {}).items()}
+    return Case(kernel, int(doc["n"]), {k: int(v) for k, v in doc.get("consts", {}).items()},
+                buffers, scalars, int(doc["inputs_seed"]))
+
+
+def case_key(case) -> str:
+    """Identity of a case (kernel structure, launch, inputs): equal keys, equal runs."""
+    doc = case_to_json(case)
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def save_case(directory: str, case, name: Optional[str] = None, **extra) -> str:
+    """Write a case file; returns its path. The name defaults to a hash of the case."""
+    os.makedirs(directory, exist_ok=True)
+    name = name or f"case-{case_key(case)[:12]}"
+    doc = case_to_json(case, name=name, **extra)
+    path = os.path.join(directory, f"{name}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=False)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def load_case(path: str):
+    """(case, document) from a case file."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise CorpusError(f"{path}: {e}") from None
+    return case_from_json(doc), doc
+
+
+def case_files(directory: str) -> list:
+    if not os.path.isdir(directory):
+        return []
+    return sorted(os.path.join(directory, f) for f in os.listdir(directory)
+                  if f.endswith(".json") and not f.startswith("."))
+
+
+def replay(doc_or_path, variants=None) -> dict:
+    """Re-run a case in this process: the interpreter and each listed variant.
+
+    Returns the fuzzer's run record (`fuzz.execute`): a discard reason if the
+    interpreter rejects the launch, else a status per variant.
+    """
+    from .fuzz import execute, variants_for
+    if isinstance(doc_or_path, str):
+        case, doc = load_case(doc_or_path)
+    else:
+        doc = doc_or_path
+        case = case_from_json(doc)
+    if variants is None:
+        variants = doc.get("variants", "all")
+    if variants == "all":
+        variants = variants_for(case)
+    return execute(case, list(variants))
