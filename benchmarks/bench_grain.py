@@ -49,7 +49,7 @@ def main():
                 cols[pol] = (lambda k, run=run, iters=iters: e2e_samples_fixed(run, iters, k))
                 checks[pol] = (lambda b=bufs: check(b[op.output].reshape(ref.shape), ref, name, shape))
                 checks[pol]()
-            m = run_rounds(cols, args.rounds, args.samples, "runtime_e2e", between=lambda c: checks[c]())
+            m = run_rounds(cols, args.rounds, args.samples, "runtime_e2e", between=lambda c, r: checks[c]())
             times = {p: m.time_ns(p) / 1e3 for p in POLICIES}
             best = min(FIXED, key=lambda p: times[p])
             pr = m.paired("auto", best)
@@ -72,6 +72,7 @@ def e2e_samples_fixed(run, iters, k):
 def check(y, ref, name, shape):
     if not bitwise_equal(y, ref):
         raise SystemExit(f"{name} {ops.fmt_shape(shape)}: output differs from the interpreter")
+    return True
 
 
 if __name__ == "__main__":

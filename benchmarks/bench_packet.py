@@ -21,17 +21,18 @@ from cohort.verify.checksum import bitwise_equal
 from cohort.verify.guard import GuardedSet
 
 
-def column(op, shape, inputs, ref, variant):
+def column(op, shape, inputs, ref, variant):  # noqa: C901
     launch = op.launch(shape)
     ck = compile_kernel(op.kernel, launch.consts, variant)
     guarded = GuardedSet(ops.allocate(op, shape, inputs))
     prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
     prepared.run()
 
-    def verify():
+    def verify(*_):
         y = guarded.arrays[op.output].reshape(ref.shape)
         if not (bitwise_equal(y, ref) and guarded.intact()):
             raise SystemExit(f"{op.name} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
+        return True
     verify()
     iters = timer.calibrate_iters(ck.entry, prepared.address)
     sample = lambda n: timer.time_entry(ck.entry, prepared.address, iters, n)
@@ -64,7 +65,7 @@ def main():
             cols, checks = {}, {}
             for v in ("whole", "packet"):
                 cols[v], checks[v], _ = column(op, shape, inputs, ref, v)
-            m = run_rounds(cols, args.rounds, args.samples, "native_entry", between=lambda c: checks[c]())
+            m = run_rounds(cols, args.rounds, args.samples, "native_entry", between=lambda c, r: checks[c]())
             p = m.paired("packet", "whole")
             t_packet = m.time_ns("packet") / 1e3
             gbs = minimal_bytes(op, shape) / (t_packet * 1e3)

@@ -44,7 +44,44 @@ def _parser() -> argparse.ArgumentParser:
                         "else the runtime E2E launch")
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
+    bn.add_argument("suite", help="native, private, e2e, grain or quick")
+    bn.add_argument("--ops", default="", help="comma-separated operators (default: the suite's)")
+    bn.add_argument("--sizes", default="", help="comma-separated shapes (default: the suite's)")
+    bn.add_argument("--rounds", type=int, default=None)
+    bn.add_argument("--samples", type=int, default=None)
+    bn.add_argument("--out", default=None, help="result directory (default: out/SUITE)")
+    bn.add_argument("--json", action="store_true")
+
+    t = sub.add_parser("tables", help="re-derive the tables of a replay")
+    t.add_argument("replay")
+
+    au = sub.add_parser("audit", help="audit tools")
+    ausub = au.add_subparsers(dest="audit_command", required=True, parser_class=_Parser)
+    ac = ausub.add_parser("check", help="re-verify a result directory in a fresh process")
+    ac.add_argument("dir")
+    ac.add_argument("--json", action="store_true")
     return p
+
+
+class _Progress:
+    """A one-line progress bar on stderr (only on a terminal)."""
+
+    def __init__(self, total: int, label: str):
+        self.total, self.label, self.done = max(total, 1), label, 0
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self):
+        self.done += 1
+        if self.tty:
+            width = 30
+            full = int(width * self.done / self.total)
+            sys.stderr.write(f"\r{self.label} [{'#' * full}{'.' * (width - full)}] {self.done}/{self.total}")
+            sys.stderr.flush()
+
+    def close(self):
+        if self.tty:
+            sys.stderr.write("\n")
 
 
 # ---------------------------------------------------------------- ops
@@ -164,9 +201,95 @@ def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
         raise UsageError(f"--save {directory}: {e.strerror or e}") from None
 
 
+# ---------------------------------------------------------------- bench, tables, audit
+
+def cmd_bench(args) -> int:
+    from .audit import artifacts, harness, suites
+    from .audit.tables import json_cells
+    from .refimpl import ops
+    try:
+        suite = suites.get(args.suite)
+    except KeyError as e:
+        raise UsageError(e.args[0]) from None
+    only_ops = [o for o in args.ops.split(",") if o] or None
+    for o in only_ops or []:
+        try:
+            ops.get(o)
+        except ops.UnknownOperator as e:
+            raise UsageError(str(e)) from None
+    only_sizes = None
+    if args.sizes:
+        only_sizes = set()
+        for text in args.sizes.split(","):
+            parts = text.lower().replace("×", "x").split("x")
+            if not all(p.isdigit() for p in parts):
+                raise UsageError(f"--sizes: malformed shape {text!r}")
+            only_sizes.add("x".join(str(int(p)) for p in parts))
+    for name, value in (("--rounds", args.rounds), ("--samples", args.samples)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} must be at least 1")
+    if not list(harness.select_cases(suite, only_ops, only_sizes)):
+        raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
+    out = args.out or os.path.join("out", suite.name)
+    command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
+        f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
+        (f" --sizes {args.sizes}" if args.sizes else "")
+    bar = _Progress(harness.total_steps(suite, args.rounds, only_ops, only_sizes), f"bench {suite.name}")
+    run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
+                            progress=bar)
+    bar.close()
+    paths = artifacts.write(out, run)
+    with open(paths["tables"]) as f:
+        text = f.read()
+    if args.json:
+        print(json.dumps({"suite": suite.name, "out": os.path.abspath(out), "seconds": round(run.seconds, 3),
+                          "failures": run.failures, "cells": json_cells(run.replay)}))
+    else:
+        print(artifacts.tables_body(text))
+        for k in ("replay", "audit", "tables", "plot"):
+            if k in paths:
+                print(f"wrote {paths[k]}")
+        if "plot_note" in paths:
+            print(paths["plot_note"])
+        for f in run.failures:
+            print(f"FAILED: {f}")
+    return 1 if run.failures else 0
+
+
+def cmd_tables(args) -> int:
+    from .audit.tables import load_replay, render_markdown
+    try:
+        replay = load_replay(args.replay)
+    except (OSError, ValueError, KeyError) as e:
+        raise UsageError(f"cannot read replay {args.replay}: {e}") from None
+    print(render_markdown(replay))
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from .audit.check import check_directory
+    if not os.path.isdir(args.dir):
+        raise UsageError(f"{args.dir} is not a directory")
+    for f in ("replay.json.gz", "audit.json"):
+        if not os.path.exists(os.path.join(args.dir, f)):
+            raise UsageError(f"{args.dir} has no {f}")
+    problems, notes = check_directory(args.dir)
+    if args.json:
+        print(json.dumps({"dir": os.path.abspath(args.dir), "ok": not problems, "problems": problems,
+                          "notes": notes}))
+    else:
+        for n in notes:
+            print(f"note: {n}")
+        for p in problems:
+            print(f"PROBLEM: {p}")
+        print("audit check passed: inputs, references, variant outputs and tables re-derived and equal"
+              if not problems else f"audit check FAILED: {len(problems)} problem(s)")
+    return 0 if not problems else 1
+
+
 # ---------------------------------------------------------------- main
 
-COMMANDS = {"ops": cmd_ops, "run": cmd_run}
+COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "tables": cmd_tables, "audit": cmd_audit}
 
 
 def main(argv=None) -> int:

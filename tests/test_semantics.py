@@ -284,6 +284,11 @@ def test_tree_order_is_observable_and_is_the_one_used():
     assert found > 0  # the test above could tell the two orders apart
 
 
+def test_empty_launch_reduces_nothing():
+    out = run_reducer("f32", 32, np.zeros(0, np.float32))
+    assert all(len(v) == 0 for v in out.values())
+
+
 def test_inactive_threads_contribute_the_identity():
     # sum identity is -0.0: a partial block of -0.0 sums to -0.0 (+0.0 would give +0.0)
     assert_same_f32(run_reducer("f32", 4, np.array([-0.0], np.float32))["s"], [-0.0], "sum")
@@ -399,7 +404,7 @@ def test_minmax_int_property(pi, pu):
 
 @kernel(block=8)
 def farith(a: Buffer[f32], b: Buffer[f32], add: Buffer[f32], sub: Buffer[f32], mul: Buffer[f32],
-           div: Buffer[f32], sq: Buffer[f32], neg: Buffer[f32]):
+           div: Buffer[f32], sq: Buffer[f32], neg: Buffer[f32], ab: Buffer[f32]):
     i = global_id()
     x = a[i]
     y = b[i]
@@ -409,11 +414,12 @@ def farith(a: Buffer[f32], b: Buffer[f32], add: Buffer[f32], sub: Buffer[f32], m
     div[i] = x / y
     sq[i] = sqrt(x)
     neg[i] = -x
+    ab[i] = abs(x)
 
 
 def _farith(a, b):
     n = len(a)
-    outs = {k: np.zeros(n, np.float32) for k in ("add", "sub", "mul", "div", "sq", "neg")}
+    outs = {k: np.zeros(n, np.float32) for k in ("add", "sub", "mul", "div", "sq", "neg", "ab")}
     farith.interpret(n, a=a, b=b, **outs)
     return outs
 
@@ -429,7 +435,7 @@ def test_f32_ops_are_correctly_rounded(ab):
         np_model = {
             "add": [x + y for x, y in zip(*f)], "sub": [x - y for x, y in zip(*f)],
             "mul": [x * y for x, y in zip(*f)], "div": [x / y for x, y in zip(*f)],
-            "sq": [np.sqrt(x) for x in f[0]], "neg": [-x for x in f[0]],
+            "sq": [np.sqrt(x) for x in f[0]], "neg": [-x for x in f[0]], "ab": [abs(x) for x in f[0]],
         }
         # (2) exact float64 operation, then one rounding to float32: exact for
         # + - * / sqrt since 53 >= 2*24 + 2 (double rounding is innocuous)
@@ -437,15 +443,45 @@ def test_f32_ops_are_correctly_rounded(ab):
         f64_model = {
             "add": [x + y for x, y in zip(*d)], "sub": [x - y for x, y in zip(*d)],
             "mul": [x * y for x, y in zip(*d)], "div": [x / y for x, y in zip(*d)],
-            "sq": [np.sqrt(x) for x in d[0]], "neg": [-x for x in d[0]],
+            "sq": [np.sqrt(x) for x in d[0]], "neg": [-x for x in d[0]], "ab": [abs(x) for x in d[0]],
         }
     for k in out:
         assert_same_f32(out[k], np.array(np_model[k], np.float32), f"{k} vs numpy float32")
         with np.errstate(over="ignore"):
             rounded = np.array(f64_model[k], np.float64).astype(np.float32)
         assert_same_f32(out[k], rounded, f"{k} vs float64")
-    # neg flips exactly the sign bit, NaN included
+    # neg flips exactly the sign bit and abs clears it, NaN included
     assert np.array_equal(bits_of(out["neg"]), bits_of(a) ^ np.uint32(0x80000000))
+    assert np.array_equal(bits_of(out["ab"]), bits_of(a) & np.uint32(0x7FFFFFFF))
+
+
+@kernel(block=8)
+def fcompare(a: Buffer[f32], b: Buffer[f32], lt: Buffer[bool], le: Buffer[bool], gt: Buffer[bool],
+             ge: Buffer[bool], eq: Buffer[bool], ne: Buffer[bool]):
+    i = global_id()
+    lt[i] = a[i] < b[i]
+    le[i] = a[i] <= b[i]
+    gt[i] = a[i] > b[i]
+    ge[i] = a[i] >= b[i]
+    eq[i] = a[i] == b[i]
+    ne[i] = a[i] != b[i]
+
+
+@FAST
+@given(st.integers(1, 30).flatmap(lambda n: st.tuples(f32_array(n), f32_array(n))))
+@example((np.array([np.nan, 0.0, np.nan, 1.0], np.float32), np.array([np.nan, -0.0, 1.0, np.inf], np.float32)))
+def test_f32_comparisons_are_ordered_except_ne(ab):
+    a, b = ab
+    n = len(a)
+    outs = {k: np.zeros(n, bool) for k in ("lt", "le", "gt", "ge", "eq", "ne")}
+    fcompare.interpret(n, a=a, b=b, **outs)
+    pairs = [(float(x), float(y)) for x, y in zip(a, b)]   # Python floats compare as IEEE
+    assert outs["lt"].tolist() == [x < y for x, y in pairs]
+    assert outs["le"].tolist() == [x <= y for x, y in pairs]
+    assert outs["gt"].tolist() == [x > y for x, y in pairs]
+    assert outs["ge"].tolist() == [x >= y for x, y in pairs]
+    assert outs["eq"].tolist() == [x == y for x, y in pairs]     # -0.0 == 0.0; NaN == NaN is false
+    assert outs["ne"].tolist() == [x != y for x, y in pairs]     # unordered: NaN != x is true
 
 
 def test_subnormals_are_kept_and_rounded_to_nearest_even():

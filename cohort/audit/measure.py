@@ -33,6 +33,7 @@ class Sample:
     round: int
     position: int
     ns: list                 # every raw sample, nanoseconds per call
+    valid: bool = True       # the column's output and guard bands checked out after these samples
 
 
 @dataclass
@@ -61,7 +62,8 @@ def run_rounds(columns: dict, rounds: int, samples: int, boundary: str,
                between: Optional[Callable] = None, progress: Optional[Callable] = None) -> Measurement:
     """`columns` maps a name to `sample(n) -> list of ns`; returns every raw sample.
 
-    `between(column)` runs after each column's samples (e.g. to re-check outputs).
+    `between(column, round)` runs after each column's samples (e.g. to re-check
+    outputs); it returns whether that round's run of the column was valid.
     """
     names = list(columns)
     m = Measurement(names, boundary)
@@ -69,9 +71,8 @@ def run_rounds(columns: dict, rounds: int, samples: int, boundary: str,
         for pos, ci in enumerate(order):
             name = names[ci]
             ns = [float(v) for v in columns[name](samples)]
-            m.samples.append(Sample(name, rnd, pos, ns))
-            if between is not None:
-                between(name)
+            valid = True if between is None else bool(between(name, rnd))
+            m.samples.append(Sample(name, rnd, pos, ns, valid))
             if progress is not None:
                 progress()
     return m

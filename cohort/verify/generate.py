@@ -192,7 +192,7 @@ class _Loop:
     unit: bool                # the loop variable is affine with stride 1 across lanes (start = t)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Output:
     name: str
     dtype: DType
@@ -232,6 +232,8 @@ class _Gen:
         self.math_budget = 4
         self.exchange: set = set()     # (output, slot) readable from neighbours in this phase
         self.phase = 0
+        self.node_budget = 160         # operator nodes per kernel (compile time stays bounded)
+        self.nest = 0                  # loads inside index expressions, currently
 
     # ------------------------------------------------------------ choices
     def int(self, lo: int, hi: int) -> int:
@@ -304,14 +306,15 @@ class _Gen:
         if dt is I32:
             table.append((3, "builtin"))
             table.append((2 if self.consts else 0, "constparam"))
+        deep = self.nest >= 2            # an index inside an index inside an index: no more loads
         ins = [b for b in self.inputs if b.dtype is dt]
-        table.append((5 if ins else 0, "load"))
+        table.append((5 if ins and not deep else 0, "load"))
         pv = [p for p in self.privates if p.dtype is dt]
-        table.append((3 if pv else 0, "pload"))
+        table.append((3 if pv and not deep else 0, "pload"))
         outs = [o for o in self.outputs if o.dtype is dt]
-        table.append((1 if outs else 0, "own"))
+        table.append((1 if outs and not deep else 0, "own"))
         ex = [(o, j) for o, j in sorted(self.exchange, key=lambda x: (x[0].name, x[1])) if o.dtype is dt]
-        table.append((3 if ex else 0, "exchange"))
+        table.append((3 if ex and not deep else 0, "exchange"))
         kind = self.weighted(table)
         if kind == "literal":
             return self.literal(dt)
@@ -341,8 +344,9 @@ class _Gen:
 
     # ------------------------------------------------------------ expressions
     def expr(self, dt: DType, depth: int) -> Expr:
-        if depth <= 0:
+        if depth <= 0 or self.node_budget <= 0:
             return self.leaf(dt)
+        self.node_budget -= 1
         if dt is F32:
             return self.fexpr(depth)
         if dt is BOOL:
@@ -423,8 +427,7 @@ class _Gen:
     def canonical_bitcast(self, x: Expr, dt: DType) -> Expr:
         """bitcast(x if x == x else NAN): a NaN's payload is unspecified (DESIGN §3)."""
         if x.op is Op.CONST:
-            return bitcast(select(const(True, BOOL), x, x), dt) if x.arg == x.arg else \
-                bitcast(const(float("nan"), F32), dt)
+            return bitcast(x if x.arg == x.arg else const(float("nan"), F32), dt)
         return bitcast(select(binary(Op.EQ, x, x), x, const(float("nan"), F32)), dt)
 
     def bexpr(self, d: int) -> Expr:
@@ -486,6 +489,13 @@ class _Gen:
         return binary(Op.MOD, binary(Op.AND, e, self.ci(MASK31)), self.length_expr(name, L))
 
     def in_index(self, buf: BufferSpec) -> Expr:
+        self.nest += 1
+        try:
+            return self._in_index(buf)
+        finally:
+            self.nest -= 1
+
+    def _in_index(self, buf: BufferSpec) -> Expr:
         L = buf.length
         form = self.weighted([(3, "uniform"), (4, "contiguous"), (2, "strided"), (1, "divided"),
                               (1, "reversed"), (3, "gather"), (1, "gather_u32"), (1, "clamp"),
@@ -545,6 +555,13 @@ class _Gen:
         raise AssertionError(form)
 
     def private_index(self, p: _Private) -> Expr:
+        self.nest += 1
+        try:
+            return self._private_index(p)
+        finally:
+            self.nest -= 1
+
+    def _private_index(self, p: _Private) -> Expr:
         kind = self.weighted([(3, "uniform"), (3, "thread")])
         size = p.size
         if kind == "uniform":

@@ -1,0 +1,38 @@
+"""Writing a suite run to a directory: replay.json.gz, audit.json, tables.md, ratios.png."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+from .tables import plot, render_markdown
+
+TABLES_HEADER = "<!-- regenerate: {command} -->\n<!-- re-derive: cohort tables {replay}; re-verify: cohort audit check {dir} -->\n\n"
+
+
+def write(directory: str, run) -> dict:
+    os.makedirs(directory, exist_ok=True)
+    paths = {k: os.path.join(directory, f) for k, f in
+             (("replay", "replay.json.gz"), ("audit", "audit.json"), ("tables", "tables.md"),
+              ("plot", "ratios.png"))}
+    with gzip.open(paths["replay"], "wt") as f:
+        json.dump(run.replay, f)
+    with open(paths["audit"], "w") as f:
+        json.dump(run.audit, f, indent=1)
+    with open(paths["tables"], "w") as f:
+        f.write(TABLES_HEADER.format(command=run.replay.get("command") or "cohort bench",
+                                     replay=paths["replay"], dir=directory))
+        f.write(render_markdown(run.replay))
+    made = plot(run.replay, paths["plot"])
+    if made != paths["plot"]:
+        paths["plot_note"] = made
+        paths.pop("plot")
+    return paths
+
+
+def tables_body(text: str) -> str:
+    """tables.md without its header comments (what render_markdown produced)."""
+    lines = text.splitlines(keepends=True)
+    while lines and (lines[0].startswith("<!--") or not lines[0].strip()):
+        lines.pop(0)
+    return "".join(lines)

@@ -1,0 +1,153 @@
+"""Tables (and the ratio plot) derived from a replay's raw samples alone.
+
+Per case and column: the p50 of each round's samples, then the median over
+rounds (DESIGN §7). Per ratio: the median over rounds of candidate/baseline
+within the round, its min-max range, and the rounds the candidate won. A
+column with any invalid round shows `invalid`; a column that could not run
+shows `—`. Nothing is averaged across sizes.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+
+import numpy as np
+
+
+def load_replay(path: str) -> dict:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def derive(replay: dict) -> list:
+    by_case = defaultdict(lambda: defaultdict(list))
+    for s in replay["samples"]:
+        by_case[s["case"]][s["column"]].append(s)
+    cells = []
+    for case in replay["cases"]:
+        cols = {}
+        rounds = {}
+        for name, info in case["columns"].items():
+            recs = sorted(by_case[case["id"]].get(name, []), key=lambda r: r["round"])
+            if info["status"] != "ok":
+                cols[name] = {"status": "unavailable", "reason": info.get("reason", "")}
+                continue
+            if not recs or not all(r["valid"] for r in recs):
+                cols[name] = {"status": "invalid"}
+                continue
+            figures = np.array([float(np.median(r["ns"])) for r in recs])
+            rounds[name] = figures
+            cols[name] = {"status": "ok", "us": float(np.median(figures)) / 1e3}
+        ratios = []
+        for r in case["ratios"]:
+            c, b = r["candidate"], r["baseline"]
+            if c in rounds and b in rounds:
+                q = rounds[c] / rounds[b]
+                ratios.append({**r, "status": "ok", "ratio": float(np.median(q)), "min": float(q.min()),
+                               "max": float(q.max()), "won": int(np.sum(q < 1.0)), "rounds": int(len(q))})
+            else:
+                bad = [cols[x]["status"] for x in (c, b)]
+                ratios.append({**r, "status": "invalid" if "invalid" in bad else "unavailable"})
+        facts = {n: i.get("facts") or {} for n, i in case["columns"].items()}
+        cells.append({"id": case["id"], "group": case["group"], "op": case["op"], "shape": case["shape"],
+                      "size": "x".join(map(str, case["shape"])), "boundary": case["boundary"],
+                      "columns": cols, "ratios": ratios, "facts": facts})
+    return cells
+
+
+def _fmt_us(col: dict) -> str:
+    if col["status"] == "ok":
+        us = col["us"]
+        return f"{us:.3f}" if us < 1000 else f"{us:,.1f}"
+    return "invalid" if col["status"] == "invalid" else "—"
+
+
+def render_markdown(replay: dict) -> str:
+    suite = replay["suite"]
+    cells = derive(replay)
+    out = [f"# {suite['title']}", "",
+           f"Boundary: {suite['boundary']}; {suite['rounds']} rounds of {suite['samples']} samples per column, "
+           f"balanced orders; times are medians over rounds of each round's p50, in µs; ratios are medians of "
+           f"per-round ratios (never ratios of medians), with their range over rounds and rounds won.",
+           ""]
+    if suite.get("notes"):
+        out += [suite["notes"], ""]
+    for group in suite["groups"]:
+        rows = [c for c in cells if c["group"] == group["title"]]
+        if not rows:
+            continue
+        names = [c["name"] for c in group["columns"]]
+        head = ["op", "size"] + [f"{n} µs" for n in names]
+        for r in group["ratios"]:
+            head += [r["label"], "range", "won"]
+        direct = suite["name"] == "e2e"
+        if direct:
+            head.append("direct CFG " + " → ".join(names))
+        out += [f"## {group['title']}", "", "| " + " | ".join(head) + " |",
+                "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
+        for c in rows:
+            line = [c["op"], c["size"].replace("x", "×")] + [_fmt_us(c["columns"][n]) for n in names]
+            for r in c["ratios"]:
+                if r["status"] == "ok":
+                    line += [f"{r['ratio']:.3f}", f"{r['min']:.3f}–{r['max']:.3f}", f"{r['won']}/{r['rounds']}"]
+                else:
+                    line += ["invalid" if r["status"] == "invalid" else "—", "", ""]
+            if direct:
+                line.append(" → ".join(str(c["facts"].get(n, {}).get("direct_cfg", "—")) for n in names))
+            out.append("| " + " | ".join(line) + " |")
+        missing = {n: c["columns"][n].get("reason") for c in rows for n in names
+                   if c["columns"][n]["status"] == "unavailable"}
+        for n, why in sorted(missing.items()):
+            out.append(f"\n`—` {n}: {why}")
+        out.append("")
+    return "\n".join(out)
+
+
+def plot(replay: dict, path: str) -> str:
+    """A PNG of each group's first ratio per case (log scale, 1.0 marked); '' if matplotlib is missing."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plot skipped: matplotlib is not installed (pip install matplotlib)"
+    cells = derive(replay)
+    groups = replay["suite"]["groups"]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(max(8, 0.32 * len(cells) + 3), 3.6 * len(groups)),
+                             squeeze=False)
+    for ax, group in zip(axes[:, 0], groups):
+        rows = [c for c in cells if c["group"] == group["title"] and c["ratios"]]
+        label = group["ratios"][0]["label"] if group["ratios"] else ""
+        xs, ys, lo, hi, names = [], [], [], [], []
+        for i, c in enumerate(rows):
+            r = c["ratios"][0]
+            names.append(f"{c['op']} {c['size']}")
+            if r["status"] == "ok":
+                xs.append(i)
+                ys.append(r["ratio"])
+                lo.append(r["ratio"] - r["min"])
+                hi.append(r["max"] - r["ratio"])
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3)
+        ax.axhline(1.0, color="grey", lw=1)
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
+        ax.set_ylabel(label + " (log)")
+        ax.set_title(f"{replay['suite']['title']} — {group['title']}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def json_cells(replay: dict) -> list:
+    """The cells of `cohort bench --json`: op, size, every column's µs, every ratio."""
+    out = []
+    for c in derive(replay):
+        out.append({"group": c["group"], "op": c["op"], "size": c["size"],
+                    "columns": {n: (v["us"] if v["status"] == "ok" else v["status"]) for n, v in c["columns"].items()},
+                    "ratios": [{k: r.get(k) for k in ("label", "status", "ratio", "min", "max", "won", "rounds")}
+                               for r in c["ratios"]]})
+    return out

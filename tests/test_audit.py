@@ -1,0 +1,133 @@
+"""The measurement method (DESIGN §7) and the audit artifacts (DESIGN §8)."""
+import gzip
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cohort.audit import artifacts, harness, suites
+from cohort.audit.check import check_directory
+from cohort.audit.measure import Measurement, Sample, balanced_orders, run_rounds
+from cohort.audit.tables import derive, load_replay, render_markdown
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5])
+def test_orders_put_every_column_in_every_position_equally_often(k):
+    cycle = 2 if k == 2 else 6 if k == 3 else k
+    orders = balanced_orders(k, 2 * cycle)
+    for col in range(k):
+        positions = [o.index(col) for o in orders]
+        assert sorted(np.bincount(positions, minlength=k).tolist()) == [len(orders) // k] * k
+    if k == 2:
+        assert orders[:2] == [(0, 1), (1, 0)]
+    if k == 3:
+        assert len(set(orders[:6])) == 6
+
+
+def test_paired_ratio_is_the_median_of_per_round_ratios_not_a_ratio_of_medians():
+    m = Measurement(["a", "b"], "native_entry")
+    a = [10.0, 1.0, 1.0, 10.0, 10.0]
+    b = [20.0, 1.0, 4.0, 5.0, 10.0]
+    for r in range(5):
+        m.samples.append(Sample("a", r, 0, [a[r]] * 3))
+        m.samples.append(Sample("b", r, 1, [b[r]] * 3))
+    p = m.paired("a", "b")
+    per_round = np.array(a) / np.array(b)
+    assert p["ratio"] == pytest.approx(np.median(per_round))
+    assert p["ratio"] != pytest.approx(np.median(a) / np.median(b))
+    assert (p["min"], p["max"], p["won"], p["rounds"]) == (0.25, 2.0, 2, 5)
+    assert m.time_ns("a") == 10.0
+
+
+def test_round_figure_is_the_p50_of_the_round():
+    calls = iter([[5.0, 1.0, 3.0], [100.0, 2.0, 4.0]])
+    m = run_rounds({"x": lambda k: next(calls)}, 2, 3, "native_entry")
+    assert m.round_figures("x").tolist() == [3.0, 4.0]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("quick")
+    suite = suites.get("quick")
+    run = harness.run_suite(suite, rounds=2, samples=3, only_ops=["rmsnorm", "attention"], command="test")
+    paths = artifacts.write(str(out), run)
+    return out, run, paths
+
+
+def test_quick_suite_writes_every_artifact(quick_run):
+    out, run, paths = quick_run
+    assert not run.failures
+    for name in ("replay.json.gz", "audit.json", "tables.md"):
+        assert (out / name).exists()
+    replay = load_replay(str(out / "replay.json.gz"))
+    assert replay["environment"]["llvmlite"] and replay["environment"]["cpu"]["model"]
+    timed = [s for s in replay["samples"] if s["column"] == "packet"]
+    assert len(timed) == 2 * 2 and all(len(s["ns"]) == 3 and s["valid"] for s in timed)
+    assert {s["position"] for s in replay["samples"]} >= {0, 1}
+    audit = json.loads((out / "audit.json").read_text())
+    case = audit["cases"]["quick/rmsnorm/17x65"]
+    packet = case["columns"]["packet"]
+    assert packet["status"] == "ok" and len(packet["runs"]) == 2
+    assert all(r["output_checksum"] == case["reference_checksum"] and all(r["guards"].values())
+               for r in packet["runs"])
+    assert packet["facts"]["lanes"] == 8 and "direct_cfg" in packet["facts"]
+
+
+def test_tables_are_rederived_from_the_replay(quick_run):
+    out, run, _ = quick_run
+    text = (out / "tables.md").read_text()
+    assert artifacts.tables_body(text) == render_markdown(load_replay(str(out / "replay.json.gz")))
+    cells = derive(run.replay)
+    packet = next(c for c in cells if c["op"] == "rmsnorm")
+    assert packet["columns"]["packet"]["status"] == "ok" and packet["columns"]["packet"]["us"] > 0
+    p = code = subprocess.run([sys.executable, "-m", "cohort.cli", "tables", str(out / "replay.json.gz")],
+                              capture_output=True, text=True)
+    assert code.returncode == 0 and "| rmsnorm | 17×65 |" in p.stdout
+
+
+def test_audit_check_passes_and_catches_tampering(quick_run, tmp_path):
+    out, _, _ = quick_run
+    problems, _ = check_directory(str(out))
+    assert problems == []
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    audit = json.loads((bad / "audit.json").read_text())
+    audit["cases"]["quick/rmsnorm/17x65"]["columns"]["packet"]["runs"][1]["output_checksum"] = "sha256:0"
+    (bad / "audit.json").write_text(json.dumps(audit))
+    with gzip.open(bad / "replay.json.gz", "rt") as f:
+        replay = json.load(f)
+    for s in replay["samples"]:
+        if s["case"] == "quick/rmsnorm/17x65" and s["column"] == "whole":
+            s["ns"] = [v * 10 for v in s["ns"]]
+    with gzip.open(bad / "replay.json.gz", "wt") as f:
+        json.dump(replay, f)
+    problems, _ = check_directory(str(bad))
+    assert any("recorded output checksum differs" in p for p in problems)
+    assert any("tables.md differs" in p for p in problems)
+
+
+def test_an_invalid_round_makes_the_cell_invalid(quick_run):
+    _, run, _ = quick_run
+    replay = json.loads(json.dumps(run.replay))
+    for s in replay["samples"]:
+        if s["case"] == "quick/rmsnorm/17x65" and s["column"] == "packet" and s["round"] == 1:
+            s["valid"] = False
+    cell = next(c for c in derive(replay) if c["op"] == "rmsnorm")
+    assert cell["columns"]["packet"]["status"] == "invalid"
+    assert all(r["status"] == "invalid" for r in cell["ratios"] if "packet" in (r["candidate"], r["baseline"]))
+    assert "| rmsnorm | 17×65 |" in render_markdown(replay) and "invalid" in render_markdown(replay)
+
+
+def test_every_suite_is_well_formed():
+    from cohort.refimpl import ops
+    for suite in suites.SUITES.values():
+        assert suite.boundary in ("native_entry", "runtime_e2e")
+        for g in suite.groups:
+            names = [c.name for c in g.columns]
+            for r in g.ratios:
+                assert r.candidate in names and r.baseline in names
+            for op, shape in g.cases:
+                ops.get(op).parse_shape("x".join(map(str, shape)))
