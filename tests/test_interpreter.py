@@ -622,7 +622,8 @@ def test_scalars_in_range_are_accepted():
     args = _axpy_args()
     args.update(k=I32_MIN, m=U32_MAX, a=np.float32(0.5))
     axpy.interpret(8, **args)
-    assert args["y"].tolist() == [np.float32(0.5 + np.float32(I32_MIN) + np.float32(U32_MAX))] * 8
+    want = (np.float32(0.5) * np.float32(1.0) + np.float32(I32_MIN)) + np.float32(U32_MAX)
+    assert args["y"].tolist() == [want + np.float32(0.0)] * 8
 
 
 def test_buffers_are_updated_in_place_including_2d():

@@ -39,7 +39,7 @@ def run_variant(name: str, shape: tuple, variant: str, check_annotations: bool):
     if check_annotations and ck.annotations:
         # the interpreter runs the exact kernel object the backend lowered and checks its lane claims
         bufs = ops.allocate(op, shape, inputs)
-        checker = AnnotationChecker(ck.annotations, ck.variant.lanes, ck.variant.label)
+        checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label)
         interpret(ck.kernel, launch.n, {**bufs, **launch.scalars}, None, checker=checker)
         assert bitwise_equal(bufs[op.output].reshape(ref.shape), ref)
     guarded = GuardedSet(ops.allocate(op, shape, inputs))

@@ -51,6 +51,7 @@ class NativeCode:
     compile_seconds: float = 0.0
     _facts: Optional[dict] = field(default=None, repr=False)
     scratch_bytes: int = 0         # private arrays of one block, in caller-provided memory
+    annotation_lanes: int = 1      # lanes per vector the lowering worked in (packets x interleave)
     annotations: dict = field(default_factory=dict, repr=False)   # lane claims, for the interpreter
     lowering_counts: dict = field(default_factory=dict, repr=False)
 
@@ -269,6 +270,17 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None) -> Compi
             return _bound.setdefault((key, variant), CompiledKernel(code, variant))
 
 
+def _with_function_attributes(text: str, symbol: str, attrs: dict) -> str:
+    """llvmlite cannot spell string attributes; add them to the entry's definition line."""
+    import re
+    pattern = re.compile(r'^(define void @"?' + re.escape(symbol) + r'"?\(.*?\)[^{\n]*)', re.M)
+    extra = " ".join(f'"{k}"="{v}"' for k, v in attrs.items())
+    new, count = pattern.subn(lambda m: f"{m.group(1)} {extra}", text, count=1)
+    if count != 1:
+        raise RuntimeError(f"entry {symbol} not found in the generated module")
+    return new
+
+
 def scratch_memory(nbytes: int) -> np.ndarray:
     """Zeroed, SCRATCH_ALIGN-aligned bytes (at least one, so the pointer is never null)."""
     raw = np.zeros(nbytes + SCRATCH_ALIGN, np.uint8)
@@ -293,10 +305,16 @@ def _build(k: Kernel, variant: Variant, key: str) -> NativeCode:
         from .lower_packet import PacketLowering
         lowering = PacketLowering(k, symbol, variant, checked=variant.checked)
     module = lowering.lower()
-    linked = jit.compile_module(str(module), [symbol])
+    text = str(module)
+    attrs = getattr(lowering, "fn_attributes", None)
+    if attrs:
+        text = _with_function_attributes(text, symbol, attrs)
+    linked = jit.compile_module(text, [symbol])
     ck = NativeCode(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                     time.perf_counter() - t0)
     ck.scratch_bytes = scratch
     ck.annotations = getattr(lowering, "annotations", {})
     ck.lowering_counts = dict(getattr(lowering, "counts", {}))
+    ck.lowering_counts["interleave"] = getattr(lowering, "interleave", 1)
+    ck.annotation_lanes = getattr(lowering, "W", 1)   # the lane groups the annotations speak of
     return ck

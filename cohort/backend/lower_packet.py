@@ -28,21 +28,29 @@ from collections import Counter
 from llvmlite import ir
 
 from ..refimpl import mathlib
-from ..refimpl.ir import (Assign, DType, Expr, For, If, Kernel, Op, Private, PStore, Store)
+from ..refimpl.ir import (Assign, DType, Expr, For, If, Kernel, Op, Private, PStore, Store, walk_expr)
+from ..refimpl.printer import format_expr
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, Ctx, mem_type)
 from .lower_ops import LOWER, bitcast, convert, scalar_type
 from . import inject
 from .lower_whole import WholeLowering, contains_load, names_in, tree_steps
-from .shapes import Access, ShapeAnalysis, classify
+from .shapes import Access, ShapeAnalysis, choose_interleave, classify
 
 
 class PacketLowering(WholeLowering):
     def __init__(self, kernel: Kernel, symbol: str, variant, checked: bool = False):
         super().__init__(kernel, symbol, fast_math=variant.fast_math, checked=checked)
-        self.W = variant.lanes
-        if kernel.block < self.W or kernel.block % self.W:
-            raise ValueError(f"block {kernel.block} is smaller than lanes {self.W}")
+        if kernel.block < variant.lanes or kernel.block % variant.lanes:
+            raise ValueError(f"block {kernel.block} is smaller than lanes {variant.lanes}")
+        # W is the width the lowering works in: `interleave` packets of `lanes`
+        # side by side, split by LLVM into hardware vectors of `lanes` (the
+        # function attributes below keep it from using wider registers)
+        self.packet = variant.lanes
+        self.interleave = choose_interleave(kernel, variant.lanes, variant.interleave)
+        self.W = self.packet * self.interleave
+        bits = str(32 * self.packet)
+        self.fn_attributes = {"prefer-vector-width": bits, "min-legal-vector-width": bits}
         self.variant = variant
         self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)
         self.sx = Ctx(self.module, self.b, 1, variant.fast_math)
@@ -187,9 +195,17 @@ class PacketLowering(WholeLowering):
 
     # ------------------------------------------------------------ statements
     def stmts(self, body):
-        b = self.b
-        for s in body:
+        body = tuple(body)
+        i = 0
+        while i < len(body):
+            s = body[i]
             self.cur = s
+            group = self.interleaved_group(body, i) if isinstance(s, Store) else None
+            if group:
+                self.interleaved_store(group)
+                i += len(group)
+                continue
+            i += 1
             if isinstance(s, Assign):
                 self.assign(s.name, self.ev(s.value, {}))
             elif isinstance(s, Store):
@@ -206,6 +222,59 @@ class PacketLowering(WholeLowering):
                 pass
             else:
                 raise TypeError(f"cannot lower {type(s).__name__} here")
+
+    def interleaved_group(self, body, i):
+        """k adjacent stores to buf[k*t + c], buf[k*t + c + 1], ... (k = 2..4, rope's
+        y[2i], y[2i+1]): one interleaving shuffle and one vector store instead of
+        k scatters. The later stores must not read the buffer, so storing them
+        together changes nothing."""
+        s = body[i]
+        k = self.shapes.shape(s.index).stride
+        if k not in (2, 3, 4) or i + k > len(body) or (self.mask is not None and not self.variant.predicated):
+            return None
+        base = format_expr(s.index)
+        group = [s]
+        for j in range(1, k):
+            t = body[i + j]
+            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, base) == j):
+                return None
+            if any(n.op is Op.LOAD and n.arg == s.buf for e in (t.index, t.value) for n in walk_expr(e)):
+                return None
+            group.append(t)
+        return group
+
+    def interleaved_store(self, group):
+        b, W = self.b, self.W
+        k = len(group)
+        first = group[0]
+        dt = self.k.param(first.buf).dtype
+        elem = mem_type(dt)
+        vals, idx0 = [], None
+        for j, s in enumerate(group):
+            self.cur = s
+            memo = {}
+            idx = self.index64(self.ev(s.index, memo), s.index.dtype)
+            self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s)
+            v = self.ev(s.value, memo)
+            vals.append(b.zext(v, self.vty(I8)) if dt is DType.BOOL else v)
+            mode = "unmasked" if self.mask is None else "masked"
+            self.annotate(s, "store", s.buf, Access("strided", k), mode)
+            idx0 = idx0 if idx0 is not None else self.lane0(idx)
+        wide = _concat(b, vals)
+        order = [(j % k) * W + j // k for j in range(k * W)]
+        span = ir.VectorType(elem, k * W)
+        inter = b.shuffle_vector(wide, ir.Constant(wide.type, None), ir.Constant(ir.VectorType(I32T, k * W), order))
+        self.counts["shuffles"] += 1
+        self.counts["interleaved_stores"] += 1
+        ptr = b.gep(self.bufs[first.buf], [idx0], source_etype=elem)
+        if self.mask is None:
+            b.store(inter, ptr, align=1)
+            return
+        spread = b.shuffle_vector(self.mask, ir.Constant(self.vty(I1), None),
+                                  ir.Constant(ir.VectorType(I32T, k * W), [j // k for j in range(k * W)]))
+        self.counts["masked_stores"] += 1
+        suffix = f"v{k * W}{'f32' if isinstance(elem, ir.FloatType) else f'i{elem.width}'}"
+        self.intrinsic(f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [inter, ptr, self.i32(1), spread])
 
     def assign(self, name: str, v):
         if self.cmask is not None:
@@ -573,6 +642,30 @@ class PacketLowering(WholeLowering):
         v = self.ev(e.src[2], dict(memo))
         self.mask = saved
         return b.select(c, a, v)
+
+
+def _offset(e: Expr, base_text: str):
+    """c when e is `<base> + c` (as printed), else None."""
+    if e.op is Op.ADD and e.src[1].op is Op.CONST and format_expr(e.src[0]) == base_text:
+        return e.src[1].arg
+    return None
+
+
+def _concat(b, vals):
+    """One vector holding every value of `vals` (equal types) end to end."""
+    while len(vals) > 1:
+        nxt = []
+        for a, c in zip(vals[0::2], vals[1::2]):
+            n = a.type.count
+            nxt.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32T, 2 * n), list(range(2 * n)))))
+        if len(vals) % 2:
+            last = vals[-1]
+            n = last.type.count
+            pad = b.shuffle_vector(last, ir.Constant(last.type, None),
+                                   ir.Constant(ir.VectorType(I32T, 2 * n), list(range(n)) + [n] * n))
+            nxt.append(pad)
+        vals = nxt
+    return vals[0]
 
 
 def _walk_assigns(stmts):

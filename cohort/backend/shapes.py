@@ -184,3 +184,46 @@ def classify(shape: Shape, store: bool) -> Access:
     if not store and shape.stride in (2, 3, 4):
         return Access("strided", shape.stride)
     return Access("scatter" if store else "gather", shape.stride or 0)
+
+
+_RANK = {"uniform": 0, "contiguous": 1, "strided": 2, "gather": 3, "scatter": 3}
+
+
+def access_profile(kernel: Kernel, width: int) -> dict:
+    """How every access and `if` of a kernel would be lowered at a vector width."""
+    from ..refimpl.ir import Private, walk_stmts, stmt_exprs
+    sa = ShapeAnalysis(kernel, width)
+    prof = {}
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, Store):
+            prof[id(s)] = _RANK[classify(sa.shape(s.index), True).kind]
+        elif isinstance(s, PStore):
+            prof[id(s)] = 0 if sa.shape(s.index).uniform else 3
+        elif isinstance(s, If):
+            prof[id(s)] = 0 if sa.shape(s.cond).uniform else 3
+        for e in stmt_exprs(s):
+            for node in walk_expr(e):
+                if node.op is Op.LOAD:
+                    prof[id(node)] = _RANK[classify(sa.shape(node.src[0]), False).kind]
+                elif node.op is Op.PLOAD:
+                    prof[id(node)] = 0 if sa.shape(node.src[0]).uniform else 3
+    return prof
+
+
+def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
+    """How many packets of a cohort to run side by side (DESIGN §5 allows any
+    order of a cohort's packets). `auto`: the most that lowers every access and
+    `if` as well as one packet does (g // 16 is uniform over 8 lanes, not 32)."""
+    most = kernel.block // lanes
+    if requested != "auto":
+        if requested > most:
+            raise ValueError(f"interleave {requested} x lanes {lanes} exceeds the block ({kernel.block})")
+        return int(requested)
+    base = access_profile(kernel, lanes)
+    i = most
+    while i > 1:
+        wide = access_profile(kernel, lanes * i)
+        if all(wide[k] <= v for k, v in base.items()):
+            return i
+        i //= 2
+    return 1

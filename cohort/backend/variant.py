@@ -26,6 +26,7 @@ class Variant:
     grain: Union[str, int] = "caller"    # "caller" | N >= 1 | 0 | "legacy" | "auto"
     workers: int = 1
     checked: bool = False                # bounds checks compiled into the native code
+    interleave: Union[str, int] = "auto"  # packets of a cohort run side by side: "auto" or 1, 2, 4, ...
 
     @property
     def name(self) -> str:
@@ -49,7 +50,7 @@ class Variant:
     def compile_key(self) -> tuple:
         """The knobs that change generated code (not grain or workers)."""
         return (self.lanes, self.block, self.full_packet, self.predicated, self.private,
-                self.fast_math, self.checked)
+                self.fast_math, self.checked, self.interleave)
 
 
 def _show(v) -> str:
@@ -108,6 +109,13 @@ def _knob(key: str, text: str):
         v = _int(key, text)
         if v < 0:
             raise VariantError(f"grain must be caller, legacy, auto or an integer >= 0, got {v}")
+        return v
+    if key == "interleave":
+        if text == "auto":
+            return text
+        v = _int(key, text)
+        if v < 1 or v & (v - 1):
+            raise VariantError(f"interleave must be auto or a power of two, got {v}")
         return v
     if key == "workers":
         v = _int(key, text)

@@ -57,7 +57,7 @@ def compare(kernel, n: int, args: dict, consts: Optional[dict] = None, variant="
     ref = {name: np.array(a, copy=True) for name, a in args.items() if name in buffers}
     scalars = {name: v for name, v in args.items() if name not in buffers}
     ck = compile_kernel(k, consts, variant)
-    checker = AnnotationChecker(ck.annotations, ck.variant.lanes, ck.variant.label) if ck.annotations else None
+    checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label) if ck.annotations else None
     interpret(ck.kernel, n, {**ref, **scalars}, None, checker=checker)
     guarded = GuardedSet({name: args[name] for name in ref})
     error = None

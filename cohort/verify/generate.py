@@ -54,7 +54,7 @@ from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, 
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
 
-LAUNCH_SIZES = (33, 31, 1, 257, 8, 64, 100, 2)
+LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8)   # weighted towards the odd sizes with tails
 BLOCKS = (32, 8, 16)
 MATH_FUNCTIONS = tuple(sorted(mathlib.FUNCTIONS))
 
@@ -75,7 +75,9 @@ class BufferSpec:
     name: str
     dtype: DType
     length: int
-    fill: str = "data"        # "data" (seeded values) | "perm" (a permutation of 0..length-1)
+    fill: str = "data"        # "data": a mix of ordinary and special values; "finite": ordinary
+                              # values of varied magnitude only; "special": mostly NaN, ±inf, ±0,
+                              # subnormals, huge values; "perm": a permutation of 0..length-1
 
 
 @dataclass
@@ -95,7 +97,7 @@ class Case:
     def describe(self) -> str:
         consts = ", ".join(f"{k}={v}" for k, v in sorted(self.consts.items())) or "none"
         scal = ", ".join(f"{k}={_show_scalar(v)}" for k, v in self.scalars.items()) or "none"
-        bufs = ", ".join(f"{b.name}[{b.length}]{'(perm)' if b.fill == 'perm' else ''}" for b in self.buffers)
+        bufs = ", ".join(f"{b.name}[{b.length}]{'' if b.fill == 'data' else f'({b.fill})'}" for b in self.buffers)
         return (f"n={self.n} block={self.block} consts: {consts}; scalars: {scal}; buffers: {bufs}; "
                 f"inputs seed {self.seed}")
 
@@ -139,6 +141,10 @@ def fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
         return np.argsort(a, kind="stable").astype(spec.dtype.np)
     low = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     cat = (a >> np.uint64(56)).astype(np.int64) % 8
+    if spec.fill == "finite":
+        cat = cat % 4                   # ordinary values of varied magnitude, small integers, ties
+    elif spec.fill == "special":
+        cat = np.where(cat < 3, 5, cat)  # mostly special values and raw bit patterns
     pick = (a & np.uint64(0xFFFF)).astype(np.int64)
     if spec.dtype is DType.BOOL:
         return (low & 1).astype(np.bool_)
@@ -229,10 +235,11 @@ class _Gen:
         self.loopvars: set = set()
         self.counter = 0
         self.stmt_budget = 0
-        self.math_budget = 4
+        self.math_budget = 3
         self.exchange: set = set()     # (output, slot) readable from neighbours in this phase
         self.phase = 0
-        self.node_budget = 160         # operator nodes per kernel (compile time stays bounded)
+        self.node_budget = 120         # operator nodes per kernel, weighted (compile time stays bounded)
+        self.weight = 1                # copies the packet lowering makes of code here (per-thread loops)
         self.nest = 0                  # loads inside index expressions, currently
 
     # ------------------------------------------------------------ choices
@@ -346,7 +353,7 @@ class _Gen:
     def expr(self, dt: DType, depth: int) -> Expr:
         if depth <= 0 or self.node_budget <= 0:
             return self.leaf(dt)
-        self.node_budget -= 1
+        self.node_budget -= self.weight
         if dt is F32:
             return self.fexpr(depth)
         if dt is BOOL:
@@ -358,7 +365,8 @@ class _Gen:
 
     def fexpr(self, d: int) -> Expr:
         kind = self.weighted([(4, "leaf"), (6, "binary"), (2, "fma"), (2, "unary"),
-                              (2 if self.math_budget > 0 else 0, "math"), (2, "select"), (1, "cast"),
+                              (2 if self.math_budget > 0 and self.node_budget > 25 * self.weight else 0, "math"),
+                              (2, "select"), (1, "cast"),
                               (1, "bitcast")])
         sub = lambda: self.expr(F32, d - 1)
         if kind == "leaf":
@@ -374,8 +382,9 @@ class _Gen:
                     "c-a*b": lambda: c - ab}[shape]()
         if kind == "unary":
             return unary(self.pick([Op.NEG, Op.ABS, Op.SQRT]), sub())
-        if kind == "math":
+        if kind == "math":              # a math function inlines a few dozen operations
             self.math_budget -= 1
+            self.node_budget -= 25 * self.weight
             return math(self.pick(MATH_FUNCTIONS), sub())
         if kind == "select":
             return select(self.expr(BOOL, d - 1), sub(), sub())
@@ -800,16 +809,20 @@ class _Gen:
         self.vtypes[name] = I32
         before = set(self.defined)
         self.defined.add(name)
+        saved = self.weight
+        if not uniform:                  # packets split per-thread loops into full and tail parts
+            self.weight *= 2
         body = self.stmts(depth + 1)
+        self.weight = saved
         self.defined = before            # nothing assigned in a loop is defined after it
         self.loops.pop()
         return For(name, start_e, stop_e, step_e, body)
 
     def stmt(self, depth: int):
         table = [(5, "assign"), (3, "store"), (2 if self.privates else 0, "pstore"),
-                 (2 if depth < 3 else 0, "if"), (2 if len(self.loops) < 2 and depth < 3 else 0, "for")]
+                 (2 if depth < 3 else 0, "if"), ((2, 1, 0)[len(self.loops)] if depth < 3 else 0, "for")]
         kind = self.weighted(table)
-        self.stmt_budget -= 1
+        self.stmt_budget -= self.weight
         edepth = self.int(1, 3)
         if kind == "store":
             s = self.store(edepth)
@@ -834,8 +847,8 @@ class _Gen:
         return tuple(out)
 
     def collective(self) -> Collective:
-        dt = self.number_type()
-        op = self.pick([Reduce.SUM, Reduce.MAX, Reduce.MIN])
+        dt = self.weighted([(3, F32), (1, I32), (1, U32)])
+        op = self.weighted([(2, Reduce.SUM), (1, Reduce.MAX), (1, Reduce.MIN)])
         name = self.fresh("r")
         value = self.expr(dt, self.int(0, 2))
         self.vtypes[name] = dt
@@ -846,10 +859,12 @@ class _Gen:
         """Stores that make values computed so far observable."""
         out = []
         top = sorted(v for v in self.defined if v not in self.loopvars)
-        for _ in range(self.int(0, 3)):
+        # collective results first: a wrong reduction shows in every thread's copy
+        top = [v for v in top if v.startswith("r")] + [v for v in top if not v.startswith("r")]
+        for _ in range(self.int(1, 4)):
             if not top:
                 break
-            v = self.pick(top)
+            v = top.pop(self.int(0, len(top) - 1))
             slots = [(o, j) for o in self.outputs for j in range(o.slots) if (o, j) not in self.exchange]
             if not slots:
                 break
@@ -864,10 +879,12 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
     gen.stmt_budget = max_stmts
     big = 4 * gen.npad + 16
     # read-only inputs
-    specs = [BufferSpec("x0", F32, big if gen.maybe(80) else gen.int(1, 40))]
-    for name, dt, pct in (("x1", F32, 40), ("xi", I32, 60), ("xu", U32, 35), ("xb", BOOL, 25)):
+    def profile():
+        return gen.weighted([(3, "data"), (2, "finite"), (1, "special")])
+    specs = [BufferSpec("x0", F32, big if gen.maybe(80) else gen.int(1, 40), profile())]
+    for name, dt, pct in (("x1", F32, 50), ("xi", I32, 60), ("xu", U32, 35), ("xb", BOOL, 25)):
         if gen.maybe(pct):
-            specs.append(BufferSpec(name, dt, big if gen.maybe(70) else gen.int(1, 40)))
+            specs.append(BufferSpec(name, dt, big if gen.maybe(70) else gen.int(1, 40), profile()))
     gen.inputs = specs
     if gen.maybe(35):
         gen.perm = BufferSpec("perm", I32, gen.npad, "perm")
@@ -921,6 +938,15 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
     return kernel, buffers, dict(gen.scalars), dict(gen.consts)
 
 
+def _weighted_index(draw, weights) -> int:
+    r = draw(st.integers(0, sum(weights) - 1))
+    for i, w in enumerate(weights):
+        if r < w:
+            return i
+        r -= w
+    return len(weights) - 1
+
+
 def scalar_values(dt: DType):
     if dt is F32:
         return st.one_of(st.sampled_from(SPECIAL_F32), st.floats(width=32)).map(np.float32)
@@ -932,7 +958,7 @@ def scalar_values(dt: DType):
 @st.composite
 def cases(draw, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS):
     """A random, valid, well-defined launch (see the module docstring)."""
-    n = draw(st.sampled_from(sizes))
+    n = sizes[_weighted_index(draw, [3, 3, 1, 2, 1, 1, 1, 1][:len(sizes)] + [1] * (len(sizes) - 8))]
     block = draw(st.sampled_from(blocks))
     kernel, buffers, scalar_types, consts = _kernel(draw, n, block, max_stmts)
     scalars = {name: draw(scalar_values(dt)) for name, dt in scalar_types.items()}

@@ -1,0 +1,755 @@
+"""TorchInductor as a column (DESIGN §6, §7; issue 7).
+
+The same operator, written the way a GPU/ML engineer writes it in eager torch
+(`reference(op_name)`), compiled with `torch.compile(fn, dynamic=False)` on
+the CPU, single thread, and exposed at both timing boundaries:
+
+- **native entry** (`InductorColumn.native()`): Inductor's generated C++
+  kernels called from a JIT trampoline `void tramp(int64_t *args)` through
+  their `kernel` symbols with raw pointers into preallocated buffers, so that
+  `cohort.backend.timer.time_entry(fn_address, arg_address, ...)` times the
+  whole generated graph exactly like our own entries. The call sequence is
+  recorded from the output-code module (`PyCodeCache`): every `cpp_fused_*`
+  callable is wrapped for one call of the compiled function, which yields
+  each kernel's argument tensors; the buffers they live in are moved into
+  guard-banded memory (inputs, intermediates, outputs: allocated once, outside
+  the timed region; DESIGN §8). A graph whose `call()` does anything but
+  allocate, view and run generated kernels (`extern_kernels.*`,
+  `torch.ops.*`, ATen fallbacks, ...) is refused: a partial graph is never
+  timed as if whole. For such graphs (attention: ATen SDPA) the column tries
+  AOTInductor: `torch.export` + `torch._inductor.aoti_compile_and_package`,
+  the model's shared object loaded with ctypes and its container's
+  `AOTInductorModelContainerRunSingleThreaded` called from the trampoline
+  (inputs as fresh tensor handles on each call, the previous call's output
+  handle released): the whole graph in native code, ATen kernel included,
+  with AOTInductor's own per-call allocations inside the timed region.
+- **E2E** (`InductorColumn.e2e()`): a Python callable running the compiled
+  function on the preallocated inputs (Dynamo guards and wrappers included).
+
+torch is optional: without it this module imports, `torch_available()` is
+False, and every other public function raises `InductorUnavailable` whose
+message is the one line `TORCH_MISSING`.
+"""
+from __future__ import annotations
+
+import ast
+import ctypes
+import importlib.util
+import itertools
+import math
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import types
+import zipfile
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from ..backend import jit
+from ..refimpl import ops
+from ..verify.guard import GuardedBuffer, GuardedSet
+
+TORCH_MISSING = "torch is not installed; the Inductor column needs the [torch] extra"
+
+# Inductor is not bit-exact: Sleef exp/erf (<= 1 ulp vs our correctly-rounded
+# oracle), 16-lane (AVX-512) reductions in another order than ours, and
+# flash-style blocked softmax in ATen SDPA. Its error against the float64
+# oracle, measured over every seed size (benchmarks/bench_inductor.py), is at
+# most ~1.2e-6 of the row's largest |value| (attention ~1e-6, the others
+# 1e-7..6e-7), i.e. inside the 1e-5 our own reference is held to. We accept
+# ORACLE_FACTOR x rel_tol: headroom for reduction-order growth with C
+# (fp32 sums of n terms: ~sqrt(n)*2^-24 typical, n*2^-24/lanes worst) while
+# still failing any real bug (a wrong eps is ~1e-3, a missed mask is O(1)).
+ORACLE_FACTOR = 4.0
+
+
+class InductorUnavailable(RuntimeError):
+    """torch (or a needed part of it) is missing; the message says so in one line."""
+
+
+# ---------------------------------------------------------------- torch, lazily
+
+_torch_mod = {}
+
+
+def torch_available() -> bool:
+    """True when torch can be imported (checked without importing it)."""
+    if "torch" in _torch_mod:
+        return _torch_mod["torch"] is not None
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def unavailable_reason() -> Optional[str]:
+    """None when the Inductor column can run here, else the one-line reason."""
+    try:
+        _torch()
+    except InductorUnavailable as e:
+        return str(e)
+    return None
+
+
+def _torch():
+    if "torch" not in _torch_mod:
+        try:
+            import torch  # noqa: F401
+            import torch.nn.functional  # noqa: F401
+            _torch_mod["torch"] = torch
+        except ImportError:
+            _torch_mod["torch"] = None
+    torch = _torch_mod["torch"]
+    if torch is None:
+        raise InductorUnavailable(TORCH_MISSING)
+    return torch
+
+
+# ---------------------------------------------------------------- references
+# The operators of DESIGN §4 in eager torch, FP32, the same inputs as ours.
+# Written as an ML engineer would: library calls where torch has one.
+
+def _rmsnorm(x, w):
+    import torch
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def _layernorm(x, w, b):
+    import torch.nn.functional as F
+    return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
+
+
+def _masked_softmax(x, mask):
+    import torch
+    # softmax over the unmasked entries; the final masked_fill also turns a
+    # fully masked row (softmax of all -inf = NaN) into zeros.
+    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
+
+
+def _swiglu(a, b):
+    import torch.nn.functional as F
+    return F.silu(a) * b
+
+
+def _gelu_residual(x, r):
+    import torch.nn.functional as F
+    return F.gelu(x) + r                     # approximate="none": the exact erf form
+
+
+def _rope(x, cos, sin):
+    import torch
+    x0, x1 = x.unflatten(-1, (-1, 2)).unbind(-1)          # pairs (2k, 2k+1)
+    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+
+
+def _attention(q, k, v):
+    import torch.nn.functional as F
+    rep = q.shape[1] // k.shape[1]                          # head h reads kv head h*Hkv//H
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(rep, dim=1),
+                                          v.repeat_interleave(rep, dim=1))   # scale 1/sqrt(D)
+
+
+_REFERENCES = {"rmsnorm": _rmsnorm, "layernorm": _layernorm, "masked_softmax": _masked_softmax,
+               "swiglu": _swiglu, "gelu_residual": _gelu_residual, "rope": _rope,
+               "attention": _attention}
+
+
+def reference(op_name: str) -> Callable:
+    """The eager-torch function of an operator: `f(*input tensors in operator order) -> tensor`."""
+    _torch()
+    ops.get(op_name)
+    return _REFERENCES[op_name]
+
+
+def reference_output(op_name: str, inputs: dict) -> np.ndarray:
+    """The eager torch output (float32 numpy, logical shape) for `inputs`."""
+    torch = _torch()
+    op = ops.get(op_name)
+    with torch.no_grad():
+        y = reference(op_name)(*[torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in op.inputs])
+    return y.numpy().copy()
+
+
+def _fresh(fn: Callable) -> Callable:
+    """A copy of `fn` with its own code object, hence its own Dynamo cache:
+    one compiled graph per column (no recompile limit across sizes, and the
+    E2E figure checks one guard set, not every size compiled before)."""
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
+                              fn.__defaults__, fn.__closure__)
+
+
+# ---------------------------------------------------------------- output-code analysis
+
+_ALLOWED_CALLS = {"assert_size_stride", "assert_alignment", "empty_strided_cpu", "reinterpret_tensor",
+                  "alloc_from_pool", "args.clear", "len", "range"}
+_ARGTYPE = {"int64_t": "i64", "long": "i64", "float": "float", "double": "double"}
+
+
+def _dotted(node) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return _dotted(node.value) + "." + node.attr
+    if isinstance(node, ast.Call):
+        return _dotted(node.func) + "()"
+    if isinstance(node, ast.Subscript):
+        return _dotted(node.value) + "[]"
+    return type(node).__name__
+
+
+@dataclass
+class GraphFacts:
+    """What the output-code module's `call()` does, read from its source."""
+    kernels: dict                 # name -> list of C argument types
+    sequence: list                # kernel names in call order (static)
+    foreign: list                 # calls that are neither allocation/view nor a generated kernel
+    omp_threads: int              # thread count baked into the kernels (1: no OpenMP region)
+    vector_lanes: list            # Vectorized widths seen (16 on AVX-512, 8 on AVX2)
+    control_flow: bool            # loops/branches in call(): the static sequence may not be the run's
+
+
+def analyse_output_code(source: str) -> GraphFacts:
+    """Parse an Inductor CPU output-code module (the file PyCodeCache loaded)."""
+    tree = ast.parse(source)
+    kernels = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call) and _dotted(node.value.func).endswith(".cpp_pybinding")):
+            argtypes = ast.literal_eval(node.value.args[0])
+            kernels[node.targets[0].id] = list(argtypes)
+    call = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "call":
+            call = node
+            break
+    if call is None:
+        raise ValueError("output code has no call() function")
+    sequence, foreign, control = [], [], False
+    for node in ast.walk(call):
+        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp, ast.Try, ast.With)):
+            control = True
+        if isinstance(node, ast.Call):
+            name = _dotted(node.func)
+            if name in kernels:
+                sequence.append((node.lineno, node.col_offset, name))
+            elif name not in _ALLOWED_CALLS:
+                foreign.append(name)
+    sequence = [n for _, _, n in sorted(sequence)]
+    threads = [int(t) for t in re.findall(r"#pragma\s+omp\s+parallel[^\n]*num_threads\((\d+)\)", source)]
+    if re.search(r"#pragma\s+omp\s+parallel(?![^\n]*num_threads)", source):
+        threads.append(-1)     # an OpenMP region without a baked count: runtime-dependent
+    lanes = sorted({int(n) for n in re.findall(r"Vectorized<float>::loadu\([^;]*?static_cast<int64_t>\((\d+)\)\)",
+                                                 source)} |
+                   {int(n) for n in re.findall(r"x\d+\+=static_cast<int64_t>\((\d+)L?\)", source) if int(n) > 1})
+    return GraphFacts(kernels, sequence, sorted(set(foreign)), max(threads) if threads else 1, lanes, control)
+
+
+# ---------------------------------------------------------------- the native entry
+
+_ids = itertools.count()
+_record_lock = threading.Lock()
+_empty = {}
+
+
+def _empty_function_address() -> int:
+    """A JIT function that returns at once (called with any arity: the SysV ABI allows it)."""
+    if not _empty:
+        linked = jit.compile_module("define void @cohort_inductor_empty() {\n  ret void\n}\n",
+                                    ["cohort_inductor_empty"])
+        _empty["keep"] = linked
+        _empty["addr"] = linked.addresses["cohort_inductor_empty"]
+    return _empty["addr"]
+
+
+_LLTYPE = {"ptr": "ptr", "i64": "i64", "float": "float", "double": "double"}
+
+
+def _trampoline_ir(name: str, calls: list) -> str:
+    """`void name(ptr args)`: for each (address, [types]) call address(args[k], ...), slots in order."""
+    lines = [f"define void @{name}(ptr %args) {{", "entry:"]
+    slot = 0
+    for c, (addr, types_) in enumerate(calls):
+        vals = []
+        for j, t in enumerate(types_):
+            lt = _LLTYPE[t]
+            lines.append(f"  %p{c}_{j} = getelementptr i64, ptr %args, i64 {slot}")
+            lines.append(f"  %a{c}_{j} = load {lt}, ptr %p{c}_{j}, align 8")
+            vals.append(f"{lt} %a{c}_{j}")
+            slot += 1
+        lines.append(f"  %f{c} = inttoptr i64 {addr} to ptr")
+        lines.append(f"  call void %f{c}({', '.join(vals)})")
+    lines += ["  ret void", "}", ""]
+    return "\n".join(lines)
+
+
+@dataclass
+class NativeEntry:
+    """What the native timer needs: `time_entry(fn_address, arg_address, iters, samples)`.
+
+    `overhead_address` is the same trampoline calling an empty function in
+    place of every kernel (same arities, same argument loads; for AOTInductor:
+    the tensor-handle juggling without the model run), to subtract the
+    harness's and trampoline's own per-call cost where wanted.
+    """
+    fn_address: int
+    arg_address: int
+    overhead_address: int
+    kind: str                     # "inductor-kernels" | "aoti"
+    whole_graph: bool
+    kernels: list                 # names, in call order
+    note: str = ""
+    _keep: list = field(default_factory=list, repr=False)
+    _status: Optional[Callable] = field(default=None, repr=False)
+
+    def run(self) -> None:
+        """One call of the entry from Python (ctypes)."""
+        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.fn_address)(self.arg_address)
+
+    def errors(self) -> int:
+        """Failed calls counted by the entry so far (AOTInductor run error codes; 0 for kernels)."""
+        return int(self._status()) if self._status else 0
+
+    def time_ns(self, iters: int, samples: int) -> np.ndarray:
+        from ..backend import timer
+        return timer.time_entry(self.fn_address, self.arg_address, iters, samples)
+
+    def overhead_ns(self, iters: int, samples: int) -> np.ndarray:
+        from ..backend import timer
+        return timer.time_entry(self.overhead_address, self.arg_address, iters, samples)
+
+
+def _capsule_pointer(capsule) -> int:
+    """The pointer in a nameless PyCapsule (torch._C._aoti hands AtenTensorHandles out so)."""
+    api = ctypes.pythonapi
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return int(api.PyCapsule_GetPointer(capsule, None))
+
+
+def _capsule(pointer: int):
+    api = ctypes.pythonapi
+    api.PyCapsule_New.restype = ctypes.py_object
+    api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return api.PyCapsule_New(pointer, None, None)
+
+
+# ---------------------------------------------------------------- the column
+
+class InductorColumn:
+    """One operator at one shape compiled by TorchInductor (CPU, dynamic=False).
+
+    `inputs` are the operator's inputs (name -> array of its logical shape, as
+    `op.make_inputs` returns); they are copied once into guard-banded buffers.
+    `threads` is baked into the generated code (torch.set_num_threads is set
+    process-wide, Inductor's `cpp.threads` for the compile). `aoti`: try
+    AOTInductor when the graph calls extern kernels (None: yes).
+    `inductor_config` is passed to `torch._inductor.config.patch` for the
+    compile (e.g. {"cpp.simdlen": 256} for 8-lane code on an AVX-512 host).
+    """
+
+    def __init__(self, op_name: str, shape, inputs: dict, *, threads: int = 1, aoti: Optional[bool] = None,
+                 inductor_config: Optional[dict] = None):
+        torch = _torch()
+        self.op = ops.get(op_name)
+        self.op_name = op_name
+        self.shape = tuple(int(s) for s in shape)
+        self.threads = int(threads)
+        self.out_shape = tuple(self.op.buffer_shapes(self.shape)[self.op.output])
+        self._config = {"cpp.threads": self.threads, **(inductor_config or {})}
+        self._aoti_wanted = aoti
+        torch.set_num_threads(self.threads)
+        self.inputs = {n: np.array(inputs[n], copy=True) for n in self.op.inputs}
+        self.guards = GuardedSet(self.inputs)
+        self.tensors = [torch.from_numpy(self.guards.guards[n].array.reshape(self.inputs[n].shape))
+                        for n in self.op.inputs]
+        self._native = None
+        self._native_reason = None
+        self._native_done = False
+        self._buffers = {}          # storage base -> GuardedBuffer (intermediates/outputs)
+        self.aoti_compile_seconds = None
+        self._compile()
+
+    # -- compile and record -------------------------------------------------
+    def _compile(self):
+        torch = _torch()
+        from torch._dynamo.utils import counters
+        from torch._inductor import config as iconfig
+        from torch._inductor.codecache import PyCodeCache
+
+        fn = _fresh(reference(self.op_name))
+        self.compiled = torch.compile(fn, dynamic=False)
+        loaded = []
+        orig = PyCodeCache.__dict__["load_by_key_path"]
+
+        def spy(cls, *a, **k):
+            mod = orig.__func__(cls, *a, **k)
+            loaded.append(mod)
+            return mod
+
+        hits0 = counters["inductor"]["fxgraph_cache_hit"]
+        with _record_lock:
+            PyCodeCache.load_by_key_path = classmethod(spy)
+            try:
+                with iconfig.patch(self._config), torch.no_grad():
+                    t0 = time.perf_counter()
+                    self.compiled(*self.tensors)
+                    self.compile_seconds = time.perf_counter() - t0
+            finally:
+                PyCodeCache.load_by_key_path = orig
+        self.fx_cache_hit = counters["inductor"]["fxgraph_cache_hit"] > hits0
+        self.modules = [m for m in dict.fromkeys(loaded) if hasattr(m, "call") and hasattr(m, "Runner")]
+        self.isa = None
+        try:
+            from torch._inductor import cpu_vec_isa
+            isa = cpu_vec_isa.pick_vec_isa()
+            simd = self._config.get("cpp.simdlen")
+            self.isa = f"{isa} ({isa.bit_width()} bit)" + (f", simdlen={simd}" if simd else "")
+        except Exception:  # noqa: BLE001 - facts only
+            pass
+        if len(self.modules) == 1:
+            self.source = open(self.modules[0].__file__).read()
+            self.facts = analyse_output_code(self.source)
+        else:
+            self.source, self.facts = None, None
+
+    @property
+    def extern_calls(self) -> list:
+        return list(self.facts.foreign) if self.facts else []
+
+    def _record(self):
+        """Run the compiled function once with every generated kernel wrapped; returns
+        ([(name, args)], output tensor)."""
+        torch = _torch()
+        mod = self.modules[0]
+        seen = []
+        with _record_lock:
+            saved = {name: mod.__dict__[name] for name in self.facts.kernels}
+
+            def wrap(name, k):
+                def rec(*args):
+                    seen.append((name, args))
+                    return k(*args)
+                return rec
+
+            try:
+                for name, k in saved.items():
+                    mod.__dict__[name] = wrap(name, k)
+                with torch.no_grad():
+                    y = self.compiled(*self.tensors)
+            finally:
+                mod.__dict__.update(saved)
+        return seen, y
+
+    def _build_native(self):
+        """(NativeEntry, None) or (None, reason)."""
+        if self.facts is None:
+            return None, f"Dynamo produced {len(self.modules)} compiled graphs (graph breaks?); need exactly 1"
+        if self.facts.omp_threads != self.threads:
+            return None, (f"generated code bakes {self.facts.omp_threads} OpenMP threads, "
+                          f"column asked for {self.threads}")
+        if self.facts.foreign:
+            reason = ("partial graph: call() also invokes " + ", ".join(self.facts.foreign) +
+                      "; generated kernels alone are not the whole graph")
+            if self._aoti_wanted is False:
+                return None, reason
+            try:
+                return self._build_aoti(), None
+            except InductorUnavailable:
+                raise
+            except Exception as e:  # noqa: BLE001 - reported, the cell shows —
+                return None, f"{reason}; AOTInductor failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        if self.facts.control_flow:
+            return None, "call() has control flow; a recorded sequence may not be the graph"
+        seen, y = self._record()
+        names = [n for n, _ in seen]
+        if names != self.facts.sequence:
+            return None, f"recorded kernels {names} differ from call()'s {self.facts.sequence}"
+        return self._kernel_entry(seen, y), None
+
+    def _kernel_entry(self, seen, y) -> NativeEntry:
+        torch = _torch()
+        inputs = {t.untyped_storage().data_ptr(): t for t in self.tensors}
+        self._out_tensor = y
+        # every storage a kernel touches that is not an input moves into a guarded buffer
+        storages = {}
+        for _, args in seen:
+            for a in args:
+                if isinstance(a, torch.Tensor):
+                    st = a.untyped_storage()
+                    storages.setdefault(st.data_ptr(), (st.nbytes(), a.element_size()))
+        ost = y.untyped_storage()
+        if ost.data_ptr() not in storages or ost.data_ptr() in inputs or y.dtype != torch.float32:
+            raise RuntimeError("the output is not a float32 buffer written by a generated kernel")
+        for i, (base, (nbytes, itemsize)) in enumerate(sorted(storages.items())):
+            if base not in inputs:
+                dt = {4: np.float32, 8: np.float64, 2: np.float16}.get(itemsize, np.uint8)
+                if nbytes % np.dtype(dt).itemsize:
+                    dt = np.uint8
+                self._buffers[base] = GuardedBuffer(f"buf{i}", dt, max(int(nbytes) // np.dtype(dt).itemsize, 1),
+                                                    salt=100 + i)
+        calls, slots = [], []
+        for name, args in seen:
+            k = self.modules[0].__dict__[name]
+            path = getattr(getattr(k, "__self__", None), "__file__", None)
+            if not path:
+                raise RuntimeError(f"cannot find the shared object of {name}")
+            lib = ctypes.CDLL(path)
+            addr = ctypes.cast(lib.kernel, ctypes.c_void_p).value
+            types_ = []
+            for ctype, a in zip(self.facts.kernels[name], args):
+                if ctype.rstrip().endswith("*"):
+                    st = a.untyped_storage()
+                    base = st.data_ptr()
+                    off = a.data_ptr() - base
+                    if base in self._buffers:
+                        slots.append(self._buffers[base].array.ctypes.data + off)
+                    else:
+                        slots.append(a.data_ptr())
+                    types_.append("ptr")
+                elif ctype.strip() in _ARGTYPE:
+                    t = _ARGTYPE[ctype.strip()]
+                    types_.append(t)
+                    if t == "i64":
+                        slots.append(int(a))
+                    else:
+                        raw = np.array([a], np.float32 if t == "float" else np.float64).view(np.uint8)
+                        slots.append(int(np.frombuffer(raw.tobytes().ljust(8, b"\0"), np.int64)[0]))
+                else:
+                    raise RuntimeError(f"{name}: unsupported kernel argument type {ctype!r}")
+            calls.append((addr, types_))
+            self._keep_libs = getattr(self, "_keep_libs", []) + [lib]
+        n = next(_ids)
+        tname, oname = f"cohort_inductor_tramp_{n}", f"cohort_inductor_overhead_{n}"
+        empty = _empty_function_address()
+        ir = _trampoline_ir(tname, calls) + _trampoline_ir(oname, [(empty, t) for _, t in calls])
+        linked = jit.compile_module(ir, [tname, oname])
+        args = np.array(slots or [0], np.int64)
+        # the output as a view of its guarded buffer
+        gb = self._buffers[ost.data_ptr()]
+        if gb.array.dtype != np.float32:
+            raise RuntimeError("the output buffer is not float32")
+        self._out_view = (gb, y.storage_offset(), tuple(y.shape), tuple(s * 4 for s in y.stride()))
+        return NativeEntry(linked.addresses[tname], args.ctypes.data, linked.addresses[oname],
+                           "inductor-kernels", True, [nm for nm, _ in seen],
+                           note=f"{len(calls)} generated kernel(s), {len(self._buffers)} guarded buffer(s)",
+                           _keep=[linked, args, self._buffers])
+
+    # -- AOTInductor ----------------------------------------------------------
+    def _build_aoti(self) -> NativeEntry:
+        torch = _torch()
+        from torch._inductor import config as iconfig
+        fn = reference(self.op_name)
+
+        class Model(torch.nn.Module):
+            def forward(self, *xs):
+                return fn(*xs)
+
+        self._aoti_dir = tempfile.mkdtemp(prefix="cohort_aoti_")
+        t0 = time.perf_counter()
+        with iconfig.patch(self._config), torch.no_grad():
+            ep = torch.export.export(Model(), tuple(self.tensors), strict=False)
+            pkg = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(self._aoti_dir,
+                                                                                         "model.pt2"))
+        self.aoti_compile_seconds = time.perf_counter() - t0
+        with zipfile.ZipFile(pkg) as z:
+            z.extractall(self._aoti_dir)
+        sos = [os.path.join(d, f) for d, _, fs in os.walk(self._aoti_dir) for f in fs if f.endswith(".so")]
+        cpps = [os.path.join(d, f) for d, _, fs in os.walk(self._aoti_dir) for f in fs if f.endswith(".cpp")]
+        if len(sos) != 1:
+            raise RuntimeError(f"AOTInductor package holds {len(sos)} shared objects, expected 1")
+        self.aoti_source = "\n".join(open(p).read() for p in cpps)
+        if re.search(r"#pragma\s+omp\s+parallel", self.aoti_source) and self.threads == 1:
+            raise RuntimeError("AOTInductor code has OpenMP regions; not single-thread")
+        if "proxy_executor" in self.aoti_source and "proxy_executor->call_function" in self.aoti_source:
+            raise RuntimeError("AOTInductor model needs a proxy executor (Python fallback kernels)")
+        lib = ctypes.CDLL(sos[0])
+        torch_lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        handle = ctypes.c_void_p()
+        rc = lib.AOTInductorModelContainerCreateWithDevice(ctypes.byref(handle), ctypes.c_size_t(1), b"cpu", None)
+        if rc != 0 or not handle.value:
+            raise RuntimeError(f"AOTInductorModelContainerCreateWithDevice returned {rc}")
+        n_in = ctypes.c_size_t()
+        n_out = ctypes.c_size_t()
+        lib.AOTInductorModelContainerGetNumInputs(handle, ctypes.byref(n_in))
+        lib.AOTInductorModelContainerGetNumOutputs(handle, ctypes.byref(n_out))
+        if n_in.value != len(self.tensors) or n_out.value != 1:
+            raise RuntimeError(f"AOTInductor model takes {n_in.value} inputs/{n_out.value} outputs, "
+                               f"expected {len(self.tensors)}/1")
+        orig = [_capsule_pointer(c) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(list(self.tensors))]
+        ni = len(orig)
+        # slots: [container, orig_0..orig_{n-1}, in_0..in_{n-1}, out, last, errors]
+        args = np.zeros(1 + 2 * ni + 3, np.int64)
+        args[0] = handle.value
+        args[1:1 + ni] = orig
+        base = args.ctypes.data
+        addr = lambda sym, lib_=lib: ctypes.cast(getattr(lib_, sym), ctypes.c_void_p).value  # noqa: E731
+        run = addr("AOTInductorModelContainerRunSingleThreaded")
+        new = addr("aoti_torch_new_tensor_handle", torch_lib)
+        delete = addr("aoti_torch_delete_tensor_object", torch_lib)
+        i_in, i_out, i_last, i_err = 1 + ni, 1 + 2 * ni, 2 + 2 * ni, 3 + 2 * ni
+        n = next(_ids)
+
+        def body(name, with_run):
+            L = [f"define void @{name}(ptr %a) {{", "entry:",
+                 f"  %new = inttoptr i64 {new} to ptr", f"  %del = inttoptr i64 {delete} to ptr"]
+            for i in range(ni):
+                L += [f"  %po{i} = getelementptr i64, ptr %a, i64 {1 + i}",
+                      f"  %o{i} = load ptr, ptr %po{i}, align 8",
+                      f"  %pi{i} = getelementptr i64, ptr %a, i64 {i_in + i}",
+                      f"  call i32 %new(ptr %o{i}, ptr %pi{i})"]
+            L += [f"  %pin = getelementptr i64, ptr %a, i64 {i_in}",
+                  f"  %pout = getelementptr i64, ptr %a, i64 {i_out}",
+                  f"  %plast = getelementptr i64, ptr %a, i64 {i_last}",
+                  f"  %perr = getelementptr i64, ptr %a, i64 {i_err}"]
+            if with_run:
+                L += ["  %pc = getelementptr i64, ptr %a, i64 0", "  %c = load ptr, ptr %pc, align 8",
+                      f"  %run = inttoptr i64 {run} to ptr",
+                      "  store i64 0, ptr %pout, align 8",
+                      f"  %rc = call i32 %run(ptr %c, ptr %pin, i64 {ni}, ptr %pout, i64 1, ptr null, ptr null)",
+                      "  %bad = icmp ne i32 %rc, 0", "  %bad64 = zext i1 %bad to i64",
+                      "  %e0 = load i64, ptr %perr, align 8", "  %e1 = add i64 %e0, %bad64",
+                      "  store i64 %e1, ptr %perr, align 8",
+                      "  %prev = load ptr, ptr %plast, align 8", "  %out = load i64, ptr %pout, align 8",
+                      "  store i64 %out, ptr %plast, align 8",
+                      "  %has = icmp ne ptr %prev, null", "  br i1 %has, label %free, label %done",
+                      "free:", "  call i32 %del(ptr %prev)", "  br label %done", "done:"]
+            else:      # the handle juggling alone: new handles released as the run would release them
+                for i in range(ni):
+                    L += [f"  %q{i} = getelementptr i64, ptr %a, i64 {i_in + i}",
+                          f"  %h{i} = load ptr, ptr %q{i}, align 8", f"  call i32 %del(ptr %h{i})"]
+            L += ["  ret void", "}", ""]
+            return "\n".join(L)
+
+        tname, oname = f"cohort_aoti_tramp_{n}", f"cohort_aoti_overhead_{n}"
+        linked = jit.compile_module(body(tname, True) + body(oname, False), [tname, oname])
+        self._aoti = {"lib": lib, "torch_lib": torch_lib, "handle": handle, "args": args, "slots": (i_last, i_err),
+                      "orig": orig, "so": sos[0]}
+        entry = NativeEntry(linked.addresses[tname], base, linked.addresses[oname], "aoti", True,
+                            [f"AOTInductor:{os.path.basename(sos[0])}"],
+                            note=("AOTInductor whole graph (generated kernels + ATen extern kernels in native "
+                                  "code); per call: fresh input tensor handles, the model's own allocations, "
+                                  "the previous output released"),
+                            _keep=[linked, args, lib, torch_lib, handle],
+                            _status=lambda: args[i_err])
+        entry.run()
+        if entry.errors():
+            raise RuntimeError("AOTInductorModelContainerRunSingleThreaded returned an error")
+        return entry
+
+    def _aoti_output(self) -> np.ndarray:
+        torch = _torch()
+        a = self._aoti
+        last = int(a["args"][a["slots"][0]])
+        if not last:
+            raise RuntimeError("the AOTInductor entry has not produced an output yet")
+        h = ctypes.c_void_p()
+        a["torch_lib"].aoti_torch_new_tensor_handle(ctypes.c_void_p(last), ctypes.byref(h))
+        t = torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(_capsule(h.value))
+        return t.numpy().copy()
+
+    # -- public ----------------------------------------------------------------
+    def native(self) -> Optional[NativeEntry]:
+        """The native entry, or None (then `native_reason` says why: the table shows —)."""
+        if not self._native_done:
+            self._native, self._native_reason = self._build_native()
+            self._native_done = True
+        return self._native
+
+    @property
+    def native_reason(self) -> Optional[str]:
+        self.native()
+        return self._native_reason
+
+    def e2e(self) -> Callable[[], object]:
+        """A callable running the compiled function on the preallocated inputs (E2E boundary)."""
+        compiled, tensors = self.compiled, tuple(self.tensors)
+        torch = _torch()
+
+        def run():
+            with torch.no_grad():
+                return compiled(*tensors)
+        return run
+
+    def output(self, boundary: str = "native") -> np.ndarray:
+        """The output (float32, logical shape) computed at `boundary` ("native" or "e2e").
+
+        native: the output buffer is filled with NaN, the entry runs once, and
+        the buffer is read back (so the entry itself must have written it)."""
+        if boundary == "e2e":
+            return self.e2e()().numpy().reshape(self.out_shape).copy()
+        if boundary != "native":
+            raise ValueError(f"boundary is 'native' or 'e2e', not {boundary!r}")
+        entry = self.native()
+        if entry is None:
+            raise RuntimeError(f"no native entry: {self._native_reason}")
+        if entry.kind == "aoti":
+            entry.run()
+            if entry.errors():
+                raise RuntimeError("the AOTInductor run returned an error")
+            return self._aoti_output().reshape(self.out_shape)
+        gb, off, shp, strides = self._out_view
+        gb.array[...] = np.nan if gb.array.dtype.kind == "f" else 0xFF
+        entry.run()
+        y = np.lib.stride_tricks.as_strided(gb.array[off:], shp, strides)
+        return np.array(y, np.float32).reshape(self.out_shape)
+
+    def check(self, boundary: str = "native", oracle: Optional[np.ndarray] = None) -> dict:
+        """The output at `boundary` against the operator's float64 oracle: within
+        ORACLE_FACTOR x rel_tol of each row's largest |value|, and guards intact."""
+        y = self.output(boundary)
+        if oracle is None:
+            oracle = self.op.oracle(self.inputs)
+        abs_err, rel_err = ops.oracle_error(y, oracle)
+        bound = ORACLE_FACTOR * self.op.rel_tol
+        guards = self.guards_intact()
+        return {"boundary": boundary, "ok": bool(rel_err <= bound and guards), "rel_err": rel_err,
+                "abs_err": abs_err, "bound": bound, "guards_intact": guards}
+
+    def guards_intact(self) -> bool:
+        """Guard bands of every input and of every buffer the native entry writes."""
+        return self.guards.intact() and all(b.intact() for b in self._buffers.values())
+
+    def describe(self) -> dict:
+        """Facts for an audit record."""
+        f = self.facts
+        entry = self._native if self._native_done else None
+        return {"op": self.op_name, "shape": list(self.shape), "threads": self.threads,
+                "compile_seconds": self.compile_seconds, "fx_cache_hit": self.fx_cache_hit,
+                "aoti_compile_seconds": self.aoti_compile_seconds, "isa": self.isa,
+                "kernels": list(f.sequence) if f else None, "extern_calls": self.extern_calls,
+                "omp_threads": f.omp_threads if f else None, "vector_lanes": f.vector_lanes if f else None,
+                "native_kind": entry.kind if entry else None, "native_reason": self._native_reason,
+                "output_code": self.modules[0].__file__ if self.modules else None}
+
+    def close(self):
+        """Release the AOTInductor container and handles (the JIT code stays: freeing it is unsafe)."""
+        a = getattr(self, "_aoti", None)
+        if a:
+            a["lib"].AOTInductorModelContainerDelete(a["handle"])
+            for h in list(a["orig"]) + [int(a["args"][a["slots"][0]])]:
+                if h:
+                    a["torch_lib"].aoti_torch_delete_tensor_object(ctypes.c_void_p(h))
+            self._aoti = None
+            self._native = None
+            self._native_done, self._native_reason = True, "closed"
+        d = getattr(self, "_aoti_dir", None)
+        if d:
+            shutil.rmtree(d, ignore_errors=True)
+            self._aoti_dir = None
+
+
+def column(op_name: str, shape, seed: int = 0, **kw) -> InductorColumn:
+    """An InductorColumn on the operator's seeded inputs (`op.make_inputs(shape, seed)`)."""
+    _torch()
+    op = ops.get(op_name)
+    return InductorColumn(op_name, shape, op.make_inputs(tuple(shape), seed), **kw)
+
+
+__all__ = ["TORCH_MISSING", "ORACLE_FACTOR", "InductorUnavailable", "torch_available", "unavailable_reason",
+           "reference", "reference_output", "analyse_output_code", "GraphFacts", "NativeEntry",
+           "InductorColumn", "column"]
