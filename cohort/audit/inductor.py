@@ -179,6 +179,8 @@ def _fresh(fn: Callable) -> Callable:
     """A copy of `fn` with its own code object, hence its own Dynamo cache:
     one compiled graph per column (no recompile limit across sizes, and the
     E2E figure checks one guard set, not every size compiled before)."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
     return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
                               fn.__defaults__, fn.__closure__)
 
@@ -350,12 +352,15 @@ class InductorColumn:
     AOTInductor when the graph calls extern kernels (None: yes).
     `inductor_config` is passed to `torch._inductor.config.patch` for the
     compile (e.g. {"cpp.simdlen": 256} for 8-lane code on an AVX-512 host).
+    `fn` replaces the reference function (same inputs, same output shape):
+    for tests and experiments, e.g. a graph with a matmul.
     """
 
     def __init__(self, op_name: str, shape, inputs: dict, *, threads: int = 1, aoti: Optional[bool] = None,
-                 inductor_config: Optional[dict] = None):
+                 inductor_config: Optional[dict] = None, fn: Optional[Callable] = None):
         torch = _torch()
         self.op = ops.get(op_name)
+        self._fn = fn if fn is not None else reference(op_name)
         self.op_name = op_name
         self.shape = tuple(int(s) for s in shape)
         self.threads = int(threads)
@@ -381,7 +386,7 @@ class InductorColumn:
         from torch._inductor import config as iconfig
         from torch._inductor.codecache import PyCodeCache
 
-        fn = _fresh(reference(self.op_name))
+        fn = _fresh(self._fn)
         self.compiled = torch.compile(fn, dynamic=False)
         loaded = []
         orig = PyCodeCache.__dict__["load_by_key_path"]
@@ -543,7 +548,7 @@ class InductorColumn:
     def _build_aoti(self) -> NativeEntry:
         torch = _torch()
         from torch._inductor import config as iconfig
-        fn = reference(self.op_name)
+        fn = self._fn
 
         class Model(torch.nn.Module):
             def forward(self, *xs):

@@ -309,7 +309,7 @@ def _build(k: Kernel, variant: Variant, key: str) -> NativeCode:
     attrs = getattr(lowering, "fn_attributes", None)
     if attrs:
         text = _with_function_attributes(text, symbol, attrs)
-    linked = jit.compile_module(text, [symbol])
+    linked = jit.compile_module(text, [symbol], getattr(lowering, "tuning", None))
     ck = NativeCode(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                     time.perf_counter() - t0)
     ck.scratch_bytes = scratch

@@ -64,8 +64,12 @@ class Linked:
             return target_machine().emit_assembly(mod)
 
 
-def compile_module(ir_text: str, symbols: list) -> Linked:
-    """Parse, verify, optimise (O3, no fast-math unless the IR asks) and link `ir_text`."""
+def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
+    """Parse, verify, optimise (O3, no fast-math unless the IR asks) and link `ir_text`.
+
+    `tuning` sets pipeline options (loop_unrolling, loop_vectorization,
+    slp_vectorization, ...): code that is vectorised by construction gains
+    nothing from LLVM's vectorisers and unroller but pays for them in compile time."""
     with _lock:
         s = _init()
         t0 = time.perf_counter()
@@ -76,6 +80,8 @@ def compile_module(ir_text: str, symbols: list) -> Linked:
         mod.verify()
         t1 = time.perf_counter()
         pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        for key, value in (tuning or {}).items():
+            setattr(pto, key, value)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)  # a pass manager may run once only
         t2 = time.perf_counter()

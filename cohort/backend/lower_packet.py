@@ -51,6 +51,7 @@ class PacketLowering(WholeLowering):
         self.W = self.packet * self.interleave
         bits = str(32 * self.packet)
         self.fn_attributes = {"prefer-vector-width": bits, "min-legal-vector-width": bits}
+        self.tuning = {"loop_unrolling": False, "loop_vectorization": False, "slp_vectorization": False}
         self.variant = variant
         self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)
         self.sx = Ctx(self.module, self.b, 1, variant.fast_math)
@@ -59,6 +60,7 @@ class PacketLowering(WholeLowering):
         self.counts = Counter()
         self.mask = None
         self.cmask = None
+        self.tail_path = False
 
     # ------------------------------------------------------------ vector helpers
     def vty(self, t):
@@ -142,7 +144,9 @@ class PacketLowering(WholeLowering):
             with full_path:
                 self.packet_body(stmts, coll, None)
             with tail_path:
+                self.tail_path = True
                 self.packet_body(stmts, coll, self.launch_mask)
+                self.tail_path = False
 
     def packet_body(self, stmts, coll, mask):
         b = self.b
@@ -325,7 +329,8 @@ class PacketLowering(WholeLowering):
             return
         live = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(0))
         kmax = self.intrinsic(f"llvm.vector.reduce.smax.v{W}i64", I64, [live])
-        if self.variant.full_packet:
+        if self.variant.full_packet and not self.tail_path:
+            # (the launch's one partial packet runs its loops masked throughout: less code)
             # lanes beyond the launch never run: they must not shorten the full part
             full_lanes = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(2 ** 62))
             kmin = self.intrinsic(f"llvm.vector.reduce.smin.v{W}i64", I64, [full_lanes])

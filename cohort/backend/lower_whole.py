@@ -96,6 +96,7 @@ class WholeLowering:
         # The W8 machine width: whatever LLVM vectorises on its own stays in 256-bit
         # registers, as the packet variants do (lanes=16 asks for 512).
         self.fn_attributes = {"prefer-vector-width": "256"}
+        self.tuning = {"loop_unrolling": False, "slp_vectorization": False}
         self.entry_bb = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry_bb)
         self.cx = Ctx(self.module, self.b, 1, fast_math)
