@@ -130,3 +130,14 @@ def test_relaunch_notices_a_reassigned_dtype():
     from cohort.refimpl.errors import KernelError
     with pytest.raises(KernelError, match="dtype"):
         ck.launch(8, {"x": x, "y": y})
+
+
+def test_overlapping_buffers_are_rejected_before_anything_runs():
+    from cohort.refimpl.errors import KernelError
+    ck = compile_kernel(reads_past_the_end, None, "packet")
+    a = np.zeros(40, np.float32)
+    with pytest.raises(KernelError, match="x and y overlap"):
+        ck.launch(8, {"x": a[:9], "y": a[4:12]})
+    with pytest.raises(KernelError, match="x and y overlap"):
+        reads_past_the_end.interpret(8, x=a[:9], y=a[:8])
+    assert not a.any()

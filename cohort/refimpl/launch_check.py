@@ -76,4 +76,12 @@ def check_args(kernel: Kernel, n, args: dict):
             buffers[p.name] = as_buffer(kernel, p.name, p.dtype, args[p.name])
         else:
             scalars[p.name] = as_scalar(kernel, p.name, p.dtype, args[p.name])
+    # Aliased buffers would hide write conflicts and races from the interpreter
+    # (it tracks them per buffer) and let native results depend on the schedule.
+    names = list(buffers)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if buffers[a].size and buffers[b].size and np.may_share_memory(buffers[a], buffers[b]):
+                raise KernelError(kernel.name, None, f"buffers {a} and {b} overlap in memory; "
+                                                     "pass disjoint arrays (a kernel may read and write one buffer)")
     return buffers, scalars
