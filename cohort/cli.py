@@ -159,6 +159,7 @@ def cmd_run(args) -> int:
 
 
 def _print_run(op, r: dict):
+    from .refimpl import ops
     print(f"{r['op']} {r['shape']} variant={r['variant']} seed={r['seed']}")
     print(f"  reference vs float64 oracle: max rel err {r['max_rel_err_vs_oracle']:.3g} "
           f"(bound {r['oracle_rel_tol']:g}), max abs err {r['max_abs_err_vs_oracle']:.3g}")
@@ -167,7 +168,12 @@ def _print_run(op, r: dict):
     else:
         bands = "intact" if all(r["guard_bands"].values()) else \
             "BROKEN: " + ", ".join(n for n, ok in r["guard_bands"].items() if not ok)
-        verdict = "bit-identical to the interpreter" if r["bitwise_equal"] else "DIFFERS from the interpreter"
+        if "row_ulps_vs_interpreter" in r:
+            verdict = (f"within {r['row_ulps_vs_interpreter']:g} row-ulps of the interpreter (fast math; "
+                       f"bound {ops.get(r['op']).fast_math_ulps:g})" if r["agree"] else
+                       f"OUTSIDE the fast-math bound ({r['row_ulps_vs_interpreter']:g} row-ulps)")
+        else:
+            verdict = "bit-identical to the interpreter" if r["bitwise_equal"] else "DIFFERS from the interpreter"
         print(f"  native {verdict}; guard bands {bands}")
         if "first_difference" in r:
             d = r["first_difference"]
@@ -262,7 +268,7 @@ def cmd_tables(args) -> int:
         replay = load_replay(args.replay)
     except (OSError, ValueError, KeyError) as e:
         raise UsageError(f"cannot read replay {args.replay}: {e}") from None
-    print(render_markdown(replay))
+    sys.stdout.write(render_markdown(replay))
     return 0
 
 
@@ -307,6 +313,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:   # `cohort ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback by default
         if os.environ.get("COHORT_DEBUG"):
             raise

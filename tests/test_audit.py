@@ -78,13 +78,13 @@ def test_quick_suite_writes_every_artifact(quick_run):
 def test_tables_are_rederived_from_the_replay(quick_run):
     out, run, _ = quick_run
     text = (out / "tables.md").read_text()
-    assert artifacts.tables_body(text) == render_markdown(load_replay(str(out / "replay.json.gz")))
+    assert text == render_markdown(load_replay(str(out / "replay.json.gz")))
     cells = derive(run.replay)
     packet = next(c for c in cells if c["op"] == "rmsnorm")
     assert packet["columns"]["packet"]["status"] == "ok" and packet["columns"]["packet"]["us"] > 0
-    p = code = subprocess.run([sys.executable, "-m", "cohort.cli", "tables", str(out / "replay.json.gz")],
-                              capture_output=True, text=True)
-    assert code.returncode == 0 and "| rmsnorm | 17×65 |" in p.stdout
+    p = subprocess.run([sys.executable, "-m", "cohort.cli", "tables", str(out / "replay.json.gz")],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and p.stdout == text   # byte for byte, from the replay alone
 
 
 def test_audit_check_passes_and_catches_tampering(quick_run, tmp_path):
@@ -131,3 +131,19 @@ def test_every_suite_is_well_formed():
                 assert r.candidate in names and r.baseline in names
             for op, shape in g.cases:
                 ops.get(op).parse_shape("x".join(map(str, shape)))
+
+
+def test_cli_bench_quick_then_audit_check(tmp_path):
+    out = tmp_path / "q"
+    p = subprocess.run([sys.executable, "-m", "cohort.cli", "bench", "quick", "--out", str(out), "--json"],
+                       capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-2000:]
+    result = json.loads(p.stdout.strip().splitlines()[-1])
+    assert result["failures"] == [] and len(result["cells"]) == 3
+    for cell in result["cells"]:
+        assert cell["columns"]["packet"] > 0 and cell["columns"]["whole"] > 0
+        r = next(r for r in cell["ratios"] if r["label"] == "packet/whole")
+        assert r["rounds"] == 2 and r["min"] <= r["ratio"] <= r["max"]
+    c = subprocess.run([sys.executable, "-m", "cohort.cli", "audit", "check", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert c.returncode == 0 and "audit check passed" in c.stdout, c.stdout + c.stderr

@@ -100,3 +100,35 @@ def test_packet_code_facts():
     assert facts["masked_loads"] > 0 and facts["gathers"] == 0 and facts["scatters"] == 0
     branchy = compile_kernel(op.kernel, launch.consts, "packet,predicated=off").facts
     assert branchy["masked_loads"] == 0 and branchy["scalarised_lanes"] > 0
+
+
+FAST_CASES = [(name, shape, "packet-fast") for name, op in ops.OPERATORS.items() for shape in op.seed_sizes] + \
+    [(name, shape, v) for name in ops.OPERATORS for shape in MATRIX_SIZES.get(name, MATRIX_DEFAULT_SIZES)
+     for v in ("whole,fast_math=on", "lanes=16,fast_math=on", "lanes=4,fast_math=on,private=thread")]
+
+
+@pytest.mark.parametrize("name,shape,variant", FAST_CASES, ids=_ids)
+def test_fast_math_within_the_stated_bound(name, shape, variant):
+    from cohort.verify.checksum import row_ulps
+    op = ops.get(name)
+    inputs, ref = reference(name, shape)
+    launch = op.launch(shape)
+    ck = compile_kernel(op.kernel, launch.consts, variant)
+    guarded = GuardedSet(ops.allocate(op, shape, inputs))
+    ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
+    y = guarded.arrays[op.output].reshape(ref.shape)
+    assert row_ulps(y, ref) <= op.fast_math_ulps, f"{name} {shape} {variant}: {row_ulps(y, ref)} row-ulps"
+    assert guarded.intact()
+
+
+def test_fast_math_really_is_fast_math():
+    # contraction happens (FMA in the code) and results differ from the exact variant
+    op = ops.get("gelu_residual")
+    shape = (17, 65)
+    inputs, ref = reference("gelu_residual", shape)
+    launch = op.launch(shape)
+    ck = compile_kernel(op.kernel, launch.consts, "packet-fast")
+    assert ck.facts["fma"] > 0
+    bufs = ops.allocate(op, shape, inputs)
+    ck.launch(launch.n, {**bufs, **launch.scalars})
+    assert not bitwise_equal(bufs["y"].reshape(ref.shape), ref)

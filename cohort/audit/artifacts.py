@@ -7,9 +7,6 @@ import os
 
 from .tables import plot, render_markdown
 
-TABLES_HEADER = "<!-- regenerate: {command} -->\n<!-- re-derive: cohort tables {replay}; re-verify: cohort audit check {dir} -->\n\n"
-
-
 def write(directory: str, run) -> dict:
     os.makedirs(directory, exist_ok=True)
     paths = {k: os.path.join(directory, f) for k, f in
@@ -20,8 +17,6 @@ def write(directory: str, run) -> dict:
     with open(paths["audit"], "w") as f:
         json.dump(run.audit, f, indent=1)
     with open(paths["tables"], "w") as f:
-        f.write(TABLES_HEADER.format(command=run.replay.get("command") or "cohort bench",
-                                     replay=paths["replay"], dir=directory))
         f.write(render_markdown(run.replay))
     made = plot(run.replay, paths["plot"])
     if made != paths["plot"]:
@@ -31,7 +26,7 @@ def write(directory: str, run) -> dict:
 
 
 def tables_body(text: str) -> str:
-    """tables.md without its header comments (what render_markdown produced)."""
+    """tables.md without its two header comments (for printing)."""
     lines = text.splitlines(keepends=True)
     while lines and (lines[0].startswith("<!--") or not lines[0].strip()):
         lines.pop(0)

@@ -15,7 +15,6 @@ import os
 from ..refimpl import ops
 from ..verify.checksum import checksum
 from ..verify.guard import GuardedSet
-from .artifacts import tables_body
 from .tables import load_replay, render_markdown
 
 
@@ -82,7 +81,7 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
     tables_path = os.path.join(directory, "tables.md")
     if os.path.exists(tables_path):
         with open(tables_path) as f:
-            if tables_body(f.read()) != render_markdown(replay):
+            if f.read() != render_markdown(replay):
                 problems.append("tables.md differs from the tables re-derived from replay.json.gz")
     else:
         problems.append("tables.md is missing")

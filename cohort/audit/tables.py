@@ -67,7 +67,9 @@ def _fmt_us(col: dict) -> str:
 def render_markdown(replay: dict) -> str:
     suite = replay["suite"]
     cells = derive(replay)
-    out = [f"# {suite['title']}", "",
+    out = [f"<!-- regenerate: {replay.get('command') or 'cohort bench ' + suite['name']} -->",
+           "<!-- re-derive: cohort tables replay.json.gz; re-verify: cohort audit check . (in this directory) -->",
+           "", f"# {suite['title']}", "",
            f"Boundary: {suite['boundary']}; {suite['rounds']} rounds of {suite['samples']} samples per column, "
            f"balanced orders; times are medians over rounds of each round's p50, in µs; ratios are medians of "
            f"per-round ratios (never ratios of medians), with their range over rounds and rounds won.",

@@ -18,6 +18,8 @@ BUGS = {
     "fma_contract": "float multiplies and adds carry the `contract` flag (FMA fusion)",
     "stride_as_contiguous": "stride-2 indices are classified contiguous",
     "div_uniform": "integer division by any constant is classified uniform across lanes",
+    "full_packet_always": "every packet takes the unmasked full-packet path, the launch's partial one too",
+    "private_swap": "cohort-layout private loads with a per-lane index address x + t*size (thread-major)",
     "fptosi_unsat": "f32 -> int uses plain fptosi (poison out of range) instead of the saturating form",
 }
 

@@ -24,8 +24,10 @@ _ICMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==", Op.NE: "
 
 
 def _fflags(cx):
+    # DESIGN §3: fast math may contract and reassociate. Not nnan/ninf/nsz:
+    # kernels rely on infinities (a running max starts at -inf, exp(-inf) = 0).
     if cx.fast_math:
-        return ("fast",)
+        return ("contract", "reassoc")
     return ("contract",) if inject.active("fma_contract") else ()
 
 

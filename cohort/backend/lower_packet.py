@@ -140,6 +140,8 @@ class PacketLowering(WholeLowering):
             self.packet_body(stmts, coll, self.launch_mask)
             return
         full = b.icmp_signed("<=", b.add(g0, self.i32(W - inject.active("tail_mask"))), self.n32)
+        if inject.active("full_packet_always"):
+            full = ir.Constant(I1, 1)
         with b.if_else(full) as (full_path, tail_path):
             with full_path:
                 self.packet_body(stmts, coll, None)
@@ -548,6 +550,8 @@ class PacketLowering(WholeLowering):
                 self.annotate(key, what, name, acc, "cohort")
                 return b.gep(ptr, [first], source_etype=elem), True
             flat = b.add(b.mul(idx64, self.vconst64(self.B)), t64)
+            if what == "pload" and inject.active("private_swap"):
+                flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
             acc = Access("gather" if what == "pload" else "scatter")
         else:                                      # thread-major: t*size + x
             flat = b.add(b.mul(t64, self.vconst64(size)), idx64)

@@ -33,6 +33,20 @@ def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and canonical_bytes(a) == canonical_bytes(b)
 
 
+def row_ulps(y: np.ndarray, ref: np.ndarray) -> float:
+    """Largest |y - ref| in units of the float32 ulp of its row's largest |ref|
+    (rows = last dimension). How fast-math variants are bounded: an error
+    measured against the row's scale, as a reassociated sum's error is."""
+    y64 = np.asarray(y, np.float64).reshape(-1, ref.shape[-1])
+    r = np.asarray(ref, np.float32).reshape(-1, ref.shape[-1])
+    scale = np.abs(r).max(axis=1, keepdims=True)
+    ulp = np.spacing(np.maximum(scale, np.finfo(np.float32).tiny)).astype(np.float64)
+    err = np.abs(y64 - r.astype(np.float64))
+    both_nan = np.isnan(y64) & np.isnan(r)
+    err = np.where(both_nan, 0.0, np.where(np.isnan(err), np.inf, err))
+    return float((err / ulp).max(initial=0.0))
+
+
 def first_difference(a: np.ndarray, b: np.ndarray):
     """(flat index, a value, b value) of the first element that differs, or None."""
     fa, fb = np.ravel(a), np.ravel(b)

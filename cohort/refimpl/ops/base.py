@@ -34,6 +34,7 @@ class Operator:
     seed_sizes: tuple
     rel_tol: float                    # |y - oracle| <= rel_tol * max|oracle| over the row
     definition: str
+    fast_math_ulps: float = 8.0       # fast-math variants: |y - ref| <= this many ulps of the row's max |ref|
     check: Callable = lambda shape: None   # raises ShapeError for shapes it cannot run
 
     @property
