@@ -14,7 +14,11 @@ Pool record (int64 slots):
   [3] block count                   [4] grain            [5] claim word
   [6] blocks remaining              [7] done (i32 futex word)
   [8] participants                  [9] scratch base     [10] scratch bytes each
-  [11] argument slots used          [16..16+MAX_ARGS) the argument block template
+  [11] argument slots used          [12] workers asleep (i32)   [13] caller asleep (i32)
+  [16..16+MAX_ARGS) the argument block template
+A futex wake is a system call; it is made only when someone sleeps (the
+sleeper announces itself, then re-checks before sleeping: seq_cst on both
+sides, so either the waker sees the sleeper or the sleeper sees the news).
 Worker record (int64 slots): [0] pool, [1] participant id (1..), [2] first generation.
 """
 
@@ -102,7 +106,12 @@ run:
   %last = icmp eq i64 %old, %k
   br i1 %last, label %finish, label %claim
 finish:
-  store atomic i32 1, ptr %donep release, align 8
+  store atomic i32 1, ptr %donep seq_cst, align 8
+  %cwp = call ptr @slot(ptr %pool, i64 13)
+  %cw = load atomic i32, ptr %cwp seq_cst, align 8
+  %callerasleep = icmp ne i32 %cw, 0
+  br i1 %callerasleep, label %wakecaller, label %claim
+wakecaller:
   call void @futex_wake(ptr %donep)
   br label %claim
 out:
@@ -134,7 +143,16 @@ yield:
   %more = icmp slt i32 %i1, SPIN
   br i1 %more, label %spin, label %sleep
 sleep:
+  %slp = call ptr @slot(ptr %pool, i64 12)
+  atomicrmw add ptr %slp, i32 1 seq_cst
+  %gq = load atomic i32, ptr %genp seq_cst, align 8
+  %news = icmp ne i32 %gq, %seen
+  br i1 %news, label %awake, label %dowait
+dowait:
   call void @futex_wait(ptr %genp, i32 %seen)
+  br label %awake
+awake:
+  atomicrmw sub ptr %slp, i32 1 seq_cst
   br label %spin2
 spin2:
   %gz = load atomic i32, ptr %genp acquire, align 8
@@ -178,12 +196,19 @@ go:
   store atomic i64 %word, ptr %claimp release, align 8
   store atomic i64 %nb, ptr %remp release, align 8
   store atomic i32 0, ptr %donep release, align 8
-  store atomic i32 %g1, ptr %genp release, align 8
+  store atomic i32 %g1, ptr %genp seq_cst, align 8
+  %slp = call ptr @slot(ptr %pool, i64 12)
+  %asleep = load atomic i32, ptr %slp seq_cst, align 8
+  %anyasleep = icmp ne i32 %asleep, 0
+  br i1 %anyasleep, label %wakeall, label %share
+wakeall:
   call void @futex_wake(ptr %genp)
+  br label %share
+share:
   call void @run_share(ptr %pool, i64 0, i32 %g1)
   br label %spin
 spin:
-  %i = phi i32 [0, %go], [%i1, %yield]
+  %i = phi i32 [0, %share], [%i1, %yield]
   %r = load atomic i64, ptr %remp acquire, align 8
   %fin = icmp eq i64 %r, 0
   br i1 %fin, label %exit, label %yield
@@ -193,12 +218,17 @@ yield:
   %more = icmp slt i32 %i1, SPIN
   br i1 %more, label %spin, label %sleep
 sleep:
-  %d = load atomic i32, ptr %donep acquire, align 8
+  %cwp = call ptr @slot(ptr %pool, i64 13)
+  store atomic i32 1, ptr %cwp seq_cst, align 8
+  %d = load atomic i32, ptr %donep seq_cst, align 8
   %isdone = icmp ne i32 %d, 0
-  br i1 %isdone, label %exit, label %block
+  br i1 %isdone, label %woken, label %block
 block:
   call void @futex_wait(ptr %donep, i32 0)
   br label %sleep
+woken:
+  store atomic i32 0, ptr %cwp seq_cst, align 8
+  br label %exit
 exit:
   ret void
 }

@@ -138,7 +138,10 @@ def run(prepared, variant):
         return run_auto(prepared, variant)
     if variant.grain == "caller" or workers == 1:
         return prepared.run()
-    pool(workers).run(prepared, grain_for(variant.grain, prepared.nblocks, workers), workers)
+    grain = grain_for(variant.grain, prepared.nblocks, workers)
+    if grain >= prepared.nblocks:   # one task: waking workers could only slow it down
+        return prepared.run()
+    pool(workers).run(prepared, grain, workers)
 
 
 # The seeds' joint_tasks: tiny launches stay on the caller (a dispatch costs
