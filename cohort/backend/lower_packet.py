@@ -312,12 +312,43 @@ class PacketLowering(WholeLowering):
 
     def loop(self, s: For):
         """Per-lane trip counts; the iterations every active lane runs are split
-        from the tail, which runs under a mask (DESIGN §5, full_packet)."""
+        from the tail, which runs under a mask (DESIGN §5, full_packet).
+
+        Two shapes get scalar trip arithmetic (claims annotated on the loop and
+        checked by the interpreter): uniform bounds (one trip count), and the
+        GPU idiom range(t + c, n, step) - an affine start and a uniform stop,
+        where the lanes still running at iteration k are a prefix."""
         b, W = self.b, self.W
         memo = {}
         start_v, stop_v = self.ev(s.start, memo), self.ev(s.stop, memo)
         step = int(s.step.arg)
-        uniform = self.shapes.shape(s.start).uniform and self.shapes.shape(s.stop).uniform
+        sh_start, sh_stop = self.shapes.shape(s.start), self.shapes.shape(s.stop)
+        if sh_start.uniform and sh_stop.uniform:
+            self.annotate(s, "for", "", Access("uniform"), "branch")
+            self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
+            total = self.scalar_trips(b.sext(self.lane0(start_v), I64), b.sext(self.lane0(stop_v), I64), step)
+            self.count_loop(self.i64(0), total, lambda k: self.loop_body(s, start_v, step, k, None))
+            return
+        stride = sh_start.stride
+        if (self.mask is None and sh_stop.uniform and stride is not None and stride > 0 and step > 0
+                and self.variant.full_packet):
+            self.annotate(s, "for", "", Access("strided", stride), "prefix")
+            self.annotate(s.stop, "for-stop", "", Access("uniform"), "prefix")
+            first = b.sext(self.lane0(start_v), I64)
+            stop = b.sext(self.lane0(stop_v), I64)
+            kmax = self.scalar_trips(first, stop, step)
+            kmin = self.scalar_trips(b.add(first, self.i64(stride * (W - 1))), stop, step)
+            self.count_loop(self.i64(0), kmin, lambda k: self.loop_body(s, start_v, step, k, None))
+
+            def prefix(k):
+                # lane l runs iteration k iff first + stride*l + k*step < stop
+                room = b.sub(b.sub(stop, first), b.mul(k, self.i64(step)))
+                lanes = b.sdiv(b.add(room, self.i64(stride - 1)), self.i64(stride))
+                lanes = b.select(b.icmp_signed("<", lanes, self.i64(0)), self.i64(0), lanes)
+                lanes = b.select(b.icmp_signed(">", lanes, self.i64(W)), self.i64(W), lanes)
+                return b.icmp_signed("<", self.iota(), self.splat(b.trunc(lanes, I32T), DType.I32))
+            self.count_loop(kmin, kmax, lambda k: self.loop_body(s, start_v, step, k, prefix(k)))
+            return
         start64 = b.sext(start_v, self.vty(I64))
         stop64 = b.sext(stop_v, self.vty(I64))
         # trips = max(0, ceil((stop - start) / step)), exact in 64 bits
@@ -325,12 +356,9 @@ class PacketLowering(WholeLowering):
         a = abs(step)
         trips = b.sdiv(b.add(span, self.vconst64(a - 1)), self.vconst64(a))
         trips = b.select(b.icmp_signed(">", trips, self.vconst64(0)), trips, self.vconst64(0))
-        if uniform:
-            total = b.extract_element(trips, self.i32(0))
-            self.count_loop(self.i64(0), total, lambda k: self.loop_body(s, start_v, step, k, None))
-            return
         live = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(0))
         kmax = self.intrinsic(f"llvm.vector.reduce.smax.v{W}i64", I64, [live])
+        running = lambda k: b.icmp_signed("<", self.splat64(k), trips)
         if self.variant.full_packet and not self.tail_path:
             # (the launch's one partial packet runs its loops masked throughout: less code)
             # lanes beyond the launch never run: they must not shorten the full part
@@ -341,7 +369,15 @@ class PacketLowering(WholeLowering):
             first = kmin
         else:
             first = self.i64(0)
-        self.count_loop(first, kmax, lambda k: self.loop_body(s, start_v, step, k, trips))
+        self.count_loop(first, kmax, lambda k: self.loop_body(s, start_v, step, k, running(k)))
+
+    def scalar_trips(self, start, stop, step: int):
+        """max(0, ceil((stop - start) / step)) in 64 bits: no wrap near INT_MAX."""
+        b = self.b
+        span = b.sub(stop, start) if step > 0 else b.sub(start, stop)
+        a = abs(step)
+        t = b.sdiv(b.add(span, self.i64(a - 1)), self.i64(a))
+        return b.select(b.icmp_signed(">", t, self.i64(0)), t, self.i64(0))
 
     def vconst64(self, v):
         return ir.Constant(self.vty(I64), [v] * self.W)
@@ -363,14 +399,13 @@ class PacketLowering(WholeLowering):
         b.branch(head)
         b.position_at_end(done)
 
-    def loop_body(self, s: For, start_v, step: int, k, trips):
+    def loop_body(self, s: For, start_v, step: int, k, running):
         b = self.b
         k32 = b.trunc(k, I32T)
         j = b.add(start_v, b.mul(self.splat(k32, DType.I32), self.cx.const(DType.I32, step)))
         b.store(j, self.slots[s.var])
         saved = self.mask, self.cmask
-        if trips is not None:
-            running = b.icmp_signed("<", self.splat64(k), trips)
+        if running is not None:
             self.mask = self.and_mask(saved[0], running)
             self.cmask = self.and_mask(saved[1], running)
         self.stmts(s.body)

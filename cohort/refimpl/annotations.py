@@ -51,6 +51,8 @@ class AnnotationChecker:
                 self._fail(interp, key, kind, name, "unmasked", int(np.flatnonzero(partial)[0]), mask, None)
         if kind == "if":
             stride = 0 if access is not None else None
+        elif kind in ("for", "for-stop"):
+            stride = 0 if access.kind == "uniform" else access.stride
         else:
             stride = claimed_stride(kind, access)
         if stride is None:
@@ -71,7 +73,8 @@ class AnnotationChecker:
         t0 = packet * W
         detail = "" if values is None else f"; active lanes {lanes.tolist()} have values {values[packet][lanes].tolist()}"
         what = {"load": f"load of {name}", "store": f"store to {name}", "pload": f"load of private {name}",
-                "pstore": f"store to private {name}", "if": "if condition"}[kind]
+                "pstore": f"store to private {name}", "if": "if condition", "for": "loop start",
+                "for-stop": "loop stop"}[kind]
         where = f" [{self.label}]" if self.label else ""
         interp.fail(f"annotation violated{where}: {what} is lowered as {claim}, but packet {packet} "
                     f"(threads {t0}..{t0 + W - 1}) does not satisfy it{detail}", t0 + int(lanes[0]))

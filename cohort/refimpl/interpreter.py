@@ -282,6 +282,9 @@ class Interpreter:
         start = self.full(self.ev(s.start, mask, memo), DType.I32).astype(np.int64)
         stop = self.full(self.ev(s.stop, mask, memo), DType.I32).astype(np.int64)
         step = int(s.step.arg)
+        if self.checker is not None:
+            self.checker.check(s, start, mask, self)
+            self.checker.check(s.stop, stop, mask, self)
         i = start
         while True:
             active = mask & ((i < stop) if step > 0 else (i > stop))
