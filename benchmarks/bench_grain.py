@@ -45,6 +45,13 @@ def main():
                 call_args = {**bufs, **launch.scalars}
                 run = (lambda ck=ck, a=call_args: ck.launch(launch.n, a))
                 run()
+                if pol == "auto":   # time the steady state, after auto's trial launches
+                    from cohort.backend import runtime
+                    for _ in range(1000):
+                        p = next(reversed(ck._recent.values()))
+                        if runtime.choose(p, args.workers).chosen is not None:
+                            break
+                        run()
                 iters, _ = e2e_samples(run, 1)
                 cols[pol] = (lambda k, run=run, iters=iters: e2e_samples_fixed(run, iters, k))
                 checks[pol] = (lambda b=bufs: check(b[op.output].reshape(ref.shape), ref, name, shape))

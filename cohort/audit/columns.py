@@ -73,6 +73,11 @@ class VariantColumn:
             self._sample = lambda k: timer.time_entry(self.ck.entry, self.prepared.address, self.iters, k)
         else:
             call = lambda: self.ck.launch(self.n, self.args)
+            if variant.grain == "auto":   # time the steady state, after auto's trial launches
+                from ..backend import runtime
+                call()
+                self.auto_choice = runtime.settle(self.ck._recent[next(reversed(self.ck._recent))],
+                                                  variant.workers)
             self.iters = calibrate_e2e(call)
             self._sample = lambda k: e2e_loop(call, self.iters, k)
         self.verdict = "bitwise vs interpreter, guard bands intact"

@@ -136,11 +136,15 @@ class CompiledKernel:
 
     def run_prepared(self, p: "PreparedLaunch"):
         v = self.variant
-        if v.grain == "caller" or v.workers == 1 and v.grain != "auto":
+        if v.grain == "caller" or (v.workers == 1 and v.grain != "auto"):
             p.run()
-        else:
-            from . import runtime
-            runtime.run(p, v)
+            return
+        auto = p.__dict__.get("_auto")
+        if auto is not None and auto.chosen is not None and auto.chosen[3] is None:
+            p.run(fn=auto.chosen[2])   # auto chose the caller: no detour through the runtime
+            return
+        from . import runtime
+        runtime.run(p, v)
 
 
 def _identity_key(n, args: dict):
@@ -195,10 +199,10 @@ class PreparedLaunch:
                 return False
         return True
 
-    def run(self, begin: int = 0, end: Optional[int] = None):
+    def run(self, begin: int = 0, end: Optional[int] = None, fn=None):
         self.args[SLOT_BEGIN] = begin
         self.args[SLOT_END] = self.nblocks if end is None else end
-        self._fn(self.address)
+        (fn or self._fn)(self.address)
         self.raise_error()
 
     def raise_error(self):

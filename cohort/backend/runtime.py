@@ -11,7 +11,8 @@ Grain policies:
   N >= 1  N blocks per task
   0       the runtime's pick for the given lanes: about four tasks per worker
   legacy  an even split: one task of ceil(blocks / workers) blocks per worker
-  auto    lanes and grain together (the seeds' joint_tasks), see `choose`
+  auto    lanes and grain together (the seeds' joint_tasks), measured on the
+          first launches, see `AutoChoice`
 """
 from __future__ import annotations
 
@@ -66,8 +67,9 @@ class WorkerPool:
         if rc != 0:
             raise OSError(rc, f"pthread_create failed starting {threads} workers")
 
-    def run(self, prepared, grain: int, participants: int):
-        """Run every block of `prepared` in tasks of `grain` blocks over `participants` threads."""
+    def run(self, prepared, grain: int, participants: int, entry: int = None):
+        """Run every block of `prepared` in tasks of `grain` blocks over `participants` threads
+        (with `entry`, another compiled entry of the same kernel and ABI)."""
         if prepared.args.size > pool_ir.MAX_ARGS:
             raise ValueError(f"kernel has too many parameters for the pool ({prepared.args.size} slots)")
         participants = max(1, min(participants, self.threads + 1))
@@ -81,7 +83,7 @@ class WorkerPool:
             base = self.scratch.ctypes.data
             base += (-base) % 64
             r = self.record
-            r[2] = prepared.ck.entry
+            r[2] = entry or prepared.ck.entry
             r[3] = prepared.nblocks
             r[4] = max(1, int(grain))
             r[8] = participants
@@ -144,29 +146,84 @@ def run(prepared, variant):
     pool(workers).run(prepared, grain, workers)
 
 
-# The seeds' joint_tasks: tiny launches stay on the caller (a dispatch costs
-# more than it saves), larger ones are cut into ~4 tasks per worker. The
-# choice is made once per (code, n, workers) from a measured caller run.
-CALLER_BELOW_NS = 20_000
+# The seeds' joint_tasks: lanes and grain chosen together, by measurement.
+# The first launches of a (code, n, workers) try each candidate - this
+# variant's lanes or whole (lanes=1), on the caller or on the pool with the
+# runtime's grain or the legacy split - TRIALS times each in rotation (every
+# trial is a real launch: outputs do not depend on the choice), then the
+# fastest median is kept.
+TRIALS = 5
 _auto: dict = {}
+_auto_lock = threading.Lock()
 
 
-def choose(prepared, workers: int):
-    key = (prepared.ck.entry, prepared.n, workers)
-    hit = _auto.get(key)
-    if hit is None:
+class AutoChoice:
+    def __init__(self, prepared, workers: int):
+        from .compiler import compile_kernel
+        self.workers = workers
+        code = prepared.ck.code
+        entries = [("lanes=%d" % code.variant.lanes, code.entry, code.entry_fn)]
+        if code.variant.lanes != 1:
+            whole = compile_kernel(code.kernel, None, "whole").code
+            if whole.scratch_bytes == code.scratch_bytes:
+                entries.append(("lanes=1", whole.entry, whole.entry_fn))
+        nb = prepared.nblocks
+        self.candidates = []
+        for label, entry, fn in entries:
+            self.candidates.append((f"{label},caller", entry, fn, None))
+            if workers > 1 and nb > 1:
+                for g in sorted({grain_for(0, nb, workers), grain_for("legacy", nb, workers)}):
+                    if g < nb:
+                        self.candidates.append((f"{label},grain={g}", entry, fn, g))
+        self.trials = {c[0]: [] for c in self.candidates}
+        self.turn = 0
+        self.chosen = None if len(self.candidates) > 1 else self.candidates[0]
+
+    def run(self, prepared):
+        if self.chosen is not None:
+            return self._run(self.chosen, prepared)
+        c = self.candidates[self.turn % len(self.candidates)]
+        self.turn += 1
         t0 = time.perf_counter_ns()
-        prepared.run()
-        t = time.perf_counter_ns() - t0
-        hit = ("caller", 0) if t < CALLER_BELOW_NS or workers == 1 or prepared.nblocks < 2 else \
-              ("pool", grain_for(0, prepared.nblocks, workers))
-        _auto[key] = hit
+        self._run(c, prepared)
+        self.trials[c[0]].append(time.perf_counter_ns() - t0)
+        if all(len(v) >= TRIALS for v in self.trials.values()):
+            best = min(self.candidates, key=lambda c: sorted(self.trials[c[0]])[TRIALS // 2])
+            self.chosen = best
+
+    def _run(self, c, prepared):
+        label, entry, fn, grain = c
+        if grain is None:
+            return prepared.run(fn=fn)
+        pool(self.workers).run(prepared, grain, self.workers, entry=entry)
+
+    @property
+    def label(self) -> str:
+        return self.chosen[0] if self.chosen else "measuring"
+
+
+def choose(prepared, workers: int) -> AutoChoice:
+    hit = prepared.__dict__.get("_auto")
+    if hit is not None and hit.workers == workers:
+        return hit
+    key = (prepared.ck.entry, prepared.n, workers)
+    with _auto_lock:
+        hit = _auto.get(key)
+        if hit is None:
+            hit = _auto[key] = AutoChoice(prepared, workers)
+    prepared._auto = hit
     return hit
 
 
+def settle(prepared, workers: int, limit: int = 1000) -> str:
+    """Launch until `auto` has made its choice (benchmarks time the steady state)."""
+    choice = choose(prepared, workers)
+    for _ in range(limit):
+        if choice.chosen is not None:
+            break
+        choice.run(prepared)
+    return choice.label
+
+
 def run_auto(prepared, variant):
-    workers = variant.workers
-    where, grain = choose(prepared, workers)
-    if where == "caller":
-        return prepared.run()
-    pool(workers).run(prepared, grain, workers)
+    choose(prepared, variant.workers).run(prepared)
