@@ -8,7 +8,7 @@ rounds won). Outputs are checked bit for bit before and after timing.
 """
 import argparse
 
-from cohort.audit.measure import run_rounds
+from cohort.audit.measure import e2e_loop, run_rounds
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.runtime import default_workers
 from cohort.refimpl import ops
@@ -53,7 +53,7 @@ def main():
                             break
                         run()
                 iters, _ = e2e_samples(run, 1)
-                cols[pol] = (lambda k, run=run, iters=iters: e2e_samples_fixed(run, iters, k))
+                cols[pol] = (lambda k, run=run, iters=iters: e2e_loop(run, iters, k))
                 checks[pol] = (lambda b=bufs: check(b[op.output].reshape(ref.shape), ref, name, shape))
                 checks[pol]()
             m = run_rounds(cols, args.rounds, args.samples, "runtime_e2e", between=lambda c, r: checks[c]())
@@ -63,17 +63,6 @@ def main():
             row = " ".join(f"{times[p]:9.2f}" for p in POLICIES)
             print(f"{op.name:15s} {ops.fmt_shape(shape):20s} {row} {pr['ratio']:9.3f} {best:>6s} "
                   f"{pr['min']:6.3f}-{pr['max']:<6.3f} {pr['won']:>2d}/{pr['rounds']:<2d}", flush=True)
-
-
-def e2e_samples_fixed(run, iters, k):
-    import time
-    out = []
-    for _ in range(k):
-        t0 = time.perf_counter_ns()
-        for _ in range(iters):
-            run()
-        out.append((time.perf_counter_ns() - t0) / iters)
-    return out
 
 
 def check(y, ref, name, shape):

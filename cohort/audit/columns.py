@@ -5,7 +5,6 @@ bands) against the reference. A column that cannot run says why; it is then
 """
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -13,30 +12,13 @@ import numpy as np
 from ..refimpl import ops
 from ..verify.checksum import bitwise_equal, checksum
 from ..verify.guard import GuardedSet
+from .measure import calibrate_e2e, e2e_loop
 
 POISON = np.float32(-1234.5)   # outputs are reset to this before each round: a skipped write shows
 
 
 class Unavailable(Exception):
     """The column cannot run here (reason in the message)."""
-
-
-def e2e_loop(call, iters: int, k: int) -> list:
-    out = []
-    for _ in range(k):
-        t0 = time.perf_counter_ns()
-        for _ in range(iters):
-            call()
-        out.append((time.perf_counter_ns() - t0) / iters)
-    return out
-
-
-def calibrate_e2e(call, target_ns: float = 2e5) -> int:
-    call()
-    t0 = time.perf_counter_ns()
-    call()
-    once = max(time.perf_counter_ns() - t0, 1)
-    return int(max(1, min(1 << 16, target_ns // once)))
 
 
 class VariantColumn:

@@ -12,6 +12,7 @@ min-max range and the number of rounds the candidate won.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -76,3 +77,25 @@ def run_rounds(columns: dict, rounds: int, samples: int, boundary: str,
             if progress is not None:
                 progress()
     return m
+
+
+# ---------------------------------------------------------------- the runtime E2E boundary
+
+def e2e_loop(call, iters: int, k: int) -> list:
+    """k samples, each the mean ns of `iters` back-to-back calls of `call` (timed from Python)."""
+    out = []
+    for _ in range(k):
+        t0 = time.perf_counter_ns()
+        for _ in range(iters):
+            call()
+        out.append((time.perf_counter_ns() - t0) / iters)
+    return out
+
+
+def calibrate_e2e(call, target_ns: float = 2e5) -> int:
+    """Calls per sample so that one sample lasts about `target_ns`."""
+    call()
+    t0 = time.perf_counter_ns()
+    call()
+    once = max(time.perf_counter_ns() - t0, 1)
+    return int(max(1, min(1 << 16, target_ns // once)))

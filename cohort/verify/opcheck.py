@@ -20,21 +20,12 @@ from .checksum import bitwise_equal, checksum, first_difference, row_ulps
 from .guard import GuardedSet
 
 
-def e2e_samples(launch, samples: int, target_ns: float = 2e5):
+def e2e_samples(launch, samples: int):
     """Runtime E2E boundary: a launch from the Python API (arguments checked, the
     pool dispatched, completion awaited), outputs preallocated. -> (iters, ns per launch)."""
-    launch()
-    t0 = time.perf_counter_ns()
-    launch()
-    once = max(time.perf_counter_ns() - t0, 1)
-    iters = int(max(1, min(1 << 16, target_ns // once)))
-    ns = []
-    for _ in range(samples):
-        t0 = time.perf_counter_ns()
-        for _ in range(iters):
-            launch()
-        ns.append((time.perf_counter_ns() - t0) / iters)
-    return iters, np.array(ns)
+    from ..audit.measure import calibrate_e2e, e2e_loop
+    iters = calibrate_e2e(launch)
+    return iters, np.array(e2e_loop(launch, iters, samples))
 
 
 def reference(op, shape, seed: int):
