@@ -155,12 +155,11 @@ class PacketLowering(WholeLowering):
         self.mask, self.cmask = mask, None
         used = names_in(stmts, coll)
         for n in sorted(used & self.cross):
-            b.store(self.load_lane(self.arrays[n], self.t0, self.types[n]), self.slots[n])
+            b.store(self.load_cross(n), self.slots[n])
         self.stmts(stmts)
         assigned = {s.name for s in _walk_assigns(stmts)}
         for n in sorted(assigned & self.cross):
-            self.store_lane(b.load(self.slots[n], typ=self.cx.ty(self.types[n])), self.arrays[n], self.t0,
-                            self.types[n])
+            self.store_cross(n, b.load(self.slots[n], typ=self.cx.ty(self.types[n])))
         if coll is not None:
             self.cur = coll
             dt = coll.value.dtype
@@ -169,6 +168,26 @@ class PacketLowering(WholeLowering):
                 ident = self.cx.const(dt, REDUCE_IDENTITY[(coll.op.value, dt)].item())
                 v = b.select(mask, v, ident)
             self.store_lane(v, self.scratch[id(coll)], self.t0, dt)
+
+    # A value living across a collective is kept per thread; when its shape is
+    # uniform or affine only lane 0 is stored, and the vector rebuilt from it.
+    def load_cross(self, n: str):
+        b, dt = self.b, self.types[n]
+        shape = self.shapes.vars.get(n)
+        if shape is None or shape.stride is None or dt is DType.BOOL:
+            return self.load_lane(self.arrays[n], self.t0, dt)
+        v0 = b.load(self.elem(self.arrays[n], self.t0, dt), typ=self.sx.ty(dt), align=4)
+        v = self.splat(v0, dt)
+        if shape.stride:
+            v = b.add(v, ir.Constant(self.cx.ty(dt), [shape.stride * l for l in range(self.W)]))
+        return v
+
+    def store_cross(self, n: str, v):
+        dt = self.types[n]
+        shape = self.shapes.vars.get(n)
+        if shape is None or shape.stride is None or dt is DType.BOOL:
+            return self.store_lane(v, self.arrays[n], self.t0, dt)
+        self.b.store(self.lane0(v), self.elem(self.arrays[n], self.t0, dt), align=4)
 
     def collective(self, c, npk):
         """Packets that ran are in the scratch array; the others contribute the
