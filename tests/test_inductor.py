@@ -5,7 +5,6 @@ Inductor compiles cost 1-2 s each (the first in a process ~5 s or more with a
 cold cache): the default run compiles a handful of small graphs; the full
 operator set and AOTInductor (10-25 s per model) are @pytest.mark.slow.
 """
-import importlib.util
 import os
 import subprocess
 import sys
@@ -17,7 +16,11 @@ import pytest
 from cohort.audit import inductor as ind
 from cohort.refimpl import ops
 
-HAVE_TORCH = importlib.util.find_spec("torch") is not None
+try:
+    import torch  # noqa: F401
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
 needs_torch = pytest.mark.skipif(not HAVE_TORCH, reason="torch is not installed (the [torch] extra)")
 
 SMALL = {"rmsnorm": (9, 37), "layernorm": (9, 37), "masked_softmax": (9, 37), "swiglu": (5, 37),
@@ -157,6 +160,22 @@ def test_rope_native_path():
 
 
 @needs_torch
+def test_harness_protocol_poison_then_timed_run():
+    """audit/columns.py: reset_output(poison), timed runs, native_output() read back."""
+    from cohort.backend import timer
+    op = ops.get("gelu_residual")
+    col = ind.column("gelu_residual", SMALL["gelu_residual"], seed=4)
+    entry = col.native()
+    oracle = op.oracle(col.inputs)
+    col.reset_output(-7.0)
+    assert np.all(col.native_output() == -7.0)
+    timer.time_entry(entry.fn_address, entry.arg_address, 5, 2)
+    assert ops.oracle_error(col.native_output(), oracle)[1] <= ind.REL_TOL_FACTOR * op.rel_tol
+    assert ops.oracle_error(col.e2e_output(), oracle)[1] <= ind.REL_TOL_FACTOR * op.rel_tol
+    assert col.guards_intact()
+
+
+@needs_torch
 def test_e2e_callable_and_bad_boundary():
     col = ind.column("swiglu", SMALL["swiglu"], seed=2)
     y = col.e2e()()
@@ -214,6 +233,41 @@ def test_attention_aoti_whole_graph():
         ns = timer.time_entry(entry.fn_address, entry.arg_address, 50, 3)
         assert np.all(ns > 0) and entry.errors() == 0
         assert col.check("native")["ok"]
+        col.reset_output(-7.0)
+        assert np.all(col.native_output() == -7.0)
+        entry.run()
+        assert col.check("native")["ok"] and entry.errors() == 0
         assert col.aoti_compile_seconds > 0
     finally:
         col.close()
+
+
+def test_trampoline_calls_a_sequence_with_mixed_argument_types():
+    """The trampoline IR (no torch needed): two kernels, pointer and integer
+    arguments, called in order from one `void tramp(int64_t *args)`."""
+    import ctypes
+
+    from cohort.backend import jit, timer
+    kernels = jit.compile_module("""
+define void @k_add1(ptr %a, ptr %b) {
+  %x = load float, ptr %a, align 4
+  %y = fadd float %x, 1.0
+  store float %y, ptr %b, align 4
+  ret void
+}
+define void @k_scale(ptr %b, i64 %n, ptr %c) {
+  %x = load float, ptr %b, align 4
+  %f = sitofp i64 %n to float
+  %y = fmul float %x, %f
+  store float %y, ptr %c, align 4
+  ret void
+}
+""", ["k_add1", "k_scale"])
+    ir = ind._trampoline_ir("cohort_test_tramp", [(kernels.addresses["k_add1"], ["ptr", "ptr"]),
+                                                 (kernels.addresses["k_scale"], ["ptr", "i64", "ptr"])])
+    tramp = jit.compile_module(ir, ["cohort_test_tramp"])
+    a, b, c = (np.array([v], np.float32) for v in (2.0, 0.0, 0.0))
+    args = np.array([a.ctypes.data, b.ctypes.data, b.ctypes.data, 5, c.ctypes.data], np.int64)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(tramp.addresses["cohort_test_tramp"])(args.ctypes.data)
+    assert b[0] == 3.0 and c[0] == 15.0
+    assert np.all(timer.time_entry(tramp.addresses["cohort_test_tramp"], args.ctypes.data, 10, 2) > 0)
