@@ -72,7 +72,8 @@ def _native():
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
         (Group("native", ALL_SEED_CASES, (WHOLE, PACKET, INDUCTOR),
                (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole"))),),
-        notes="Single thread. Inductor: its generated C++ kernels called from the same native timer.")
+        notes="Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
+              "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.")
 
 
 def _private():
