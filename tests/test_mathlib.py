@@ -1,0 +1,284 @@
+"""The math library: documented error bounds, special values, template structure.
+
+Errors are measured in float32 ulps against a float64 reference: the ulp is the
+float32 spacing at the float32 rounding of the reference (the smallest
+subnormal for a reference of 0). Each function is run through the reference
+interpreter on a dense deterministic sample of its stated range.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from cohort.refimpl import mathlib
+from cohort.refimpl.interpreter import evaluate
+from cohort.refimpl.ir import Op, walk_expr
+
+F32_MAX = float(np.finfo(np.float32).max)
+TINY = float(np.finfo(np.float32).smallest_subnormal)
+NAMES = sorted(mathlib.FUNCTIONS)
+
+
+def run(name: str, x) -> np.ndarray:
+    return evaluate(mathlib.template(name), x=np.asarray(x, np.float32))
+
+
+def _sigmoid64(x):
+    e = np.exp(-np.abs(x))              # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_erf64 = np.frompyfunc(math.erf, 1, 1)
+REFERENCE = {
+    "exp": np.exp, "log": np.log, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "erf": lambda x: _erf64(x).astype(np.float64),
+    "sigmoid": _sigmoid64,
+}
+
+
+def ulp_error(y: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """|y - ref| in ulps of float32(ref); 0 where y is exactly float32(ref) (infinities
+    included) or both are NaN, inf where only one of them is NaN."""
+    with np.errstate(all="ignore"):
+        r32 = ref.astype(np.float32)
+        mag = np.minimum(np.abs(r32.astype(np.float64)), F32_MAX)     # a rounded-to-inf ref: ulp of max
+        _, e = np.frexp(np.maximum(mag, 2.0 ** -126))                # subnormals: ulp of the smallest normal
+        ulp = np.ldexp(1.0, e - 24)
+        err = np.abs(y.astype(np.float64) - ref) / ulp
+        exact = (y == r32) | (np.isnan(y) & np.isnan(ref))
+        return np.where(exact, 0.0, np.where(np.isnan(err), np.inf, err))
+
+
+def measure(name: str, x) -> np.ndarray:
+    x = np.asarray(x, np.float32)
+    with np.errstate(all="ignore"):
+        return ulp_error(run(name, x), REFERENCE[name](x.astype(np.float64)))
+
+
+# ---------------------------------------------------------------- samples
+
+# Where each function changes regime: dense uniform sampling here, in value.
+CORE = {"exp": (-104.0, 89.0), "log": (0.25, 4.0), "erf": (-4.5, 4.5), "tanh": (-10.0, 10.0),
+        "sigmoid": (-110.0, 20.0), "sin": (-20.0, 20.0), "cos": (-20.0, 20.0)}
+# Internal boundaries, sampled with their neighbouring floats.
+EDGES = {
+    "exp": [-104.0, -103.97, -87.34, -0.3466, 0.3466, 88.72283, 88.75, 89.0],
+    "log": [2.0 ** -126, 0.70710677, 1.0, 1.41421356, 2.0],
+    "erf": [1.25, 2.3, 3.9, 3.96],
+    "tanh": [0.75, 9.0, 10.0],
+    "sigmoid": [-104.0, -87.3, 0.0, 17.0],
+    "sin": [0.78539816, 2.0 ** -12, 252.92255, 12000.0],
+    "cos": [0.78539816, 1.5707964, 252.92255, 12000.0],
+}
+N = 150_000
+
+
+def sample(name: str) -> np.ndarray:
+    f = mathlib.FUNCTIONS[name]
+    lo, hi = max(f.lo, -F32_MAX), min(f.hi, F32_MAX)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    # uniform in bit pattern (every binade equally, subnormals included), both signs
+    b = rng.integers(0, 0x7F800000, 4 * N, dtype=np.uint32).view(np.float32)
+    b = np.where(rng.random(4 * N) < 0.5, -b, b)
+    b = b[(b >= lo) & (b <= hi)][:N]
+    # uniform in value: on the core range and on the stated one
+    u1 = rng.uniform(max(lo, CORE[name][0]), min(hi, CORE[name][1]), N)
+    u2 = rng.uniform(lo, hi, N // 4) if hi - lo < 1e6 else np.empty(0)
+    # the multiples of pi/2 (zeros of sin and cos) up to the range, rounded to float32
+    if name in ("sin", "cos"):
+        u2 = np.concatenate([u2, np.arange(1, int(hi / (np.pi / 2))) * (np.pi / 2)])
+    edges = np.array(EDGES[name] + [lo, hi, 1.0, 2.0 ** -20], np.float32)
+    edges = np.concatenate([edges, -edges])
+    near = edges[:, None].view(np.int32) + np.arange(-64, 65, dtype=np.int32)
+    x = np.concatenate([b, u1.astype(np.float32), u2.astype(np.float32), near.ravel().view(np.float32)])
+    return x[np.isfinite(x) & (x >= lo) & (x <= hi)]
+
+
+@pytest.fixture(scope="module")
+def errors():
+    return {name: float(measure(name, sample(name)).max()) for name in NAMES}
+
+
+# ---------------------------------------------------------------- accuracy
+
+@pytest.mark.parametrize("name", NAMES)
+def test_error_within_documented_bound(name, errors):
+    f = mathlib.FUNCTIONS[name]
+    assert errors[name] <= f.max_ulp, f"{name}: {errors[name]:.3f} ulp > documented {f.max_ulp}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_bound_is_tight(name, errors):
+    """The bound is not absurdly loose, and the recorded measurement is consistent."""
+    f = mathlib.FUNCTIONS[name]
+    assert f.max_ulp <= 2.0
+    assert f.measured <= f.max_ulp
+    assert errors[name] <= f.measured + 1e-9, f"{name}: {errors[name]:.3f} > recorded {f.measured}"
+    assert f.max_ulp <= errors[name] + 1.0
+
+
+def test_ulp_error_measure():
+    ref = np.array([1.0, 1.0 + 2.0 ** -23, 0.0, TINY, np.inf, np.nan, 3.5e38, 2.0 ** -24])
+    y = np.array([1.0, 1.0, TINY, 0.0, np.inf, np.nan, np.inf, 2.0 ** -24 * (1 + 2.0 ** -23)], np.float32)
+    assert np.allclose(ulp_error(y, ref), [0, 1, 1, 1, 0, 0, 0, 1])
+    assert ulp_error(np.float32([np.nan, 1.0]), np.array([1.0, np.nan])).tolist() == [np.inf, np.inf]
+
+
+# ---------------------------------------------------------------- special values
+
+def same(y, want) -> bool:
+    """Bitwise equality except that any NaN matches any NaN."""
+    y, want = np.asarray(y, np.float32), np.asarray(want, np.float32)
+    return bool(np.all((y.view(np.int32) == want.view(np.int32)) | (np.isnan(y) & np.isnan(want))))
+
+
+INF, NAN = np.inf, np.nan
+SPECIAL = {
+    "exp": [(NAN, NAN), (INF, INF), (-INF, 0.0), (0.0, 1.0), (-0.0, 1.0), (89.0, INF), (1e30, INF),
+            (F32_MAX, INF), (-110.0, 0.0), (-1e30, 0.0), (-F32_MAX, 0.0), (88.72283935546875, INF)],
+    "log": [(NAN, NAN), (0.0, -INF), (-0.0, -INF), (-1.0, NAN), (-TINY, NAN), (-INF, NAN), (INF, INF),
+            (1.0, 0.0)],
+    "erf": [(NAN, NAN), (INF, 1.0), (-INF, -1.0), (0.0, 0.0), (-0.0, -0.0), (4.0, 1.0), (-1e30, -1.0),
+            (TINY, TINY), (-TINY, -TINY)],
+    "tanh": [(NAN, NAN), (INF, 1.0), (-INF, -1.0), (0.0, 0.0), (-0.0, -0.0), (10.0, 1.0), (-1e30, -1.0),
+             (TINY, TINY), (-TINY, -TINY)],
+    "sigmoid": [(NAN, NAN), (-INF, 0.0), (INF, 1.0), (0.0, 0.5), (-0.0, 0.5), (-1e30, 0.0), (1e30, 1.0),
+                (-F32_MAX, 0.0), (F32_MAX, 1.0), (20.0, 1.0)],
+    "sin": [(NAN, NAN), (INF, NAN), (-INF, NAN), (0.0, 0.0), (-0.0, -0.0), (TINY, TINY), (-TINY, -TINY),
+            (1e-30, 1e-30)],
+    "cos": [(NAN, NAN), (INF, NAN), (-INF, NAN), (0.0, 1.0), (-0.0, 1.0), (TINY, 1.0), (1e-5, 1.0)],
+}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_special_values(name):
+    xs, want = zip(*SPECIAL[name])
+    y = run(name, np.array(xs, np.float32))
+    for x, got, w in zip(xs, y, want):
+        assert same(got, w), f"{name}({x!r}) = {got!r}, want {w!r}"
+
+
+def test_negative_nan_input():
+    x = np.array([0x7FC00000, 0xFFC00000, 0x7F800001, 0xFF812345], np.uint32).view(np.float32)
+    for name in NAMES:
+        assert np.all(np.isnan(run(name, x))), name
+
+
+@pytest.mark.parametrize("name", ["erf", "tanh", "sin"])
+def test_odd_functions(name):
+    """Exactly odd (sign-symmetric) everywhere, subnormals and -0 included."""
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 0x7F800000, 50_000, dtype=np.uint32).view(np.float32)
+    x = x[np.abs(x) <= mathlib.FUNCTIONS[name].hi]
+    assert same(run(name, -x), -run(name, x))
+
+
+def test_cos_even_and_sigmoid_symmetric():
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-12000, 12000, 50_000).astype(np.float32)
+    assert same(run("cos", -x), run("cos", x))
+    x = rng.uniform(-30, 30, 50_000).astype(np.float32)
+    s = run("sigmoid", x).astype(np.float64) + run("sigmoid", -x)
+    assert np.all(np.abs(s - 1) <= 2.0 ** -22)
+
+
+def test_subnormal_inputs():
+    x = (np.arange(1, 2000, 7, dtype=np.int32) * 4099).view(np.float32)     # subnormals
+    assert np.all(x < 2.0 ** -126)
+    for name in ("erf", "tanh", "sin"):
+        y = run(name, np.concatenate([x, -x]))
+        ref = REFERENCE[name](np.concatenate([x, -x]).astype(np.float64))
+        assert ulp_error(y, ref).max() <= mathlib.FUNCTIONS[name].max_ulp, name
+        assert np.all(np.signbit(y) == np.signbit(np.concatenate([x, -x])))
+    assert measure("log", x).max() <= mathlib.FUNCTIONS["log"].max_ulp
+    assert same(run("exp", x), 1.0) and same(run("cos", x), 1.0)
+
+
+def test_exp_subnormal_outputs():
+    x = np.linspace(-103.97, -87.34, 20_001, dtype=np.float32)
+    y = run("exp", x)
+    assert np.all((y > 0) & (y < 2.0 ** -126))
+    assert measure("exp", x).max() <= mathlib.FUNCTIONS["exp"].max_ulp
+
+
+def test_trig_outside_stated_range():
+    """Deterministic, finite for finite x, within [-1, 1], whatever |x|."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(0x46000000, 0x7F800000, 100_000, dtype=np.uint32).view(np.float32)  # |x| >= 8192
+    x = np.concatenate([x, -x])
+    for name in ("sin", "cos"):
+        y = run(name, x)
+        assert np.all(np.isfinite(y) & (np.abs(y) <= 1.0)), name
+        assert same(y, run(name, x)), name
+
+
+# ---------------------------------------------------------------- structure
+
+ALLOWED = {Op.CONST, Op.ARG, Op.NEG, Op.ABS, Op.SQRT, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MIN, Op.MAX,
+           Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR, Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE,
+           Op.SELECT, Op.CAST, Op.BITCAST}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_template_structure(name):
+    """Only ALU ops, selects and conversions on f32/i32/bool: no MATH, memory, variables
+    or parameters; the only input is the placeholder ARG 0; no integer division and only
+    constant shift amounts (they could fail); the recorded op count is current."""
+    nodes = list(walk_expr(mathlib.template(name)))
+    ops = {n.op for n in nodes}
+    assert ops <= ALLOWED, ops - ALLOWED
+    assert {n.arg for n in nodes if n.op is Op.ARG} == {0}
+    for n in nodes:
+        assert n.dtype.value in ("f32", "i32", "bool"), n
+        if n.op in (Op.DIV, Op.MOD):
+            assert n.dtype.value == "f32", n
+        if n.op in (Op.SHL, Op.SHR):   # constant shift amounts only: never out of range
+            assert n.src[1].op is Op.CONST and 0 <= n.src[1].arg < 32, n
+    assert mathlib.FUNCTIONS[name].ops == sum(n.op not in (Op.CONST, Op.ARG) for n in nodes)
+
+
+# ---------------------------------------------------------------- slow: provenance, exhaustive
+
+@pytest.mark.slow
+def test_fit_regenerates_the_coefficients():
+    from cohort.refimpl import mathlib_fit
+    tables = {"exp": mathlib._EXP_P, "log": mathlib._LOG_R, "erf_small": mathlib._ERF_SMALL,
+              "erf_mid": mathlib._ERF_MID, "erf_big": mathlib._ERF_BIG, "tanh": mathlib._TANH_P,
+              "sin": mathlib._SIN_S, "cos": mathlib._COS_C}
+    assert set(tables) == set(mathlib_fit.FITS)
+    for fit, table in tables.items():
+        coeffs, _ = mathlib_fit.coefficients(fit)
+        assert np.float32(coeffs).tolist() == np.float32(table).tolist(), fit
+
+
+# Every float32 in these intervals (all of each stated range where the function
+# is not constant or x itself; sin, tanh, erf are exactly odd and cos even).
+EXHAUSTIVE = {
+    "exp": [(-104.0, -1e-12), (1e-12, 88.72283172607421875)],
+    "log": [(TINY, F32_MAX)],
+    "erf": [(1e-30, 3.97)],
+    "tanh": [(1e-30, 9.1)],
+    "sigmoid": [(-104.0, -1e-30), (1e-30, 17.0)],
+    "sin": [(2.0 ** -12, 12000.0)],
+    "cos": [(1e-6, 12000.0)],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_exhaustive(name):
+    """Reproduces `measured` (minutes per function)."""
+    worst = 0.0
+    for a, b in EXHAUSTIVE[name]:
+        lo, hi = sorted(np.abs(np.float32([a, b])).view(np.int32).tolist())
+        for start in range(lo, hi + 1, 1 << 22):
+            x = np.arange(start, min(start + (1 << 22), hi + 1), dtype=np.int32).view(np.float32)
+            worst = max(worst, float(measure(name, -x if a < 0 else x).max()))
+    assert abs(worst - mathlib.FUNCTIONS[name].measured) < 1e-4, worst
+
+
+def test_template_is_cached_and_shared():
+    assert mathlib.template("exp") is mathlib.template("exp")
