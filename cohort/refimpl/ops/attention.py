@@ -1,7 +1,8 @@
 """attention: o = softmax(q k^T / sqrt(D)) v per head, grouped KV heads, no mask.
 
-One thread per query row, online softmax (running max m and sum l), the
-output row accumulated in a private array acc[DV]: flash-attention style.
+One thread per query row, online softmax (running max m and sum l): the
+query row is read once into a private array, the output row accumulated in
+another (acc[DV]), flash-attention style.
 Head h reads KV head h*HKV//H."""
 import numpy as np
 
@@ -22,13 +23,16 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32],
     kbase = kv * SKV * D
     vbase = kv * SKV * DV
     scale = 1.0 / sqrt(f32(D))
+    qrow = private(f32, D)               # the thread's query row, read once
     acc = private(f32, DV)
+    for d in range(D):
+        qrow[d] = q[qbase + d]
     m = -INF
     l = 0.0
     for j in range(SKV):
         s = 0.0
         for d in range(D):
-            s += q[qbase + d] * k[kbase + j * D + d]
+            s += qrow[d] * k[kbase + j * D + d]
         s = s * scale
         m_new = max(m, s)
         corr = exp(m - m_new)
