@@ -82,7 +82,7 @@ class InductorColumn:
     its output is checked against the float64 oracle within a stated bound."""
     kind = "inductor"
 
-    def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int):
+    def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int, spec: str = ""):
         try:
             from . import inductor
         except ImportError as e:  # pragma: no cover - depends on the environment
@@ -92,8 +92,12 @@ class InductorColumn:
             raise Unavailable(reason)
         self.op, self.shape = op, shape
         self.oracle = op.oracle(inputs)
+        config = {}
+        for item in filter(None, spec.split(",")):   # e.g. "simdlen=256": Inductor's vector width in bits
+            key, _, value = item.partition("=")
+            config[f"cpp.{key.strip()}"] = int(value)
         self.col = inductor.InductorColumn(op.name, shape, inputs, threads=1 if boundary == "native_entry"
-                                           else (workers or None))
+                                           else (workers or None), inductor_config=config or None)
         self.compile_seconds = self.col.compile_seconds
         self.facts = {"inductor": True}
         self.boundary = boundary
@@ -131,7 +135,7 @@ def make_column(col, op, shape, inputs, ref, boundary: str, workers: int):
     if col.kind == "variant":
         return VariantColumn(op, shape, inputs, ref, col.spec, boundary, workers)
     if col.kind == "inductor":
-        return InductorColumn(op, shape, inputs, ref, boundary, workers)
+        return InductorColumn(op, shape, inputs, ref, boundary, workers, col.spec)
     raise ValueError(f"unknown column kind {col.kind!r}")
 
 

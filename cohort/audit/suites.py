@@ -67,12 +67,19 @@ PACKET = Column("packet", "variant", "packet")
 INDUCTOR = Column("inductor", "inductor")
 
 
+INDUCTOR_W8 = Column("inductor-w8", "inductor", "simdlen=256")
+
+
 def _native():
     return Suite(
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
         (Group("native", ALL_SEED_CASES, (WHOLE, PACKET, INDUCTOR),
-               (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole"))),),
-        notes="Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
+               (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole"))),
+         Group("native, Inductor at 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
+               (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),))),
+        notes="Inductor uses this host's widest vectors (AVX-512, 16 lanes) unless told otherwise; "
+              "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as the AVX2 "
+              "machine of ANCHORS.md). ""Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
               "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.")
 
 

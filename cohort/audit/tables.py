@@ -117,7 +117,8 @@ def plot(replay: dict, path: str) -> str:
         return "plot skipped: matplotlib is not installed (pip install matplotlib)"
     cells = derive(replay)
     groups = replay["suite"]["groups"]
-    fig, axes = plt.subplots(len(groups), 1, figsize=(max(8, 0.32 * len(cells) + 3), 3.6 * len(groups)),
+    most = max(sum(1 for c in cells if c["group"] == g["title"]) for g in groups)
+    fig, axes = plt.subplots(len(groups), 1, figsize=(min(18, max(8, 0.22 * most + 3)), 4.2 * len(groups)),
                              squeeze=False)
     for ax, group in zip(axes[:, 0], groups):
         rows = [c for c in cells if c["group"] == group["title"] and c["ratios"]]
@@ -135,7 +136,7 @@ def plot(replay: dict, path: str) -> str:
         ax.axhline(1.0, color="grey", lw=1)
         ax.set_yscale("log")
         ax.set_xticks(range(len(names)))
-        ax.set_xticklabels(names, rotation=70, ha="right", fontsize=7)
+        ax.set_xticklabels(names, rotation=80, ha="right", fontsize=6)
         ax.set_ylabel(label + " (log)")
         ax.set_title(f"{replay['suite']['title']} — {group['title']}", fontsize=9)
     fig.tight_layout()
