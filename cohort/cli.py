@@ -61,6 +61,17 @@ def _parser() -> argparse.ArgumentParser:
     ac = ausub.add_parser("check", help="re-verify a result directory in a fresh process")
     ac.add_argument("dir")
     ac.add_argument("--json", action="store_true")
+
+    f = sub.add_parser("fuzz", help="differential fuzzing: random kernels, every variant vs the interpreter")
+    f.add_argument("--seconds", default="60", help="time box of the campaign (default 60)")
+    f.add_argument("--seed", default="0", help="campaign seed (same seed, same programs)")
+    f.add_argument("--jobs", default="2", help="worker processes for compiles (0: run in this process)")
+    f.add_argument("--corpus", metavar="DIR", help="where failing cases are written "
+                                                   "(default: tests/corpus of the source tree, if present)")
+    f.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk")
+    f.add_argument("--inject", metavar="BUG[,BUG]", default="",
+                   help="testing the fuzzer itself: deliberate backend bug(s) to inject (backend/inject.py)")
+    f.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     return p
 
 
@@ -293,9 +304,34 @@ def cmd_audit(args) -> int:
     return 0 if not problems else 1
 
 
+# ---------------------------------------------------------------- fuzz
+
+def cmd_fuzz(args) -> int:
+    from .backend.inject import BUGS
+    from .verify.fuzz import default_corpus_dir, format_report, run_campaign
+    try:
+        seconds, jobs = float(args.seconds), int(args.jobs)
+    except ValueError:
+        raise UsageError(f"--seconds and --jobs take numbers, got {args.seconds!r}, {args.jobs!r}") from None
+    if not 0 < seconds <= 1e6 or not 0 <= jobs <= 64:
+        raise UsageError(f"--seconds must be in (0, 1e6] and --jobs in 0..64, got {seconds:g}, {jobs}")
+    bugs = tuple(b for b in args.inject.split(",") if b)
+    unknown = [b for b in bugs if b not in BUGS]
+    if unknown:
+        raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
+    corpus = args.corpus or (None if bugs else default_corpus_dir())   # injected bugs: no corpus by default
+    report = run_campaign(seconds, _seed(args.seed), jobs=jobs, bugs=bugs, corpus_dir=corpus,
+                          shrink=not args.no_shrink, progress=sys.stderr.isatty())
+    print(format_report(report))
+    if args.json:
+        print(json.dumps(report))
+    return 1 if report["failures"] else 0
+
+
 # ---------------------------------------------------------------- main
 
-COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "tables": cmd_tables, "audit": cmd_audit}
+COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "tables": cmd_tables, "audit": cmd_audit,
+            "fuzz": cmd_fuzz}
 
 
 def main(argv=None) -> int:

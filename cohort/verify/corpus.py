@@ -247,8 +247,8 @@ def case_to_json(case, **extra) -> dict:
         "kernel": kernel_to_json(case.kernel),
         "n": int(case.n),
         "consts": {k: int(v) for k, v in sorted(case.consts.items())},
-        "buffers": [{"name": b.name, "dtype": b.dtype.value, "length": int(b.length), "fill": b.fill}
-                    for b in case.buffers],
+        "buffers": [{"name": b.name, "dtype": b.dtype.value, "length": int(b.length), "fill": b.fill,
+                     **({"stream": int(b.stream)} if b.stream else {})} for b in case.buffers],
         "scalars": scalars,
         "inputs_seed": int(case.seed),
     }
@@ -261,8 +261,8 @@ def case_from_json(doc: dict):
     if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
         raise CorpusError(f"not a {CASE_FORMAT} document")
     kernel = kernel_from_json(doc["kernel"])
-    buffers = tuple(BufferSpec(b["name"], _dtype(b["dtype"]), int(b["length"]), b.get("fill", "data"))
-                    for b in doc["buffers"])
+    buffers = tuple(BufferSpec(b["name"], _dtype(b["dtype"]), int(b["length"]), b.get("fill", "data"),
+                               int(b.get("stream", 0))) for b in doc["buffers"])
     scalars = {name: scalar_from_json(s) for name, s in doc.get("scalars", {}).items()}
     return Case(kernel, int(doc["n"]), {k: int(v) for k, v in doc.get("consts", {}).items()},
                 buffers, scalars, int(doc["inputs_seed"]))

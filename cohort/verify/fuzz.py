@@ -19,9 +19,15 @@ its time box ends. For each case:
 
 Any disagreement, annotation violation, guard-band hit, native error,
 compiler error, crash or hang is a failure. Hypothesis then shrinks the case
-against the first failing variant (same failure kind) within a time budget;
-the minimal case is printed and written to the corpus as a replayable JSON
-case (`corpus.py`).
+against the failing variant that is cheapest to recompile (same failure
+kind), and an IR-level reducer finishes the job (delete statements, replace
+an `if` by a branch, a value by an operand, drop unused parameters), all
+within a time budget; the minimal case is printed with its inputs seed and
+variant, and written to the corpus as a replayable JSON case (`corpus.py`).
+
+The time box covers generation: a case still running when it ends is
+dropped (and counted), and shrinking a failure found in time may add up to
+`shrink_seconds`. Ctrl-C ends a campaign early with a report.
 
 fast_math variants are not in the matrix. Their contract is "within a stated
 ulp bound per operator" (DESIGN §3), and no such bound exists for arbitrary
@@ -49,13 +55,13 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
-from ..refimpl.ir import GROUPS, Collective, For, If, Op, Private, PStore, Store, Assign, ParamKind, \
-    walk_expr, walk_stmts, stmt_exprs
+from ..refimpl.ir import (Assign, Collective, For, If, Kernel, Op, ParamKind, Private, PStore, Store,
+                          stmt_exprs, walk_expr, walk_stmts)
 from . import corpus as _corpus
 from .generate import Case, make_args
 
@@ -245,7 +251,9 @@ def execute(case: Case, variants: list, emit=None) -> dict:
 
 def worker_main(bugs: tuple = ()):
     """Serve requests (one JSON line each) on stdin; answer with tagged JSON lines."""
+    import signal
     from ..backend import inject
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the campaign's to handle, not ours
     real_stdout = sys.stdout
     sys.stdout = sys.stderr            # anything else printed goes to the log, not the protocol
 
@@ -263,9 +271,9 @@ def worker_main(bugs: tuple = ()):
             case = _corpus.case_from_json(req["case"])
 
             def hook(ev):
+                emit(ev)
                 if crash_on and ev.get("event") == "begin" and ev["variant"] == crash_on:
                     os.abort()
-                emit(ev)
             execute(case, req["variants"], hook)
             emit({"event": "done"})
 
@@ -359,17 +367,39 @@ class WorkerPool:
             self.workers[i] = None
             self.restarts += 1
 
-    def _run_part(self, i: int, doc: dict, variants: list) -> dict:
+    def _run_part(self, i: int, doc: dict, variants: list, deadline: Optional[float] = None,
+                  stop: Optional[threading.Event] = None) -> dict:
         out = {"discard": None, "variants": {}}
         todo = list(variants)
         first = True
         while todo or first:
             first = False
+            if stop is not None and stop.is_set():
+                return out
             w = self._worker(i)
             w.send({"case": doc, "variants": todo})
             current = "reference"
+            last = time.monotonic()
             while True:
-                ev = w.next(self.timeout)
+                if stop is not None and stop.is_set():
+                    self._retire(i, kill=True)        # a failure was found: no more variants wanted
+                    return out
+                now = time.monotonic()
+                wait = max(self.timeout - (now - last), 0.0)
+                if deadline is not None:
+                    wait = min(wait, max(deadline - now, 0.0))
+                if stop is not None:
+                    wait = min(wait, 0.2)              # poll the stop flag
+                ev = w.next(wait)
+                now = time.monotonic()
+                if ev == "timeout" and deadline is not None and now >= deadline:
+                    self._retire(i, kill=True)        # the time box ended mid-case: drop the case
+                    out["incomplete"] = True
+                    return out
+                if ev == "timeout" and now - last < self.timeout:
+                    continue
+                if isinstance(ev, dict):
+                    last = now
                 if ev == "timeout" or ev is None:
                     status = "timeout" if ev == "timeout" else "crash"
                     if ev == "timeout":
@@ -380,9 +410,17 @@ class WorkerPool:
                     if current == "reference":
                         out["discard"] = {"reason": f"interpreter {status}", "message": detail}
                         return out
+                    if current in out["variants"]:     # between two variants: blame the next one
+                        rest = todo[todo.index(current) + 1:]
+                        if not rest:
+                            todo = []
+                            break
+                        current = rest[0]
                     out["variants"][current] = {"variant": current, "status": status,
                                                 "detail": f"{current}: {detail}"}
                     todo = todo[todo.index(current) + 1:]
+                    if stop is not None:
+                        stop.set()
                     break
                 kind = ev["event"]
                 if kind == "ref":
@@ -395,6 +433,8 @@ class WorkerPool:
                     w.compiles += 1
                 elif kind == "result":
                     out["variants"][ev["record"]["variant"]] = ev["record"]
+                    if stop is not None and ev["record"]["status"] in FAILURE_STATUSES:
+                        stop.set()
                 elif kind == "done":
                     todo = []
                     if w.compiles >= self.recycle:
@@ -404,14 +444,21 @@ class WorkerPool:
                 return out
         return out
 
-    def run(self, case: Case, variants: list) -> dict:
+    def run(self, case: Case, variants: list, deadline: Optional[float] = None,
+            stop_on_failure: bool = False) -> dict:
+        """`deadline` (time.monotonic()): past it, the case is abandoned ({"incomplete": True}).
+        `stop_on_failure`: the first failing variant ends the run (the others are not run)."""
         doc = _corpus.case_to_json(case)
         parts = [variants[i::self.jobs] for i in range(self.jobs)]
         parts = [(i, p) for i, p in enumerate(parts) if p] or [(0, [])]
+        stop = threading.Event() if stop_on_failure else None
         if self.executor is None or len(parts) == 1:
-            results = [self._run_part(i, doc, p) for i, p in parts]
+            results = [self._run_part(i, doc, p, deadline, stop) for i, p in parts]
         else:
-            results = list(self.executor.map(lambda ip: self._run_part(ip[0], doc, ip[1]), parts))
+            results = list(self.executor.map(lambda ip: self._run_part(ip[0], doc, ip[1], deadline, stop),
+                                             parts))
+        if any(r.get("incomplete") for r in results):
+            return {"incomplete": True, "discard": None, "variants": {}}
         out = {"discard": None, "variants": {}}
         for r in results:
             if r.get("discard"):
@@ -437,7 +484,8 @@ class InProcess:
     def __init__(self, bugs: tuple = ()):
         self.bugs = tuple(bugs)
 
-    def run(self, case: Case, variants: list) -> dict:
+    def run(self, case: Case, variants: list, deadline: Optional[float] = None,
+            stop_on_failure: bool = False) -> dict:
         from ..backend import inject
         with inject.inject_bug_TESTING_ONLY(*self.bugs):
             return execute(case, variants)
@@ -553,6 +601,94 @@ class Coverage:
                 "gaps": gaps}
 
 
+# ---------------------------------------------------------------- IR-level reduction
+
+def _with_body(case: Case, body) -> Case:
+    from dataclasses import replace
+    return replace(case, kernel=Kernel(case.kernel.name, case.kernel.params, tuple(body), case.kernel.block))
+
+
+def _without(body, target):
+    out = []
+    for s in body:
+        if s is target:
+            continue
+        if isinstance(s, If):
+            s = If(s.cond, _without(s.then, target), _without(s.orelse, target), s.loc)
+        elif isinstance(s, For):
+            s = For(s.var, s.start, s.stop, s.step, _without(s.body, target), s.loc)
+        out.append(s)
+    return tuple(out)
+
+
+def _replacing(body, target, new):
+    out = []
+    for s in body:
+        if s is target:
+            out.extend(new)
+            continue
+        if isinstance(s, If):
+            s = If(s.cond, _replacing(s.then, target, new), _replacing(s.orelse, target, new), s.loc)
+        elif isinstance(s, For):
+            s = For(s.var, s.start, s.stop, s.step, _replacing(s.body, target, new), s.loc)
+        out.append(s)
+    return tuple(out)
+
+
+def _delete_statements(case: Case):
+    """Each statement removed (outermost first: one step can drop a whole loop)."""
+    for s in list(walk_stmts(case.kernel.body)):
+        yield _with_body(case, _without(case.kernel.body, s))
+
+
+def _flatten_control(case: Case):
+    """An if replaced by one of its branches; a loop whose body does not use its variable
+    replaced by its body."""
+    for s in list(walk_stmts(case.kernel.body)):
+        if isinstance(s, If):
+            for branch in (s.then, s.orelse):
+                yield _with_body(case, _replacing(case.kernel.body, s, branch))
+        elif isinstance(s, For):
+            uses = any(n.op is Op.VAR and n.arg == s.var for b in walk_stmts(s.body)
+                       for e in stmt_exprs(b) for n in walk_expr(e))
+            if not uses:
+                yield _with_body(case, _replacing(case.kernel.body, s, s.body))
+
+
+def _simplify_values(case: Case):
+    """A stored or assigned value replaced by one of its operands of the same type."""
+    for s in list(walk_stmts(case.kernel.body)):
+        if isinstance(s, (Store, Assign, PStore)) and s.value.src:
+            for operand in s.value.src:
+                if operand.dtype is s.value.dtype:
+                    from dataclasses import replace
+                    yield _with_body(case, _replacing(case.kernel.body, s, [replace(s, value=operand)]))
+
+
+_reductions = (_delete_statements, _flatten_control, _simplify_values, _delete_statements)
+
+
+def _drop_unused_params(case: Case, still_fails) -> Case:
+    """Remove parameters nothing refers to (buffers keep their input streams)."""
+    from dataclasses import replace
+    used = set()
+    for s in walk_stmts(case.kernel.body):
+        for name in ("buf", "arr"):
+            if hasattr(s, name):
+                used.add(getattr(s, name))
+        for e in stmt_exprs(s):
+            used.update(n.arg for n in walk_expr(e) if n.op in (Op.LOAD, Op.PARAM, Op.BUFLEN))
+    keep = tuple(p for p in case.kernel.params if p.name in used)
+    if len(keep) == len(case.kernel.params):
+        return case
+    streams = {b.name: b.stream or i + 1 for i, b in enumerate(case.buffers)}
+    buffers = tuple(replace(b, stream=streams[b.name]) for b in case.buffers if b.name in used)
+    k = Kernel(case.kernel.name, keep, case.kernel.body, case.kernel.block)
+    cand = Case(k, case.n, {c: v for c, v in case.consts.items() if c in used}, buffers,
+                {n: v for n, v in case.scalars.items() if n in used}, case.seed)
+    return cand if still_fails(cand) else case
+
+
 def _reads_own(load_node) -> bool:
     """A load of an output at the thread's own slot (no neighbour arithmetic in the index)."""
     return not any(x.op is Op.MOD and x.src[0].op is Op.ADD and x.src[0].src[0].op is Op.THREAD_ID
@@ -561,12 +697,27 @@ def _reads_own(load_node) -> bool:
 
 # ---------------------------------------------------------------- campaigns
 
+def _shrink_cost(spec: str) -> tuple:
+    """Relative compile cost of a variant (shrinking recompiles its target at every step):
+    whole is cheapest; full_packet=on doubles the code, predicated=off scalarises effects."""
+    from ..backend.variant import parse_variant
+    v = parse_variant(spec)
+    if v.lanes == 1:
+        return (0, 0)
+    return (1 + (not v.predicated) * 2 + v.full_packet, v.lanes)
+
+
 class _Found(Exception):
     """Raised inside the Hypothesis test when a case fails (so that it shrinks)."""
 
 
 class _Internal(Exception):
     pass
+
+
+def _found():
+    """Raise _Found from one place: Hypothesis tells failures apart by where they are raised."""
+    raise _Found()
 
 
 @dataclass
@@ -583,7 +734,10 @@ class CampaignConfig:
     stop_on_failure: bool = False
     corpus_dir: Optional[str] = None   # where failing cases are written (None: nowhere)
     max_corpus_writes: int = 20
-    batch: int = 25                    # examples per Hypothesis run (one seed per batch)
+    batch: int = 9                     # examples per Hypothesis run (one seed per batch). Hypothesis
+                                       # mutates examples after its first 10 and starts runs of 10 or
+                                       # more with deliberately small ones; compiles are dear, so
+                                       # fresh random programs pay most here
     max_stmts: int = 16
     progress: bool = False
 
@@ -594,6 +748,7 @@ class Campaign:
         self.pool = pool
         self.cov = Coverage()
         self.programs = self.generated = self.discarded = self.variant_runs = self.skipped = 0
+        self.cut_by_time_box = 0
         self.mismatches = 0
         self.failing_programs = 0
         self.discard_reasons = Counter()
@@ -606,6 +761,7 @@ class Campaign:
         self.mode = "generate"
         self.internal: Optional[BaseException] = None
         self.stopped = False
+        self.interrupted = False
 
     # ------------------------------------------------------------ helpers
     def elapsed(self) -> float:
@@ -631,9 +787,10 @@ class Campaign:
         sys.stderr.write(line + ("\n" if final else ""))
         sys.stderr.flush()
 
-    def _run(self, case: Case, variants: list) -> dict:
+    def _run(self, case: Case, variants: list, deadline: Optional[float] = None,
+             stop_on_failure: bool = False) -> dict:
         try:
-            return self.pool.run(case, variants)
+            return self.pool.run(case, variants, deadline, stop_on_failure)
         except Exception as e:  # noqa: BLE001 - a bug in the fuzzer, not a finding
             self.internal = e
             raise _Internal(str(e)) from e
@@ -667,7 +824,11 @@ class Campaign:
         self.generated += 1
         variants = variants_for(case, self.cfg.variants)
         self.skipped += len([v for v in self.cfg.variants]) - len(variants)
-        res = self._run(case, variants)
+        res = self._run(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
+        if res.get("incomplete"):
+            self.generated -= 1
+            self.cut_by_time_box += 1
+            return
         if res["discard"]:
             self.discarded += 1
             self.discard_reasons[res["discard"]["reason"]] += 1
@@ -691,7 +852,7 @@ class Campaign:
         for _, r in fails:
             self.failure_kinds[r["status"]] += 1
         found_at = self.elapsed()
-        spec, rec = fails[0]
+        spec, rec = min(fails, key=lambda f: _shrink_cost(f[0]))   # the cheapest to recompile
         record = {"kind": rec["status"], "variant": spec, "description": rec.get("detail", ""),
                   "failing_variants": [v for v, _ in fails], "bins": bins, "found_after_seconds": round(found_at, 2),
                   "shrunk": False}
@@ -704,7 +865,7 @@ class Campaign:
             self.shrink_cache = {}
             self.shrink_steps = 0
             self.shrink_t0 = time.monotonic()
-            raise _Found()
+            _found()
         self._record(case, record, res)
         if self.cfg.stop_on_failure:
             self.stopped = True
@@ -712,11 +873,11 @@ class Campaign:
     def _shrink_step(self, case: Case):
         key = _corpus.case_key(case)
         if key == self.best_key:
-            raise _Found()
+            _found()
         hit = self.shrink_cache.get(key)
         if hit is not None:
             if hit:
-                raise _Found()
+                _found()
             return
         if time.monotonic() - self.shrink_t0 > self.cfg.shrink_seconds:
             return
@@ -728,15 +889,54 @@ class Campaign:
         self.shrink_cache[key] = fails
         if fails:
             self.best, self.best_key, self.best_res = case, key, res
-            raise _Found()
+            _found()
 
     # ------------------------------------------------------------ results
+    def _still_fails(self, case: Case) -> bool:
+        from ..refimpl.errors import KernelError
+        from ..refimpl.spec import validate
+        try:
+            validate(case.kernel)
+        except KernelError:
+            return False
+        key = _corpus.case_key(case)
+        hit = self.shrink_cache.get(key)
+        if hit is None:
+            spec, status = self.target
+            res = self._run(case, [spec])
+            self.shrink_steps += 1
+            self._progress()
+            hit = self.shrink_cache[key] = (not res["discard"] and
+                                            res["variants"].get(spec, {}).get("status") == status)
+            if hit:
+                self.best_res = res
+        return hit
+
+    def _reduce(self, case: Case) -> Case:
+        """After Hypothesis: delete statements and simplify stored values on the IR itself while
+        the failure stays (delta debugging), within what is left of the shrink budget."""
+        deadline = self.shrink_t0 + self.cfg.shrink_seconds
+        for attempt in _reductions:
+            progress = True
+            while progress and time.monotonic() < deadline:
+                progress = False
+                for cand in attempt(case):
+                    if time.monotonic() >= deadline:
+                        break
+                    if self._still_fails(cand):
+                        case, progress = cand, True
+                        break
+        return _drop_unused_params(case, self._still_fails)
+
     def _finish_shrink(self):
-        record, case = self.pending, self.best
+        record = self.pending
+        self.reduce_from = sum(1 for _ in walk_stmts(self.best.kernel.body))
+        case = self.best = self._reduce(self.best)
         record["shrunk"] = True
         record["shrink_steps"] = self.shrink_steps
         record["shrink_seconds"] = round(time.monotonic() - self.shrink_t0, 2)
         record["statements_before"] = sum(1 for _ in walk_stmts(self.original.kernel.body))
+        record["statements_after_hypothesis"] = self.reduce_from
         record["statements_after"] = sum(1 for _ in walk_stmts(case.kernel.body))
         spec = self.target[0]
         rec = self.best_res["variants"].get(spec, {})
@@ -796,9 +996,14 @@ class Campaign:
                     test()
                 except _Internal:
                     raise self.internal
+                except KeyboardInterrupt:
+                    self.interrupted = True
+                    if self.mode == "shrink":     # keep the smallest failing case seen so far
+                        self.mode = "generate"
+                        self.pending["shrink_steps"] = self.shrink_steps
+                        self._record(self.best, self.pending, {})
+                    break
                 except BaseException as e:  # noqa: BLE001 - _Found, or Hypothesis' flaky wrappers of it
-                    if isinstance(e, KeyboardInterrupt):
-                        raise
                     if self.internal is not None:
                         raise self.internal
                     if self.mode != "shrink":
@@ -825,6 +1030,7 @@ class Campaign:
             "discard_reasons": dict(self.discard_reasons),
             "variant_runs": self.variant_runs,
             "variants_skipped": self.skipped,
+            "programs_cut_by_time_box": self.cut_by_time_box,
             "programs_per_second": round(self.programs / max(el, 1e-9), 3),
             "variant_runs_per_second": round(self.variant_runs / max(el, 1e-9), 2),
             "mismatches": self.mismatches,
@@ -836,10 +1042,18 @@ class Campaign:
             "fast_math": FAST_MATH_NOTE,
             "injected_bugs": list(self.cfg.bugs),
             "hypothesis_batches": batches,
+            "interrupted": self.interrupted,
             "worker_restarts": getattr(self.pool, "restarts", 0),
             "worker_crashes": getattr(self.pool, "crashes", 0),
             "coverage": self.cov.report(),
         }
+
+
+def default_corpus_dir() -> Optional[str]:
+    """tests/corpus of the source tree this package runs from, if there is one."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    d = os.path.join(root, "tests", "corpus")
+    return d if os.path.isdir(d) else None
 
 
 def run_campaign(seconds: float = 60.0, seed: int = 0, **kw) -> dict:
@@ -851,8 +1065,9 @@ def run_campaign(seconds: float = 60.0, seed: int = 0, **kw) -> dict:
 
 
 def format_failure(f: dict) -> str:
-    lines = [f"FAILURE {f['kind']} on {f['variant']}" + (" (shrunk" + (f", {f.get('statements_before')} -> "
-             f"{f.get('statements_after')} statements" if f.get("shrunk") else "") + ")" if f.get("shrunk") else ""),
+    how = (f"shrunk from {f.get('statements_before')} to {f.get('statements_after')} statements in "
+           f"{f.get('shrink_steps')} steps" if f.get("shrunk") else "not shrunk")
+    lines = [f"FAILURE {f['kind']} on {f['variant']} (found after {f['found_after_seconds']} s; {how})",
              f"  {f['description']}",
              f"  {f['case']}",
              f"  failing variants: {', '.join(f['failing_variants'])}"]

@@ -40,7 +40,7 @@ raw random bit patterns.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import gcd
 from typing import Optional
 
@@ -78,6 +78,7 @@ class BufferSpec:
     fill: str = "data"        # "data": a mix of ordinary and special values; "finite": ordinary
                               # values of varied magnitude only; "special": mostly NaN, ±inf, ±0,
                               # subnormals, huge values; "perm": a permutation of 0..length-1
+    stream: int = 0           # which stream of the inputs seed fills it (0: its position + 1)
 
 
 @dataclass
@@ -173,7 +174,7 @@ def make_args(case: Case) -> dict:
     """Fresh argument arrays (and scalars) for one run of `case`."""
     args = {}
     for i, spec in enumerate(case.buffers):
-        args[spec.name] = fill(spec, case.seed, i + 1)
+        args[spec.name] = fill(spec, case.seed, spec.stream or i + 1)
     for p in case.kernel.scalars:
         args[p.name] = case.scalars[p.name]
     return args
@@ -213,6 +214,16 @@ class _Private:
     name: str
     dtype: DType
     size: int
+
+
+@st.composite
+def _spanned(draw, gen, fn, args):
+    """Run gen.fn(*args) inside its own Hypothesis span (drawing through this span's draw)."""
+    outer, gen.draw = gen.draw, draw
+    try:
+        return fn(*args)
+    finally:
+        gen.draw = outer
 
 
 class _Gen:
@@ -351,6 +362,11 @@ class _Gen:
 
     # ------------------------------------------------------------ expressions
     def expr(self, dt: DType, depth: int) -> Expr:
+        # one Hypothesis span per expression node: the shrinker can then replace a node by a
+        # sub-expression (pass_to_descendant) or drop it whole
+        return self.draw(_spanned(self, self._expr, (dt, depth)))
+
+    def _expr(self, dt: DType, depth: int) -> Expr:
         if depth <= 0 or self.node_budget <= 0:
             return self.leaf(dt)
         self.node_budget -= self.weight
@@ -363,8 +379,30 @@ class _Gen:
     def number_type(self) -> DType:
         return self.weighted([(3, F32), (2, I32), (1, U32)])
 
+    def ordinary(self, d: int) -> Expr:
+        """An f32 value that is usually finite with a full mantissa (where rounding shows)."""
+        fin = [b for b in self.inputs if b.dtype is F32 and b.fill == "finite" and self.nest < 2]
+        how = self.weighted([(4 if fin else 0, "load"), (1, "literal"), (1, "expr")])
+        if how == "load":
+            buf = self.pick(fin)
+            return load(buf.name, self.in_index(buf), F32)
+        if how == "literal":
+            return const(self.draw(st.floats(-1000.0, 1000.0, width=32)), F32)
+        return self.expr(F32, d - 1)
+
+    def special(self, d: int) -> Expr:
+        """An f32 value that is often NaN, ±inf or ±0."""
+        sp = [b for b in self.inputs if b.dtype is F32 and b.fill == "special" and self.nest < 2]
+        how = self.weighted([(3 if sp else 0, "load"), (2, "literal"), (1, "sqrt")])
+        if how == "load":
+            buf = self.pick(sp)
+            return load(buf.name, self.in_index(buf), F32)
+        if how == "literal":
+            return const(self.pick([float("nan"), float("inf"), float("-inf"), -0.0, 0.0]), F32)
+        return unary(Op.SQRT, self.expr(F32, d - 1))        # NaN for negative inputs
+
     def fexpr(self, d: int) -> Expr:
-        kind = self.weighted([(4, "leaf"), (6, "binary"), (2, "fma"), (2, "unary"),
+        kind = self.weighted([(4, "leaf"), (6, "binary"), (4, "fma"), (2, "minmax"), (2, "unary"),
                               (2 if self.math_budget > 0 and self.node_budget > 25 * self.weight else 0, "math"),
                               (2, "select"), (1, "cast"),
                               (1, "bitcast")])
@@ -375,11 +413,16 @@ class _Gen:
             op = self.pick([Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MIN, Op.MAX])
             return binary(op, sub(), sub())
         if kind == "fma":   # a multiply feeding an add: where FMA contraction would change bits
-            a, b, c = sub(), sub(), sub()
+            a, b, c = self.ordinary(d), self.ordinary(d), self.ordinary(d)
             shape = self.pick(["a*b+c", "c+a*b", "a*b-c", "c-a*b"])
             ab = binary(Op.MUL, a, b)
             return {"a*b+c": lambda: ab + c, "c+a*b": lambda: c + ab, "a*b-c": lambda: ab - c,
                     "c-a*b": lambda: c - ab}[shape]()
+        if kind == "minmax":  # with NaN, ±0 and ±inf operands: where the operand order matters
+            a, b = self.special(d), sub()
+            if self.maybe(50):
+                a, b = b, a
+            return binary(self.pick([Op.MIN, Op.MAX]), a, b)
         if kind == "unary":
             return unary(self.pick([Op.NEG, Op.ABS, Op.SQRT]), sub())
         if kind == "math":              # a math function inlines a few dozen operations
@@ -506,7 +549,7 @@ class _Gen:
 
     def _in_index(self, buf: BufferSpec) -> Expr:
         L = buf.length
-        form = self.weighted([(3, "uniform"), (4, "contiguous"), (2, "strided"), (1, "divided"),
+        form = self.weighted([(3, "uniform"), (4, "contiguous"), (3, "strided"), (3, "divided"),
                               (1, "reversed"), (3, "gather"), (1, "gather_u32"), (1, "clamp"),
                               (1 if self.perm is not None else 0, "perm")])
         idx = self.index_form(form, buf.name, L)
@@ -530,7 +573,7 @@ class _Gen:
             if form == "contiguous":
                 k, e, lo, hi = 1, r.expr, r.lo, r.hi
             elif form == "strided":
-                k = self.pick([2, 3, 4])
+                k = self.pick([2, 3, 2, 4])
                 e = binary(Op.SHL, r.expr, self.ci(1)) if k == 2 and self.maybe(30) else r.expr * k
                 lo, hi = r.lo * k, r.hi * k
             elif form == "divided":
@@ -581,9 +624,11 @@ class _Gen:
             if how == "loop":
                 return var(self.pick(ul).name, I32)
             return binary(Op.MOD, binary(Op.AND, self.uniform_int(), self.ci(MASK31)), self.ci(size))
-        how = self.weighted([(2, "tid"), (2, "affine"), (2, "any")])
+        how = self.weighted([(2, "tid"), (2, "affine"), (1, "divided"), (2, "any")])
         if how == "tid":
             return binary(Op.MOD, self.t(), self.ci(size))
+        if how == "divided":
+            return binary(Op.MOD, binary(Op.DIV, self.g(), self.ci(self.pick([3, 2, 5]))), self.ci(size))
         if how == "affine":
             return binary(Op.MOD, self.g() * self.int(1, 7) + self.ci(self.int(0, 5)), self.ci(size))
         return binary(Op.MOD, binary(Op.AND, self.expr(I32, 2), self.ci(MASK31)), self.ci(size))
@@ -714,9 +759,12 @@ class _Gen:
         if kind == "any":
             return self.expr(BOOL, 2)
         if kind == "lanes":    # diverges inside a packet
-            how = self.pick(["tlt", "gmask", "gmod"])
+            how = self.pick(["tlt", "gmask", "gmod", "gdiv"])
             if how == "tlt":
                 return binary(Op.LT, self.t(), self.ci(self.int(0, self.B)))
+            if how == "gdiv":    # g // k: neither uniform nor affine across a packet (k not a multiple of W)
+                q = binary(Op.DIV, self.g(), self.ci(self.pick([3, 2, 5, 6, 12])))
+                return binary(Op.EQ, binary(Op.AND, q, self.ci(1)), self.ci(0))
             if how == "gmask":
                 return binary(Op.EQ, binary(Op.AND, self.g(), self.ci(self.int(1, 7))), self.ci(0))
             return binary(Op.EQ, binary(Op.MOD, self.g(), self.ci(self.int(2, 5))), self.ci(self.int(0, 1)))
@@ -783,9 +831,9 @@ class _Gen:
             start_e, stop_e, step_e = self.t(), self.ci(lim), bs
             lo, hi, unit = 0, max(lim - 1, 0), True
         elif kind == "v_count":
-            how = self.pick(["g", "t"])
+            how = self.pick(["g", "t", "gdiv"])
             k = self.int(2, 5)
-            src = self.g() if how == "g" else self.t()
+            src = {"g": self.g, "t": self.t}.get(how, lambda: binary(Op.DIV, self.g(), self.ci(self.pick([3, 2, 6]))))()
             start_e, stop_e, step_e = self.ci(0), binary(Op.MOD, src, self.ci(k)), one
             lo, hi = 0, k - 2
         elif kind == "v_data":
@@ -818,14 +866,42 @@ class _Gen:
         self.loops.pop()
         return For(name, start_e, stop_e, step_e, body)
 
+    def probe(self, depth: int) -> Optional[Store]:
+        """Store an expression whose rounding, NaN handling or range is easy to get wrong
+        (a multiply feeding an add; min/max with NaN, ±0 or ±inf; a float to int conversion
+        out of range) at the thread's own slot."""
+        kind = self.pick(["fma", "minmax", "convert"])
+        want = (I32, U32) if kind == "convert" else (F32,)
+        slots = [(o, j) for o in self.outputs for j in range(o.slots)
+                 if (o, j) not in self.exchange and o.dtype in want]
+        if not slots:
+            return None
+        o, j = self.pick(slots)
+        d = max(depth, 1)
+        if kind == "fma":
+            a, b, c = self.ordinary(d), self.ordinary(d), self.ordinary(d)
+            value = binary(self.pick([Op.ADD, Op.SUB]), binary(Op.MUL, a, b), c)
+        elif kind == "minmax":
+            a, b = self.special(d), self.ordinary(d)
+            if self.maybe(50):
+                a, b = b, a
+            value = binary(self.pick([Op.MIN, Op.MAX]), a, b)
+        else:
+            x = self.special(d) if self.maybe(50) else self.ordinary(d) * const(self.pick([1e10, -3e9, 1.0]), F32)
+            value = cast(x, o.dtype)
+        return Store(o.name, self.out_address(o, j, self.g(), self.t(), self.b()), value)
+
     def stmt(self, depth: int):
-        table = [(5, "assign"), (3, "store"), (2 if self.privates else 0, "pstore"),
+        return self.draw(_spanned(self, self._stmt, (depth,)))   # a span per statement (deletable whole)
+
+    def _stmt(self, depth: int):
+        table = [(5, "assign"), (3, "store"), (2, "probe"), (2 if self.privates else 0, "pstore"),
                  (2 if depth < 3 else 0, "if"), ((2, 1, 0)[len(self.loops)] if depth < 3 else 0, "for")]
         kind = self.weighted(table)
         self.stmt_budget -= self.weight
         edepth = self.int(1, 3)
-        if kind == "store":
-            s = self.store(edepth)
+        if kind in ("store", "probe"):
+            s = self.store(edepth) if kind == "store" else self.probe(edepth)
             if s is not None:
                 return s
             kind = "assign"
@@ -850,10 +926,27 @@ class _Gen:
         dt = self.weighted([(3, F32), (1, I32), (1, U32)])
         op = self.weighted([(2, Reduce.SUM), (1, Reduce.MAX), (1, Reduce.MIN)])
         name = self.fresh("r")
-        value = self.expr(dt, self.int(0, 2))
+        if dt is F32 and self.maybe(50):
+            value = self.ordinary(2)          # finite values of mixed magnitude: the order shows
+        else:
+            value = self.expr(dt, self.int(0, 2))
         self.vtypes[name] = dt
         self.defined.add(name)
         return Collective(name, op, value)
+
+    def sink(self, out: _Output) -> Optional[Store]:
+        """One store of a hash of every variable still defined: a wrong value anywhere shows."""
+        h = None
+        for v in sorted(self.defined - self.loopvars):
+            if not self.maybe(85):
+                continue
+            dt = self.vtypes[v]
+            x = var(v, dt)
+            term = self.canonical_bitcast(x, U32) if dt is F32 else cast(x, U32)
+            h = term if h is None else binary(Op.XOR, h * const(16777619, U32), term)
+        if h is None:
+            return None
+        return Store(out.name, self.out_address(out, 0, self.g(), self.t(), self.b()), h)
 
     def epilogue(self) -> list:
         """Stores that make values computed so far observable."""
@@ -880,9 +973,11 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
     big = 4 * gen.npad + 16
     # read-only inputs
     def profile():
-        return gen.weighted([(3, "data"), (2, "finite"), (1, "special")])
+        return gen.weighted([(3, "data"), (3, "finite"), (2, "special")])
     specs = [BufferSpec("x0", F32, big if gen.maybe(80) else gen.int(1, 40), profile())]
-    for name, dt, pct in (("x1", F32, 50), ("xi", I32, 60), ("xu", U32, 35), ("xb", BOOL, 25)):
+    if gen.maybe(60):   # an f32 input of ordinary values: where rounding differences show
+        specs.append(BufferSpec("x1", F32, big if gen.maybe(80) else gen.int(1, 40), "finite"))
+    for name, dt, pct in (("xi", I32, 60), ("xu", U32, 35), ("xb", BOOL, 25)):
         if gen.maybe(pct):
             specs.append(BufferSpec(name, dt, big if gen.maybe(70) else gen.int(1, 40), profile()))
     gen.inputs = specs
@@ -902,7 +997,8 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
         gen.consts["C0"] = gen.int(0, 5)
     # private arrays, declared at the top
     body = []
-    for k in range(gen.weighted([(3, 0), (3, 1), (1, 2)])):
+    inits = []
+    for k in range(gen.weighted([(2, 0), (3, 1), (2, 2)])):
         dt = gen.weighted([(3, F32), (2, I32), (1, U32), (1, BOOL)])
         size = gen.int(1, 9)
         name = f"p{k}"
@@ -913,6 +1009,21 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
             size += gen.consts[c]
         gen.privates.append(_Private(name, dt, size))
         body.append(Private(name, dt, size_e))
+        if gen.maybe(70):         # fill it with per-thread values: for j in range(size): p[j] = f(j, g)
+            inits.append((gen.privates[-1], size_e))
+    for p, size_e in inits:
+        j = gen.fresh("j")
+        gen.loops.append(_Loop(j, 0, p.size - 1, True, False))
+        gen.loopvars.add(j)
+        gen.vtypes[j] = I32
+        gen.defined.add(j)
+        value = gen.expr(p.dtype, 1)
+        if p.dtype.is_number and gen.maybe(70):
+            mix = cast(var(j, I32) * 7 + gen.g(), p.dtype)
+            value = binary(Op.ADD, value, mix) if p.dtype is not F32 else value * mix
+        gen.defined.discard(j)
+        gen.loops.pop()
+        body.append(For(j, const(0, I32), size_e, const(1, I32), (PStore(p.name, var(j, I32), value),)))
     # phases separated by collectives
     ncoll = gen.weighted([(2, 0), (4, 1), (2, 2), (1, 3)])
     for phase in range(ncoll + 1):
@@ -927,6 +1038,13 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
         if phase < ncoll:
             body.append(gen.collective())
     body.extend(gen.epilogue())
+    if gen.maybe(90):
+        sink = gen.make_output("ys", U32)
+        sink.slots, sink.interleaved, sink.forms = 1, False, sink.forms[:1]
+        st_ = gen.sink(sink)
+        if st_ is not None:
+            gen.outputs.append(sink)
+            body.append(st_)
     out_specs = [gen._out_spec(o) for o in gen.outputs]
     buffers = specs + ([gen.perm] if gen.perm is not None else []) + out_specs
     params = [Param(b.name, ParamKind.BUFFER, b.dtype) for b in buffers]
