@@ -51,6 +51,8 @@ import time
 
 import numpy as np
 
+from cohort.audit.measure import e2e_loop
+
 ANCHORS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ANCHORS.md")
 
 
@@ -95,13 +97,7 @@ def fmt(us):
 
 
 def time_e2e(fn, samples: int, iters: int) -> list:
-    out = []
-    for _ in range(samples):
-        t0 = time.perf_counter_ns()
-        for _ in range(iters):
-            fn()
-        out.append((time.perf_counter_ns() - t0) / iters)
-    return out
+    return e2e_loop(fn, iters, samples)
 
 
 def main(argv=None):
