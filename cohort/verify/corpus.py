@@ -278,13 +278,35 @@ def save_case(directory: str, case, name: Optional[str] = None, **extra) -> str:
     """Write a case file; returns its path. The name defaults to a hash of the case."""
     os.makedirs(directory, exist_ok=True)
     name = name or f"case-{case_key(case)[:12]}"
+    from ..refimpl.printer import format_kernel
     doc = case_to_json(case, name=name, **extra)
+    doc["printed"] = format_kernel(case.kernel).splitlines()   # for readers; ignored on load
     path = os.path.join(directory, f"{name}.json")
     with open(path + ".tmp", "w") as f:
-        json.dump(doc, f, indent=1, sort_keys=False)
-        f.write("\n")
+        f.write(dumps(doc) + "\n")
     os.replace(path + ".tmp", path)
     return path
+
+
+def dumps(doc: dict) -> str:
+    """JSON with one expression node (and one printed line) per line: readable diffs."""
+    kernel = doc.get("kernel", doc)
+    nodes, printed = kernel.get("nodes"), doc.get("printed")
+    marks = {}
+    if nodes is not None:
+        kernel["nodes"] = "@@NODES@@"
+        marks['"@@NODES@@"'] = "[\n" + ",\n".join("   " + json.dumps(n) for n in nodes) + "\n  ]"
+    if printed is not None:
+        doc["printed"] = "@@PRINTED@@"
+        marks['"@@PRINTED@@"'] = "[\n" + ",\n".join("  " + json.dumps(x) for x in printed) + "\n ]"
+    text = json.dumps(doc, indent=1)
+    for mark, value in marks.items():
+        text = text.replace(mark, value, 1)
+    if nodes is not None:
+        kernel["nodes"] = nodes
+    if printed is not None:
+        doc["printed"] = printed
+    return text
 
 
 def load_case(path: str):

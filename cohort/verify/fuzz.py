@@ -339,13 +339,14 @@ class _Worker:
 class WorkerPool:
     """`jobs` worker processes; a case's variants are split over them."""
 
-    def __init__(self, jobs: int = 1, bugs: tuple = (), recycle_compiles: int = 400,
+    def __init__(self, jobs: int = 1, bugs: tuple = (), recycle_compiles: int = 250,
                  timeout: float = 120.0):
         self.jobs, self.bugs = max(1, jobs), tuple(bugs)
         self.recycle, self.timeout = recycle_compiles, timeout
         self.workers: list = [None] * self.jobs
         self.restarts = 0
         self.crashes = 0
+        self.closed = False
         self.executor = ThreadPoolExecutor(self.jobs) if self.jobs > 1 else None
 
     def _worker(self, i: int) -> _Worker:
@@ -374,7 +375,7 @@ class WorkerPool:
         first = True
         while todo or first:
             first = False
-            if stop is not None and stop.is_set():
+            if self.closed or (stop is not None and stop.is_set()):
                 return out
             w = self._worker(i)
             w.send({"case": doc, "variants": todo})
@@ -392,6 +393,8 @@ class WorkerPool:
                     wait = min(wait, 0.2)              # poll the stop flag
                 ev = w.next(wait)
                 now = time.monotonic()
+                if self.closed:                       # the campaign is over (Ctrl-C)
+                    return out
                 if ev == "timeout" and deadline is not None and now >= deadline:
                     self._retire(i, kill=True)        # the time box ended mid-case: drop the case
                     out["incomplete"] = True
@@ -468,10 +471,11 @@ class WorkerPool:
         out["variants"] = {v: out["variants"][v] for v in variants if v in out["variants"]}
         return out
 
-    def close(self):
+    def close(self, kill: bool = False):
+        self.closed = True
         for i in range(self.jobs):
             if self.workers[i] is not None:
-                self.workers[i].close()
+                self.workers[i].kill() if kill else self.workers[i].close()
                 self.workers[i] = None
         if self.executor is not None:
             self.executor.shutdown()
@@ -490,7 +494,7 @@ class InProcess:
         with inject.inject_bug_TESTING_ONLY(*self.bugs):
             return execute(case, variants)
 
-    def close(self):
+    def close(self, kill: bool = False):
         pass
 
 
@@ -1013,7 +1017,7 @@ class Campaign:
                     self._finish_shrink()
         finally:
             if own_pool:
-                self.pool.close()
+                self.pool.close(kill=self.interrupted)
             self._progress(final=True)
         return self.report(batch)
 
@@ -1080,7 +1084,8 @@ def format_failure(f: dict) -> str:
 def format_report(r: dict) -> str:
     lines = [f"fuzz seed {r['seed']}: {r['programs']} programs in {r['seconds']:.1f} s "
              f"({r['programs_per_second']:.2f}/s), {r['variant_runs']} variant runs, "
-             f"{r['discarded']} discarded ({100 * r['discard_rate']:.1f}%), {r['mismatches']} failing variant runs"]
+             f"{r['discarded']} discarded ({100 * r['discard_rate']:.1f}%), {r['mismatches']} failing variant runs"
+             + (" (interrupted)" if r.get("interrupted") else "")]
     if r["injected_bugs"]:
         lines.append(f"injected bugs: {', '.join(r['injected_bugs'])}")
     lines.append(f"checksum bins per program: {r['bins']}")
