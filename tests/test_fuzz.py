@@ -87,11 +87,18 @@ GOLDEN_FILL = "6d65020d3f15e5f3495ae6d7c046e8227cf4fb74b47add758be6c52a40bd09b5"
 
 
 def test_variant_matrix():
+    from cohort.backend.variant import parse_variant
     assert len(KNOB_MATRIX) == 25 and KNOB_MATRIX[0] == "whole"
-    case = collect(1, 3)[0]
-    vs = variants_for(case)
-    assert vs[0] == "whole"
-    assert all("lanes=16" not in v for v in vs) or case.block >= 16
+    for case in collect(12, 3):
+        vs = variants_for(case)
+        assert vs[0] == "whole" and len(set(vs)) == len(vs)
+        parsed = [parse_variant(v) for v in vs]
+        assert all(v.lanes <= case.block for v in parsed)
+        has_private = any(type(s).__name__ == "Private" for s in case.kernel.body)
+        assert any(v.private == "thread" for v in parsed) == has_private
+        assert {v.lanes for v in parsed} == {l for l in (1, 4, 8, 16) if l <= case.block}
+        for v in parsed:       # pinned interleaves fit the block
+            assert v.interleave == "auto" or v.lanes * v.interleave <= case.block
 
 
 # ---------------------------------------------------------------- campaigns

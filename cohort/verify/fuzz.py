@@ -68,6 +68,12 @@ from .generate import Case, make_args
 KNOB_MATRIX = tuple(["whole"] + [f"lanes={l},full_packet={fp},predicated={pr},private={pv}"
                                  for l in (4, 8, 16) for fp in ("on", "off") for pr in ("on", "off")
                                  for pv in ("cohort", "thread")])
+# The matrix runs interleave=auto (the default: as many packets side by side as lower as
+# well as one). Two more variants pin the interleave knob at its ends: one packet at a time,
+# and the whole cohort side by side ("max" = block // lanes for the case at hand).
+INTERLEAVE_VARIANTS = ("lanes=8,full_packet=on,predicated=on,private=cohort,interleave=1",
+                       "lanes=4,full_packet=off,predicated=on,private=cohort,interleave=max")
+DEFAULT_VARIANTS = KNOB_MATRIX + INTERLEAVE_VARIANTS
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
                     "reference_error", "specialise_mismatch")
 FAST_MATH_NOTE = ("fast_math variants excluded: their contract is a per-operator ulp bound, and no bound "
@@ -76,25 +82,35 @@ WORKER_TAG = "@@"
 
 
 def short_name(variant) -> str:
-    """lanes=..,full_packet=..,predicated=..,private=.. (or `whole`): parseable, compact."""
+    """lanes=..,full_packet=..,predicated=..,private=..[,interleave=..] (or `whole`): parseable, compact."""
     if variant.lanes == 1:
         return "whole"
-    return (f"lanes={variant.lanes},full_packet={'on' if variant.full_packet else 'off'},"
+    name = (f"lanes={variant.lanes},full_packet={'on' if variant.full_packet else 'off'},"
             f"predicated={'on' if variant.predicated else 'off'},private={variant.private}")
+    interleave = getattr(variant, "interleave", "auto")
+    return name if interleave == "auto" else f"{name},interleave={interleave}"
 
 
-def variants_for(case: Case, matrix=KNOB_MATRIX) -> list:
-    """The matrix for this case: lanes <= block, private knob only if there are private arrays."""
+def variants_for(case: Case, matrix=DEFAULT_VARIANTS) -> list:
+    """The matrix for this case: lanes <= block, private knob only if there are private arrays,
+    interleave=max resolved to block // lanes (and dropped where it is 1: a duplicate)."""
     from ..backend.variant import parse_variant
     has_private = any(isinstance(s, Private) for s in case.kernel.body)
     out = []
     for spec in matrix:
+        if "interleave=" in spec:
+            lanes = parse_variant(spec.replace("interleave=max", "interleave=auto")).lanes
+            if case.block // lanes < 2:       # one packet per cohort: the same code as auto
+                continue
+            spec = spec.replace("interleave=max", f"interleave={case.block // lanes}")
         v = parse_variant(spec)
         if v.lanes > case.block:
             continue
         if not has_private and v.lanes > 1 and v.private != "cohort":
             continue
-        out.append(short_name(v))
+        name = short_name(v)
+        if name not in out:
+            out.append(name)
     return out
 
 
@@ -156,13 +172,17 @@ def run_variant(case: Case, spec: str, ref: dict) -> dict:
     v = parse_variant(spec)
     t0 = time.perf_counter()
     try:
-        ck = compile_kernel(case.kernel, case.consts, v)
+        ck = compile_kernel(case.kernel, case.consts, v, n=case.n)
     except UnsupportedVariant as e:
         return {**rec, "status": "unsupported", "detail": str(e)}
     except Exception as e:  # noqa: BLE001 - a compiler error is a finding
         return {**rec, "status": "compile_error", "detail": f"{type(e).__name__}: {e}"}
     rec["compile_seconds"] = round(time.perf_counter() - t0, 4)
     rec["access"], rec["effects"] = _annotation_summary(ck.annotations)
+    rec["lowering"] = {k: int(v) for k, v in getattr(ck, "lowering_counts", {}).items()
+                       if isinstance(v, (int, np.integer)) and v and k != "interleave"}
+    if getattr(ck, "lowering_counts", {}).get("interleave", 1) > 1:
+        rec["lowering"]["interleaved_packets"] = 1
     names = _buffer_names(case.kernel)
 
     # the interpreter on the very kernel object the backend lowered, checking its lane claims
@@ -206,7 +226,7 @@ def run_variant(case: Case, spec: str, ref: dict) -> dict:
                          f"{_show(b, ref[name].dtype)} ({count} element{'s' * (count != 1)} differ)")
     bands = [n for n, ok in guarded.status().items() if not ok]
     if diffs:
-        rec.update(status="mismatch", detail="; ".join(diffs))
+        rec.update(status="mismatch", detail="; ".join(diffs + [f"guard band broken around {n}" for n in bands]))
     elif bands:
         rec.update(status="guard", detail="guard band broken around " + ", ".join(bands))
     return rec
@@ -514,6 +534,7 @@ class Coverage:
     def __init__(self):
         self.ops, self.math, self.stmts, self.structure = Counter(), Counter(), Counter(), Counter()
         self.access, self.effects, self.launch, self.inputs = Counter(), Counter(), Counter(), Counter()
+        self.lowering = Counter()
 
     def program(self, case: Case):
         """Static facts of one program that ran (counted once per program)."""
@@ -586,6 +607,8 @@ class Coverage:
             self.access[k] += v
         for k, v in rec.get("effects", {}).items():
             self.effects[k] += v
+        for k in rec.get("lowering", {}):
+            self.lowering[k] += 1          # variant runs whose code has at least one
 
     def report(self) -> dict:
         all_ops = sorted(op.name for op in Op if op is not Op.ARG)
@@ -601,7 +624,8 @@ class Coverage:
         srt = lambda c: dict(sorted(c.items()))
         return {"ops": {o: self.ops[o] for o in all_ops}, "math": srt(self.math), "statements": srt(self.stmts),
                 "structure": srt(self.structure), "access_modes": srt(self.access),
-                "effect_modes": srt(self.effects), "launch": srt(self.launch), "inputs": srt(self.inputs),
+                "effect_modes": srt(self.effects), "lowering": srt(self.lowering), "launch": srt(self.launch),
+                "inputs": srt(self.inputs),
                 "gaps": gaps}
 
 
@@ -730,7 +754,7 @@ class CampaignConfig:
     seed: int = 0
     jobs: int = 1                      # worker processes; 0 runs everything in this process
     max_programs: Optional[int] = None
-    variants: tuple = KNOB_MATRIX
+    variants: tuple = DEFAULT_VARIANTS
     bugs: tuple = ()                   # injected backend bugs (testing the fuzzer itself)
     shrink: bool = True
     shrink_seconds: float = 60.0

@@ -18,7 +18,8 @@ the interpreter *by construction*:
   `pi_j(g) + j*M` of slot j (or `pi(g)*K + j`, interleaved), where pi is a
   bijection of [0, M) chosen per slot: identity, reversal, `(a*g + c) % M`
   with gcd(a, M) = 1, `g ^ m` (M a power of two), a permutation loaded from
-  a buffer, or block-transposed `t*nblocks + b`. M >= the padded launch, so
+  a buffer, block-transposed `t*nblocks + b`, or an odd multiplier of t within
+  its block. M >= the padded launch, so
   even inactive threads' addresses are in bounds.
 - No races: a thread reads an output only at its own addresses, except that
   after a collective (a barrier) it may read slot j of a neighbour in its
@@ -32,6 +33,18 @@ the interpreter *by construction*:
 Loops have small trip counts (uniform: literals, Const parameters, scalars;
 per thread: `range(t, LIM, B)`, counts from the thread id or loaded data).
 
+A wrong value only counts if it reaches an output, so the generator works at
+being observed: stores prefer output slots not stored to yet (a later store
+to the same slot would hide the earlier one), assignments inside branches
+and loops prefer variables that outlive them, the kernel ends by storing a
+hash of every live variable (`ys`), private arrays are usually filled with
+values distinct per thread and element, and "probe" statements store shapes
+that are easy to get wrong straight to an output: a multiply feeding an add
+(FMA contraction), min/max with NaN, ±0 or ±inf, a float to int conversion
+out of range, a private element read at a per-thread index; adjacent stores
+to every slot of an interleaved output (`y[K*g]`, `y[K*g+1]`, ...) give the
+packet backend's fused interleaved store something to fuse.
+
 Inputs (`make_args`) come from the inputs seed through a fixed integer hash
 (splitmix64), not from NumPy's generators, so a seed means the same bytes in
 every process and every NumPy version. Floats mix ordinary values with ±0,
@@ -40,6 +53,7 @@ raw random bit patterns.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from math import gcd
 from typing import Optional
@@ -252,6 +266,9 @@ class _Gen:
         self.node_budget = 120         # operator nodes per kernel, weighted (compile time stays bounded)
         self.weight = 1                # copies the packet lowering makes of code here (per-thread loops)
         self.nest = 0                  # loads inside index expressions, currently
+        self.nesting = 0               # enclosing ifs and loops, currently
+        self.slot_uses = Counter()     # (output, slot) -> stores generated so far
+        self.outer_defined: set = set()   # defined where the outermost enclosing statement starts
 
     # ------------------------------------------------------------ choices
     def int(self, lo: int, hi: int) -> int:
@@ -638,8 +655,8 @@ class _Gen:
         return BufferSpec(o.name, o.dtype, o.slots * o.region)
 
     def make_output(self, name: str, dt: DType) -> _Output:
-        K = self.weighted([(3, 1), (2, 2), (1, 3)])
-        interleaved = K > 1 and self.maybe(30)
+        K = self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
+        interleaved = K > 1 and self.maybe(40)
         nforms = 1 if interleaved else K
         kinds = [self.weighted([(3, "id"), (2, "affine"), (1, "rev"), (1, "xor"),
                                 (1 if self.perm is not None else 0, "perm"), (1, "transpose"),
@@ -701,6 +718,16 @@ class _Gen:
         return self.out_address(o, j, g2, t2, self.b())
 
     # ------------------------------------------------------------ statements
+    def pick_slot(self, slots: list):
+        """An output slot, preferring the least stored to so far: a later store to the same
+        slot would hide this one's value."""
+        least = min(self.slot_uses[(o.name, j)] for o, j in slots)
+        if self.maybe(85):
+            slots = [(o, j) for o, j in slots if self.slot_uses[(o.name, j)] == least]
+        o, j = self.pick(slots)
+        self.slot_uses[(o.name, j)] += 1
+        return o, j
+
     def store_value(self, value: Expr, dt: DType) -> Expr:
         """Convert `value` for a buffer of dtype dt, keeping every bit observable."""
         if value.dtype is dt:
@@ -715,7 +742,7 @@ class _Gen:
         slots = [(o, j) for o in self.outputs for j in range(o.slots) if (o, j) not in self.exchange]
         if not slots:
             return None
-        o, j = self.pick(slots)
+        o, j = self.pick_slot(slots)
         addr = self.out_address(o, j, self.g(), self.t(), self.b())
         if self.maybe(8):
             addr = cast(addr, U32)
@@ -732,7 +759,12 @@ class _Gen:
         dt = self.weighted([(5, F32), (3, I32), (2, U32), (1, BOOL)])
         existing = sorted(v for v, d in self.vtypes.items() if d is dt and v not in self.loopvars
                           and not v.startswith("r"))
-        if existing and self.maybe(50):
+        # inside a branch or loop, prefer a variable defined outside it: its new value then
+        # survives the statement and reaches the outputs (a fresh name would die with the body)
+        outer = [v for v in existing if v in self.outer_defined]
+        if self.nesting and outer and self.maybe(70):
+            name = self.pick(outer)
+        elif existing and self.maybe(50):
             name = self.pick(existing)
         else:
             name = self.fresh({F32: "f", I32: "i", U32: "u", BOOL: "c"}[dt])
@@ -781,13 +813,22 @@ class _Gen:
             return binary(self.pick([Op.GT, Op.LE, Op.EQ]), x, self.literal(F32))
         return binary(Op.EQ, binary(Op.MOD, self.b(), self.ci(2)), self.ci(0))
 
+    def nested(self, fn):
+        if not self.nesting:
+            self.outer_defined = set(self.defined)
+        self.nesting += 1
+        try:
+            return fn()
+        finally:
+            self.nesting -= 1
+
     def if_stmt(self, depth: int) -> If:
         cond = self.condition()
         before = set(self.defined)
-        then = self.stmts(depth + 1)
+        then = self.nested(lambda: self.stmts(depth + 1))
         after_then = self.defined
         self.defined = set(before)
-        orelse = self.stmts(depth + 1) if self.maybe(60) else ()
+        orelse = self.nested(lambda: self.stmts(depth + 1)) if self.maybe(60) else ()
         after_else = self.defined
         self.defined = before | (after_then & after_else)
         return If(cond, then, orelse)
@@ -860,7 +901,7 @@ class _Gen:
         saved = self.weight
         if not uniform:                  # packets split per-thread loops into full and tail parts
             self.weight *= 2
-        body = self.stmts(depth + 1)
+        body = self.nested(lambda: self.stmts(depth + 1))
         self.weight = saved
         self.defined = before            # nothing assigned in a loop is defined after it
         self.loops.pop()
@@ -870,13 +911,13 @@ class _Gen:
         """Store an expression whose rounding, NaN handling or range is easy to get wrong
         (a multiply feeding an add; min/max with NaN, ±0 or ±inf; a float to int conversion
         out of range) at the thread's own slot."""
-        kind = self.pick(["fma", "minmax", "convert"])
-        want = (I32, U32) if kind == "convert" else (F32,)
+        kind = self.pick(["fma", "minmax", "convert"] + (["private"] if self.privates else []))
+        want = {"convert": (I32, U32), "private": (F32, I32, U32, BOOL)}.get(kind, (F32,))
         slots = [(o, j) for o in self.outputs for j in range(o.slots)
                  if (o, j) not in self.exchange and o.dtype in want]
         if not slots:
             return None
-        o, j = self.pick(slots)
+        o, j = self.pick_slot(slots)
         d = max(depth, 1)
         if kind == "fma":
             a, b, c = self.ordinary(d), self.ordinary(d), self.ordinary(d)
@@ -886,22 +927,37 @@ class _Gen:
             if self.maybe(50):
                 a, b = b, a
             value = binary(self.pick([Op.MIN, Op.MAX]), a, b)
-        else:
+        elif kind == "convert":
             x = self.special(d) if self.maybe(50) else self.ordinary(d) * const(self.pick([1e10, -3e9, 1.0]), F32)
             value = cast(x, o.dtype)
+        else:                 # a private element read back: which thread's, which element's?
+            p = self.pick(self.privates)
+            value = self.store_value(pload(p.name, self.private_index(p), p.dtype), o.dtype)
         return Store(o.name, self.out_address(o, j, self.g(), self.t(), self.b()), value)
 
     def stmt(self, depth: int):
         return self.draw(_spanned(self, self._stmt, (depth,)))   # a span per statement (deletable whole)
 
+    def group_store(self, depth: int) -> Optional[tuple]:
+        """y[K*p(g)], y[K*p(g) + 1], ..., y[K*p(g) + K-1] in a row: every slot of an
+        interleaved output (the packet backend may fuse them into one shuffled vector store)."""
+        outs = [o for o in self.outputs if o.interleaved and all((o, j) not in self.exchange
+                                                                  for j in range(o.slots))]
+        if not outs:
+            return None
+        o = self.pick(outs)
+        g, t, b = self.g(), self.t(), self.b()
+        return tuple(Store(o.name, self.out_address(o, j, g, t, b), self.expr(o.dtype, depth))
+                     for j in range(o.slots))
+
     def _stmt(self, depth: int):
-        table = [(5, "assign"), (3, "store"), (2, "probe"), (2 if self.privates else 0, "pstore"),
+        table = [(5, "assign"), (3, "store"), (2, "probe"), (1, "group"), (2 if self.privates else 0, "pstore"),
                  (2 if depth < 3 else 0, "if"), ((2, 1, 0)[len(self.loops)] if depth < 3 else 0, "for")]
         kind = self.weighted(table)
         self.stmt_budget -= self.weight
         edepth = self.int(1, 3)
-        if kind in ("store", "probe"):
-            s = self.store(edepth) if kind == "store" else self.probe(edepth)
+        if kind in ("store", "probe", "group"):
+            s = {"store": self.store, "probe": self.probe, "group": self.group_store}[kind](edepth)
             if s is not None:
                 return s
             kind = "assign"
@@ -919,7 +975,8 @@ class _Gen:
         for _ in range(count):
             if self.stmt_budget <= 0:
                 break
-            out.append(self.stmt(depth))
+            s = self.stmt(depth)
+            out.extend(s if isinstance(s, tuple) else (s,))
         return tuple(out)
 
     def collective(self) -> Collective:
@@ -961,7 +1018,7 @@ class _Gen:
             slots = [(o, j) for o in self.outputs for j in range(o.slots) if (o, j) not in self.exchange]
             if not slots:
                 break
-            o, j = self.pick(slots)
+            o, j = self.pick_slot(slots)
             value = self.store_value(var(v, self.vtypes[v]), o.dtype)
             out.append(Store(o.name, self.out_address(o, j, self.g(), self.t(), self.b()), value))
         return out
@@ -1018,9 +1075,12 @@ def _kernel(draw, n: int, block: int, max_stmts: int):
         gen.vtypes[j] = I32
         gen.defined.add(j)
         value = gen.expr(p.dtype, 1)
-        if p.dtype.is_number and gen.maybe(70):
-            mix = cast(var(j, I32) * 7 + gen.g(), p.dtype)
-            value = binary(Op.ADD, value, mix) if p.dtype is not F32 else value * mix
+        if gen.maybe(80):        # distinct in every thread and element: layouts cannot be confused
+            mix = var(j, I32) * 7 + gen.g()
+            if p.dtype is BOOL:
+                value = binary(Op.XOR, value, binary(Op.EQ, binary(Op.AND, mix, gen.ci(1)), gen.ci(0)))
+            else:
+                value = binary(Op.ADD, value, cast(mix, p.dtype))
         gen.defined.discard(j)
         gen.loops.pop()
         body.append(For(j, const(0, I32), size_e, const(1, I32), (PStore(p.name, var(j, I32), value),)))
