@@ -40,7 +40,8 @@ def main():
             launch = op.launch(shape)
             cols, checks = {}, {}
             for pol in POLICIES:
-                ck = compile_kernel(op.kernel, launch.consts, f"{args.lanes},grain={pol},workers={args.workers}")
+                ck = compile_kernel(op.kernel, launch.consts, f"{args.lanes},grain={pol},workers={args.workers}",
+                                    n=launch.n)
                 bufs = ops.allocate(op, shape, inputs)
                 call_args = {**bufs, **launch.scalars}
                 run = (lambda ck=ck, a=call_args: ck.launch(launch.n, a))

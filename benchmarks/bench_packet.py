@@ -23,7 +23,7 @@ from cohort.verify.guard import GuardedSet
 
 def column(op, shape, inputs, ref, variant):  # noqa: C901
     launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant)
+    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
     guarded = GuardedSet(ops.allocate(op, shape, inputs))
     prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
     prepared.run()
@@ -34,8 +34,8 @@ def column(op, shape, inputs, ref, variant):  # noqa: C901
             raise SystemExit(f"{op.name} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
         return True
     verify()
-    iters = timer.calibrate_iters(ck.entry, prepared.address)
-    sample = lambda n: timer.time_entry(ck.entry, prepared.address, iters, n)
+    iters = timer.calibrate_iters(prepared.entry, prepared.address)
+    sample = lambda n: timer.time_entry(prepared.entry, prepared.address, iters, n)
     return sample, verify, ck
 
 

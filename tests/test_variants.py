@@ -1,7 +1,9 @@
 """Every variant of every operator is bit-identical to the interpreter, guard
 bands intact (DESIGN §3, §5). The full knob matrix runs on sizes with tails;
 the presets run on every seed size. Packet variants' lane annotations are
-checked by the interpreter on the small sizes."""
+checked by the interpreter on the small sizes. A launch gets the build
+specialised for whole blocks when its size allows; the matrix also runs the
+general build there (row operators launch whole blocks only)."""
 import functools
 import itertools
 
@@ -31,22 +33,29 @@ def reference(name: str, shape: tuple):
     return inputs, ops.run_reference(op, shape, inputs)
 
 
-def run_variant(name: str, shape: tuple, variant: str, check_annotations: bool):
+def run_variant(name: str, shape: tuple, variant: str, check_annotations: bool, general_too: bool = False):
+    """The build a launch of this size gets (specialised for whole blocks when n is a
+    multiple of the block); with general_too, also the unspecialised build."""
     op = ops.get(name)
     inputs, ref = reference(name, shape)
     launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant)
-    if check_annotations and ck.annotations:
-        # the interpreter runs the exact kernel object the backend lowered and checks its lane claims
-        bufs = ops.allocate(op, shape, inputs)
-        checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label)
-        interpret(ck.kernel, launch.n, {**bufs, **launch.scalars}, None, checker=checker)
-        assert bitwise_equal(bufs[op.output].reshape(ref.shape), ref)
-    guarded = GuardedSet(ops.allocate(op, shape, inputs))
-    ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
-    y = guarded.arrays[op.output].reshape(ref.shape)
-    assert bitwise_equal(y, ref), f"{name} {shape} {variant}: first difference {first_difference(y, ref)}"
-    assert guarded.intact(), f"{name} {shape} {variant}: guard bands {guarded.status()}"
+    builds = [compile_kernel(op.kernel, launch.consts, variant, n=launch.n)]
+    if general_too and builds[0].code.full_blocks:
+        builds.append(compile_kernel(op.kernel, launch.consts, variant))
+        assert not builds[1].code.full_blocks
+    for ck in builds:
+        label = f"{name} {shape} {variant}{' [full blocks]' if ck.code.full_blocks else ''}"
+        if check_annotations and ck.annotations:
+            # the interpreter runs the exact kernel object the backend lowered and checks its lane claims
+            bufs = ops.allocate(op, shape, inputs)
+            checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label)
+            interpret(ck.kernel, launch.n, {**bufs, **launch.scalars}, None, checker=checker)
+            assert bitwise_equal(bufs[op.output].reshape(ref.shape), ref)
+        guarded = GuardedSet(ops.allocate(op, shape, inputs))
+        ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
+        y = guarded.arrays[op.output].reshape(ref.shape)
+        assert bitwise_equal(y, ref), f"{label}: first difference {first_difference(y, ref)}"
+        assert guarded.intact(), f"{label}: guard bands {guarded.status()}"
 
 
 def _ids(v):
@@ -59,7 +68,7 @@ MATRIX_CASES = [(name, shape, v) for name in ops.OPERATORS
 
 @pytest.mark.parametrize("name,shape,variant", MATRIX_CASES, ids=_ids)
 def test_full_matrix_on_tail_sizes(name, shape, variant):
-    run_variant(name, shape, variant, check_annotations=True)
+    run_variant(name, shape, variant, check_annotations=True, general_too=True)
 
 
 PRESET_CASES = [(name, shape, p) for name, op in ops.OPERATORS.items() for shape in op.seed_sizes
@@ -102,6 +111,46 @@ def test_packet_code_facts():
     assert branchy["masked_loads"] == 0 and branchy["scalarised_lanes"] > 0
 
 
+def test_whole_blocks_specialisation_is_chosen_by_launch_size():
+    op = ops.get("rmsnorm")
+    launch = op.launch((17, 65))                      # 17 blocks of 32: whole blocks
+    spec = lambda v, n: compile_kernel(op.kernel, launch.consts, v, n=n).code.full_blocks
+    assert spec("packet", launch.n) and spec("lanes=4", launch.n) and spec("lanes=16,interleave=1", launch.n)
+    assert not spec("packet", launch.n - 1) and not spec("packet", None)
+    assert not spec("whole", launch.n)                # per-thread loops: nothing to specialise
+    assert not spec("packet,full_packet=off", launch.n)   # the knob asks for masked packets throughout
+    lean = compile_kernel(op.kernel, launch.consts, "packet", n=launch.n).facts
+    general = compile_kernel(op.kernel, launch.consts, "packet").facts
+    # no masked path at all: the row's tail is the loop's own prefix mask, the only masked op left
+    assert lean["asm_instructions"] < general["asm_instructions"]
+    assert lean["masked_loads"] < general["masked_loads"] and lean["masked_stores"] < general["masked_stores"]
+
+
+def test_whole_blocks_build_launches_other_sizes_with_the_general_build():
+    from cohort.refimpl.interpreter import KernelRuntimeError
+    from cohort.backend.context import SLOT_N
+    op = ops.get("swiglu")
+    shape = (4, 64)                                   # 256 elements: whole blocks of 32
+    launch = op.launch(shape)
+    ck = compile_kernel(op.kernel, launch.consts, "packet", n=launch.n)
+    assert ck.code.full_blocks
+    inputs, ref = reference("swiglu", shape)
+    for n in (launch.n - 1, launch.n - 31, 1, launch.n):
+        guarded = GuardedSet(ops.allocate(op, shape, inputs))
+        y = guarded.arrays["y"]
+        ck.launch(n, {**guarded.arrays, **launch.scalars})
+        assert bitwise_equal(y[:n], ref.reshape(-1)[:n]) and not y[n:].any(), n
+        assert guarded.intact()
+    assert ck.prepare(launch.n - 1, {**ops.allocate(op, shape, inputs)}).code is not ck.code
+    # the specialised entry itself refuses a launch of a partial block: an error, not a run
+    bufs = ops.allocate(op, shape, inputs)
+    p = ck.prepare(launch.n, bufs)
+    p.args[SLOT_N] = launch.n - 5
+    with pytest.raises(KernelRuntimeError, match=r"whole blocks of 32 was called with n = 251"):
+        p.run()
+    assert not bufs["y"].any()
+
+
 FAST_CASES = [(name, shape, "packet-fast") for name, op in ops.OPERATORS.items() for shape in op.seed_sizes] + \
     [(name, shape, v) for name in ops.OPERATORS for shape in MATRIX_SIZES.get(name, MATRIX_DEFAULT_SIZES)
      for v in ("whole,fast_math=on", "lanes=16,fast_math=on", "lanes=4,fast_math=on,private=thread")]
@@ -113,7 +162,7 @@ def test_fast_math_within_the_stated_bound(name, shape, variant):
     op = ops.get(name)
     inputs, ref = reference(name, shape)
     launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant)
+    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
     guarded = GuardedSet(ops.allocate(op, shape, inputs))
     ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
     y = guarded.arrays[op.output].reshape(ref.shape)

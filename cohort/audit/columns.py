@@ -37,7 +37,7 @@ class VariantColumn:
         self.variant = variant
         launch = op.launch(shape)
         try:
-            self.ck = compile_kernel(op.kernel, launch.consts, variant)
+            self.ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
         except UnsupportedVariant as e:
             raise Unavailable(str(e)) from None
         self.compile_seconds = self.ck.compile_seconds
@@ -51,8 +51,8 @@ class VariantColumn:
         if boundary == "native_entry":
             from ..backend import timer
             self.prepared.run()
-            self.iters = timer.calibrate_iters(self.ck.entry, self.prepared.address)
-            self._sample = lambda k: timer.time_entry(self.ck.entry, self.prepared.address, self.iters, k)
+            self.iters = timer.calibrate_iters(self.prepared.entry, self.prepared.address)
+            self._sample = lambda k: timer.time_entry(self.prepared.entry, self.prepared.address, self.iters, k)
         else:
             call = lambda: self.ck.launch(self.n, self.args)
             if variant.grain == "auto":   # time the steady state, after auto's trial launches

@@ -1,9 +1,16 @@
 """Compile cache, compiled kernels and the launch API.
 
-`compile_kernel(kernel, consts, variant)` returns a `CompiledKernel` whose
+`compile_kernel(kernel, consts, variant, n)` returns a `CompiledKernel` whose
 native entry runs any range of blocks of a launch. Compiles are cached on the
 kernel's printed IR (after specialisation), its block, and the code-changing
 knobs of the variant; the cache is safe to use from several Python threads.
+
+Given the launch size `n`, a packet variant with full_packet on is also
+specialised on whether n is a multiple of the block (every packet full: no
+masked path to generate, compile or branch around), as Triton specialises
+integer arguments on divisibility. Such a build refuses any other launch
+(an error, not a run); the compiled kernel launches other sizes with the
+general build, compiled when first needed.
 """
 from __future__ import annotations
 
@@ -25,7 +32,7 @@ from ..refimpl.launch_check import check_args
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import jit
-from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, MAX_SCRATCH_BYTES,
+from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, MAX_SCRATCH_BYTES,
                       SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
                       abi_slots, private_layout)
 from .facts import code_facts
@@ -54,6 +61,10 @@ class NativeCode:
     annotation_lanes: int = 1      # lanes per vector the lowering worked in (packets x interleave)
     annotations: dict = field(default_factory=dict, repr=False)   # lane claims, for the interpreter
     lowering_counts: dict = field(default_factory=dict, repr=False)
+    full_blocks: bool = False      # specialised for launches of whole blocks only
+
+    def accepts(self, n: int) -> bool:
+        return not self.full_blocks or n % self.kernel.block == 0
 
     @property
     def llvm_ir(self) -> str:
@@ -90,6 +101,7 @@ class CompiledKernel:
 
     def __init__(self, code: NativeCode, variant: Variant):
         self.code, self.variant = code, variant
+        self._general: Optional[NativeCode] = None    # for launches the specialised code refuses
         self._recent: "OrderedDict" = OrderedDict()   # argument identities -> PreparedLaunch
         self._recent_lock = threading.Lock()
 
@@ -102,10 +114,19 @@ class CompiledKernel:
     def assembly(self) -> str:
         return self.code.assembly()
 
+    def code_for(self, n: int) -> NativeCode:
+        """The build that runs a launch of n threads: this one, or the general build
+        when this one is specialised for whole blocks and n is not."""
+        if self.code.accepts(n):
+            return self.code
+        if self._general is None:
+            self._general = _compile(self.code.kernel, self.variant, full_blocks=False)
+        return self._general
+
     def prepare(self, n: int, args: dict) -> "PreparedLaunch":
         """Check every argument and build the entry's argument block (no run)."""
         buffers, scalars = check_args(self.code.kernel, n, args)
-        p = PreparedLaunch(self, int(n), buffers, scalars)
+        p = PreparedLaunch(self, self.code_for(int(n)), int(n), buffers, scalars)
         # the caller's own objects, held so that their ids stay theirs while cached
         p.originals = [(args[name], a.dtype, a.size) for name, a in buffers.items()]
         return p
@@ -165,8 +186,9 @@ def _identity_key(n, args: dict):
 class PreparedLaunch:
     """An argument block ready for the native entry; keeps its arrays alive."""
 
-    def __init__(self, ck: CompiledKernel, n: int, buffers: dict, scalars: dict):
-        self.ck, self.n, self.buffers, self.scalars = ck, n, buffers, scalars
+    def __init__(self, ck: CompiledKernel, code: NativeCode, n: int, buffers: dict, scalars: dict):
+        self.ck, self.code, self.n, self.buffers, self.scalars = ck, code, n, buffers, scalars
+        self.entry = code.entry         # the build that accepts this launch
         slots = abi_slots(ck.kernel)
         self.args = np.zeros(slots["__count__"], np.int64)
         self.err = np.zeros(4, np.int64)
@@ -189,7 +211,7 @@ class PreparedLaunch:
                 bits = np.asarray(scalars[p.name], p.dtype.np).reshape(1).view(np.uint32)[0]
                 self.args[slots[p.name][0]] = int(bits)
         self.address = self.args.ctypes.data
-        self._fn = ck.code.entry_fn
+        self._fn = code.entry_fn
         self.originals = []
 
     def unchanged(self) -> bool:
@@ -212,7 +234,10 @@ class PreparedLaunch:
             if kind == ERR_SCRATCH:
                 raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: the entry was given too little "
                                          f"scratch memory for its private arrays")
-            stmt = self.ck.stmt_table[sid]
+            if kind == ERR_PARTIAL_BLOCK:
+                raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: an entry built for launches of whole "
+                                         f"blocks of {self.ck.kernel.block} was called with n = {index}")
+            stmt = self.code.stmt_table[sid]
             length = ""
             raise KernelRuntimeError(
                 f"kernel {self.ck.kernel.name}, {stmt.loc}: {_ERR_KIND.get(kind, 'access')} index {index} "
@@ -246,8 +271,11 @@ def cache_key(k: Kernel, variant: Variant) -> str:
     return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}".encode()).hexdigest()
 
 
-def compile_kernel(kernel, consts: Optional[dict] = None, variant=None) -> CompiledKernel:
-    """Specialise, validate, lower, optimise and link (or fetch from the cache)."""
+def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optional[int] = None) -> CompiledKernel:
+    """Specialise, validate, lower, optimise and link (or fetch from the cache).
+
+    `n`, the launch size when known, lets a packet variant specialise for
+    launches of whole blocks (see the module notes); any n still launches."""
     if variant is None:
         variant = parse_variant("whole")
     elif isinstance(variant, str):
@@ -259,19 +287,34 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None) -> Compi
                                      f"cannot re-block it to {variant.block}")
         k = Kernel(k.name, k.params, k.body, variant.block)
     k = specialize(k, consts or {})
-    key = cache_key(k, variant)
+    full_blocks = (n is not None and n > 0 and n % k.block == 0 and variant.lanes > 1
+                   and variant.full_packet)
+    key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
     with _cache_lock:
         bound = _bound.get((key, variant))
         if bound is not None:
             return bound
+    code = _compile(k, variant, full_blocks, key)
+    with _cache_lock:
+        return _bound.setdefault((key, variant), CompiledKernel(code, variant))
+
+
+def _compile(k: Kernel, variant: Variant, full_blocks: bool, key: Optional[str] = None) -> NativeCode:
+    """The cached native code of specialised kernel k (compiled once per key)."""
+    if key is None:
+        key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
+    with _cache_lock:
+        code = _cache.get(key)
+        if code is not None:
+            return code
         lock = _key_locks.setdefault(key, threading.Lock())
     with lock:  # one compile per key, other keys compile meanwhile
         code = _cache.get(key)
         if code is None:
-            code = _build(k, variant, key)
-        with _cache_lock:
-            _cache[key] = code
-            return _bound.setdefault((key, variant), CompiledKernel(code, variant))
+            code = _build(k, variant, key, full_blocks)
+            with _cache_lock:
+                _cache[key] = code
+        return code
 
 
 def _with_function_attributes(text: str, symbol: str, attrs: dict) -> str:
@@ -292,13 +335,13 @@ def scratch_memory(nbytes: int) -> np.ndarray:
     return raw[shift:shift + max(nbytes, 1)]
 
 
-def _build(k: Kernel, variant: Variant, key: str) -> NativeCode:
+def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> NativeCode:
     t0 = time.perf_counter()
     _, scratch = private_layout(k)
     if scratch > MAX_SCRATCH_BYTES:
         raise KernelError(k.name, None, f"private arrays need {scratch} bytes per block of {k.block} threads; "
                                         f"the native backend allows at most {MAX_SCRATCH_BYTES}")
-    symbol = f"cohort_{k.name}_{key[:12]}"
+    symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
     if variant.lanes == 1:
         from .lower_whole import WholeLowering
         lowering = WholeLowering(k, symbol, fast_math=variant.fast_math, checked=variant.checked)
@@ -307,7 +350,7 @@ def _build(k: Kernel, variant: Variant, key: str) -> NativeCode:
             raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
                                      f"{variant.lanes} (a block must hold whole packets)")
         from .lower_packet import PacketLowering
-        lowering = PacketLowering(k, symbol, variant, checked=variant.checked)
+        lowering = PacketLowering(k, symbol, variant, checked=variant.checked, full_blocks=full_blocks)
     module = lowering.lower()
     text = str(module)
     attrs = getattr(lowering, "fn_attributes", None)
@@ -317,6 +360,7 @@ def _build(k: Kernel, variant: Variant, key: str) -> NativeCode:
     ck = NativeCode(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                     time.perf_counter() - t0)
     ck.scratch_bytes = scratch
+    ck.full_blocks = lowering.full_blocks
     ck.annotations = getattr(lowering, "annotations", {})
     ck.lowering_counts = dict(getattr(lowering, "counts", {}))
     ck.lowering_counts["interleave"] = getattr(lowering, "interleave", 1)

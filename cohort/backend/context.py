@@ -9,12 +9,15 @@ serve all): `void entry(int64_t *args)`, where `args` holds 64-bit slots
     then per scalar parameter: its 32 bits, zero-extended
 
 The error record is written by `checked` builds (kind, statement id, index,
-thread; kind 0 means no error) and by any build handed too little scratch.
+thread; kind 0 means no error) and by any build handed too little scratch,
+or (a build specialised for launches of whole blocks) a partial last block.
 Private arrays live in the caller's scratch memory, not on the stack: a
 kernel's private arrays may need megabytes per block, and a stack overflow
 is a crash, not an error.
 """
 from __future__ import annotations
+
+import struct
 
 from llvmlite import ir
 
@@ -29,7 +32,7 @@ PTR = ir.PointerType()
 VOID = ir.VoidType()
 
 SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, SLOT_FIRST_PARAM = 0, 1, 2, 3, 4, 5, 6
-ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH = 0, 1, 2, 3, 4
+ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_PARTIAL_BLOCK = 0, 1, 2, 3, 4, 5
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 
@@ -61,6 +64,40 @@ def abi_slots(kernel: Kernel) -> dict:
     return slots
 
 
+class _FormattedVector(ir.Constant):
+    """A vector constant whose text is formatted once (llvmlite re-formats every element of
+    an ordinary vector constant at each use, which was half of a packet kernel's lowering time).
+    `constant` keeps the element constants: shufflevector checks its mask through them."""
+
+    def __init__(self, typ: ir.VectorType, values: tuple, text: str):
+        ir.Constant.__init__(self, typ, list(values))
+        self._text = text
+
+    def _to_string(self):
+        return f"{self.type} {self._text}"
+
+    def get_reference(self):
+        return self._text
+
+
+_vector_constants: dict = {}
+
+
+def vector_const(ty: ir.VectorType, values) -> ir.Constant:
+    """The constant vector `values` (a scalar: every lane), shared between modules."""
+    values = tuple(values) if isinstance(values, (list, tuple)) else (values,) * ty.count
+    # floats by their bits: -0.0 == 0.0 and NaN payloads must not share an entry
+    key = (str(ty), tuple(struct.pack("<d", v) if isinstance(v, float) else v for v in values))
+    c = _vector_constants.get(key)
+    if c is None:
+        if len(set(values)) == 1:
+            text = f"splat ({ir.Constant(ty.element, values[0])})"
+        else:
+            text = "<" + ", ".join(str(ir.Constant(ty.element, v)) for v in values) + ">"
+        c = _vector_constants.setdefault(key, _FormattedVector(ty, values, text))
+    return c
+
+
 def _mangle(dt: DType, lanes: int) -> str:
     base = {DType.F32: "f32", DType.I32: "i32", DType.U32: "i32", DType.BOOL: "i1"}[dt]
     return base if lanes == 1 else f"v{lanes}{base}"
@@ -85,7 +122,7 @@ class Ctx:
             v = int(v)
             v = v - (1 << 32) if v >= (1 << 31) else v
         c = ir.Constant(scalar_type(dt), v)
-        return c if self.lanes == 1 else ir.Constant(self.ty(dt), [v] * self.lanes)
+        return c if self.lanes == 1 else vector_const(self.ty(dt), v)
 
     def intrinsic(self, name: str, dts: list, args: list):
         """Call an overloaded intrinsic; the return type is dts[0], mangled by every dt."""

@@ -4,7 +4,10 @@ W-lane SIMD vector of threads, run under masks (after ISPC's foreach).
 Per block and phase, packets p = 0.. run one after another. A packet whose W
 threads are all active takes the full path (mask statically all-true: plain
 vector loads and stores) when `full_packet` is on; the launch's last, partial
-packet takes the masked path. Divergent `if` and loops with per-lane trip
+packet takes the masked path. A build specialised for launches of whole blocks
+(`full_blocks`, chosen when the launch size is known to be a multiple of the
+block, as Triton specialises on divisibility) has no masked path at all and
+refuses any other launch. Divergent `if` and loops with per-lane trip
 counts narrow the mask; a loop's iterations that every active lane runs are
 split from the tail iterations, which alone pay for a mask.
 
@@ -31,7 +34,8 @@ from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, DType, Expr, For, If, Kernel, Op, Private, PStore, Store, walk_expr)
 from ..refimpl.printer import format_expr
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
-from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, Ctx, mem_type)
+from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, Ctx, mem_type,
+                      vector_const)
 from .lower_ops import LOWER, bitcast, convert, scalar_type
 from . import inject
 from .lower_whole import WholeLowering, contains_load, names_in, tree_steps
@@ -39,8 +43,9 @@ from .shapes import Access, ShapeAnalysis, choose_interleave, classify
 
 
 class PacketLowering(WholeLowering):
-    def __init__(self, kernel: Kernel, symbol: str, variant, checked: bool = False):
-        super().__init__(kernel, symbol, fast_math=variant.fast_math, checked=checked)
+    def __init__(self, kernel: Kernel, symbol: str, variant, checked: bool = False, full_blocks: bool = False):
+        super().__init__(kernel, symbol, fast_math=variant.fast_math, checked=checked,
+                         full_blocks=full_blocks and variant.full_packet)
         if kernel.block < variant.lanes or kernel.block % variant.lanes:
             raise ValueError(f"block {kernel.block} is smaller than lanes {variant.lanes}")
         # W is the width the lowering works in: `interleave` packets of `lanes`
@@ -70,10 +75,10 @@ class PacketLowering(WholeLowering):
         b = self.b
         v = b.insert_element(ir.Constant(self.cx.ty(dt), None), scalar, self.i32(0))
         return b.shuffle_vector(v, ir.Constant(self.cx.ty(dt), None),
-                                ir.Constant(self.vty(I32T), [0] * self.W))
+                                vector_const(self.vty(I32T), 0))
 
     def iota(self):
-        return ir.Constant(self.vty(I32T), list(range(self.W)))
+        return vector_const(self.vty(I32T), list(range(self.W)))
 
     def lane0(self, v):
         return self.b.extract_element(v, self.i32(0))
@@ -88,7 +93,7 @@ class PacketLowering(WholeLowering):
         return ir.Constant(ty, None)
 
     def all_true(self):
-        return ir.Constant(self.vty(I1), [1] * self.W)
+        return vector_const(self.vty(I1), 1)
 
     def and_mask(self, m, c):
         return c if m is None else self.b.and_(m, c)
@@ -116,9 +121,12 @@ class PacketLowering(WholeLowering):
         b, W = self.b, self.W
         self.bid = bid
         base = b.mul(bid, self.i32(self.B))
-        left = b.sub(self.n32, base)
-        active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
-        npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
+        if self.full_blocks:       # every packet of every block is full: one path, no tail
+            npk = self.i32(self.B // W)
+        else:
+            left = b.sub(self.n32, base)
+            active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
+            npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
         for ptr, size, dt in self.privates.values():
             nbytes = size * self.B * (1 if dt is DType.BOOL else 4)
             b.call(self.memset(), [ptr, ir.Constant(I8, 0), self.i64(nbytes), ir.Constant(I1, 0)])
@@ -138,6 +146,9 @@ class PacketLowering(WholeLowering):
                                          self.splat(self.n32, DType.I32))
         if not self.variant.full_packet:
             self.packet_body(stmts, coll, self.launch_mask)
+            return
+        if self.full_blocks:
+            self.packet_body(stmts, coll, None)
             return
         full = b.icmp_signed("<=", b.add(g0, self.i32(W - inject.active("tail_mask"))), self.n32)
         if inject.active("full_packet_always"):
@@ -179,7 +190,7 @@ class PacketLowering(WholeLowering):
         v0 = b.load(self.elem(self.arrays[n], self.t0, dt), typ=self.sx.ty(dt), align=4)
         v = self.splat(v0, dt)
         if shape.stride:
-            v = b.add(v, ir.Constant(self.cx.ty(dt), [shape.stride * l for l in range(self.W)]))
+            v = b.add(v, vector_const(self.cx.ty(dt), [shape.stride * l for l in range(self.W)]))
         return v
 
     def store_cross(self, n: str, v):
@@ -209,7 +220,7 @@ class PacketLowering(WholeLowering):
         v = b.load(self.elem(tree, self.i32(0), dt), typ=ty, align=4)
         for s in tree_steps(W, 1):
             lanes = [t + s if t + s < W else t for t in range(W)]
-            moved = b.shuffle_vector(v, ir.Constant(ty, None), ir.Constant(self.vty(I32T), lanes))
+            moved = b.shuffle_vector(v, ir.Constant(ty, None), vector_const(self.vty(I32T), lanes))
             self.counts["shuffles"] += 1
             v = LOWER[op](self.cx, dt, v, moved)
         r = self.splat(self.lane0(v), dt)
@@ -288,7 +299,7 @@ class PacketLowering(WholeLowering):
         wide = _concat(b, vals)
         order = [(j % k) * W + j // k for j in range(k * W)]
         span = ir.VectorType(elem, k * W)
-        inter = b.shuffle_vector(wide, ir.Constant(wide.type, None), ir.Constant(ir.VectorType(I32T, k * W), order))
+        inter = b.shuffle_vector(wide, ir.Constant(wide.type, None), vector_const(ir.VectorType(I32T, k * W), order))
         self.counts["shuffles"] += 1
         self.counts["interleaved_stores"] += 1
         ptr = b.gep(self.bufs[first.buf], [idx0], source_etype=elem)
@@ -296,7 +307,7 @@ class PacketLowering(WholeLowering):
             b.store(inter, ptr, align=1)
             return
         spread = b.shuffle_vector(self.mask, ir.Constant(self.vty(I1), None),
-                                  ir.Constant(ir.VectorType(I32T, k * W), [j // k for j in range(k * W)]))
+                                  vector_const(ir.VectorType(I32T, k * W), [j // k for j in range(k * W)]))
         self.counts["masked_stores"] += 1
         suffix = f"v{k * W}{'f32' if isinstance(elem, ir.FloatType) else f'i{elem.width}'}"
         self.intrinsic(f"llvm.masked.store.{suffix}.p0", ir.VoidType(), [inter, ptr, self.i32(1), spread])
@@ -399,7 +410,7 @@ class PacketLowering(WholeLowering):
         return b.select(b.icmp_signed(">", t, self.i64(0)), t, self.i64(0))
 
     def vconst64(self, v):
-        return ir.Constant(self.vty(I64), [v] * self.W)
+        return vector_const(self.vty(I64), v)
 
     def count_loop(self, lo, hi, body):
         b = self.b
@@ -454,7 +465,7 @@ class PacketLowering(WholeLowering):
     def splat64(self, scalar):
         b = self.b
         v = b.insert_element(ir.Constant(self.vty(I64), None), scalar, self.i32(0))
-        return b.shuffle_vector(v, ir.Constant(self.vty(I64), None), ir.Constant(self.vty(I32T), [0] * self.W))
+        return b.shuffle_vector(v, ir.Constant(self.vty(I64), None), vector_const(self.vty(I32T), 0))
 
     # ------------------------------------------------------------ buffer memory
     def load(self, e: Expr, idx):
@@ -514,11 +525,11 @@ class PacketLowering(WholeLowering):
         span = self.vty(elem).__class__(elem, k * W)
         keep = [1 if j % k == 0 else 0 for j in range(k * W)]
         if self.mask is None:
-            smask = ir.Constant(ir.VectorType(I1, k * W), keep)
+            smask = vector_const(ir.VectorType(I1, k * W), keep)
         else:
             spread = b.shuffle_vector(self.mask, ir.Constant(self.vty(I1), None),
-                                      ir.Constant(ir.VectorType(I32T, k * W), [j // k for j in range(k * W)]))
-            smask = b.and_(spread, ir.Constant(ir.VectorType(I1, k * W), keep))
+                                      vector_const(ir.VectorType(I32T, k * W), [j // k for j in range(k * W)]))
+            smask = b.and_(spread, vector_const(ir.VectorType(I1, k * W), keep))
         ptr = b.gep(buf, [first], source_etype=elem)
         suffix = f"v{k * W}{'f32' if isinstance(elem, ir.FloatType) else f'i{elem.width}'}"
         self.counts["masked_loads"] += 1
@@ -526,7 +537,7 @@ class PacketLowering(WholeLowering):
         whole = self.intrinsic(f"llvm.masked.load.{suffix}.p0", span, [ptr, self.i32(1), smask,
                                                                         self.zero(span)])
         return b.shuffle_vector(whole, ir.Constant(span, None),
-                                ir.Constant(self.vty(I32T), [k * l for l in range(W)]))
+                                vector_const(self.vty(I32T), [k * l for l in range(W)]))
 
     def per_lane_load(self, ptr_of_lane, elem):
         """predicated=off: one branch per lane, a scalar load where the lane is active."""
@@ -720,12 +731,12 @@ def _concat(b, vals):
         nxt = []
         for a, c in zip(vals[0::2], vals[1::2]):
             n = a.type.count
-            nxt.append(b.shuffle_vector(a, c, ir.Constant(ir.VectorType(I32T, 2 * n), list(range(2 * n)))))
+            nxt.append(b.shuffle_vector(a, c, vector_const(ir.VectorType(I32T, 2 * n), list(range(2 * n)))))
         if len(vals) % 2:
             last = vals[-1]
             n = last.type.count
             pad = b.shuffle_vector(last, ir.Constant(last.type, None),
-                                   ir.Constant(ir.VectorType(I32T, 2 * n), list(range(n)) + [n] * n))
+                                   vector_const(ir.VectorType(I32T, 2 * n), list(range(n)) + [n] * n))
             nxt.append(pad)
         vals = nxt
     return vals[0]

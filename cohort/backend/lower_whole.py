@@ -15,7 +15,7 @@ from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private,
                           PStore, Store, walk_expr, walk_stmts, stmt_exprs)
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
-from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, I1, I32T, I64, I8, PTR,
+from .context import (ERR_LOAD_OOB, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, I1, I32T, I64, I8, PTR,
                       SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
                       abi_slots, mem_type, private_layout)
 from . import inject
@@ -86,10 +86,12 @@ def var_types(kernel: Kernel) -> dict:
 
 
 class WholeLowering:
-    def __init__(self, kernel: Kernel, symbol: str, fast_math: bool = False, checked: bool = False):
+    def __init__(self, kernel: Kernel, symbol: str, fast_math: bool = False, checked: bool = False,
+                 full_blocks: bool = False):
         self.k = kernel
         self.B = kernel.block
         self.checked = checked
+        self.full_blocks = full_blocks     # only launches of whole blocks (n % B == 0) are accepted
         self.module = ir.Module(name=kernel.name)
         self.fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), symbol)
         self.fn.attributes.add("nounwind")
@@ -187,6 +189,13 @@ class WholeLowering:
         for p in k.scalars:
             bits = b.trunc(slot(slots[p.name][0]), I32T)
             self.scalars[p.name] = b.bitcast(bits, ir.FloatType()) if p.dtype is DType.F32 else bits
+        if self.full_blocks:
+            # specialised for launches of whole blocks: anything else is refused, never run
+            partial = b.icmp_unsigned("!=", b.urem(self.n64, self.i64(self.B)), self.i64(0))
+            with b.if_then(partial, likely=False):
+                b.store(self.i64(ERR_PARTIAL_BLOCK), self.err_ptr, align=8)
+                b.store(self.n64, b.gep(self.err_ptr, [self.i64(2)], source_etype=I64), align=8)
+                b.ret_void()
         # never run blocks past the launch, whatever the caller asked
         nblocks = b.trunc(b.udiv(b.add(self.n64, self.i64(self.B - 1)), self.i64(self.B)), I32T)
         end = b.select(b.icmp_signed("<", end, nblocks), end, nblocks)

@@ -73,7 +73,7 @@ class WorkerPool:
         if prepared.args.size > pool_ir.MAX_ARGS:
             raise ValueError(f"kernel has too many parameters for the pool ({prepared.args.size} slots)")
         participants = max(1, min(participants, self.threads + 1))
-        per = prepared.ck.scratch_bytes
+        per = prepared.code.scratch_bytes
         with self.lock:
             if self.closed:
                 raise RuntimeError("the worker pool has been shut down")
@@ -83,7 +83,7 @@ class WorkerPool:
             base = self.scratch.ctypes.data
             base += (-base) % 64
             r = self.record
-            r[2] = entry or prepared.ck.entry
+            r[2] = entry or prepared.entry
             r[3] = prepared.nblocks
             r[4] = max(1, int(grain))
             r[8] = participants
@@ -161,7 +161,7 @@ class AutoChoice:
     def __init__(self, prepared, workers: int):
         from .compiler import compile_kernel
         self.workers = workers
-        code = prepared.ck.code
+        code = prepared.code
         entries = [("lanes=%d" % code.variant.lanes, code.entry, code.entry_fn)]
         if code.variant.lanes != 1:
             whole = compile_kernel(code.kernel, None, "whole").code
@@ -206,7 +206,7 @@ def choose(prepared, workers: int) -> AutoChoice:
     hit = prepared.__dict__.get("_auto")
     if hit is not None and hit.workers == workers:
         return hit
-    key = (prepared.ck.entry, prepared.n, workers)
+    key = (prepared.entry, prepared.n, workers)
     with _auto_lock:
         hit = _auto.get(key)
         if hit is None:

@@ -56,7 +56,7 @@ def compare(kernel, n: int, args: dict, consts: Optional[dict] = None, variant="
     buffers = {p.name for p in k.params if p.kind is ParamKind.BUFFER}
     ref = {name: np.array(a, copy=True) for name, a in args.items() if name in buffers}
     scalars = {name: v for name, v in args.items() if name not in buffers}
-    ck = compile_kernel(k, consts, variant)
+    ck = compile_kernel(k, consts, variant, n=n)
     checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label) if ck.annotations else None
     interpret(ck.kernel, n, {**ref, **scalars}, None, checker=checker)
     guarded = GuardedSet({name: args[name] for name in ref})

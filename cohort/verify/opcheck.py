@@ -55,7 +55,7 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
 
     from ..backend.compiler import compile_kernel
     launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant)
+    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
     bufs = ops.allocate(op, shape, inputs)
     guarded = GuardedSet(bufs)
     prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
@@ -83,8 +83,8 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
         if variant.grain == "caller" and variant.workers == 1:
             from ..backend import timer
             boundary = "native_entry"
-            iters = timer.calibrate_iters(ck.entry, prepared.address)
-            ns = timer.time_entry(ck.entry, prepared.address, iters, samples)
+            iters = timer.calibrate_iters(prepared.entry, prepared.address)
+            ns = timer.time_entry(prepared.entry, prepared.address, iters, samples)
             prepared.raise_error()
         else:
             boundary = "runtime_e2e"

@@ -1,0 +1,74 @@
+"""Compile time per (operator, variant), split into its stages, each compile in a
+fresh process (so nothing is cached and every LLVM start-up cost is paid the same
+way): lowering (Python, IR building), parse, optimise (the O3 pipeline) and
+codegen + link. The first compile of a process also pays LLVM's one-off set-up;
+it is reported apart (`first`) and excluded from the stage columns.
+
+    python benchmarks/bench_compile.py [--ops rmsnorm,rope] [--variants whole,packet] [--repeat 3]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+CHILD = r"""
+import json, sys, time
+from cohort.backend import compiler, jit
+from cohort.refimpl import ops
+op_name, variant, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
+op = ops.get(op_name)
+shape = op.seed_sizes[0]
+launch = op.launch(shape)
+# warm LLVM up (target machine, LLJIT) on an unrelated tiny compile, timed apart
+t0 = time.perf_counter()
+jit.compile_module("define void @warm() {\n  ret void\n}\n", ["warm"])
+first = time.perf_counter() - t0
+rows = []
+for i in range(repeat):
+    compiler._cache.clear(); compiler._bound.clear()
+    stages = {}
+    real = jit.compile_module
+    def timed(text, symbols, tuning=None):
+        t = time.perf_counter()
+        linked = real(text, symbols, tuning)
+        stages.update(linked.seconds)
+        stages["ir_chars"] = len(text)
+        return linked
+    compiler.jit.compile_module = timed
+    t = time.perf_counter()
+    ck = compiler.compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+    total = time.perf_counter() - t
+    compiler.jit.compile_module = real
+    stages["total"] = total
+    stages["lower"] = total - stages["parse"] - stages["optimise"] - stages["codegen_link"]
+    stages["asm_lines"] = len(ck.code.linked.assembly().splitlines()) if hasattr(ck, "code") else None
+    rows.append(stages)
+print(json.dumps({"first": first, "rows": rows}))
+"""
+
+
+def main():
+    from cohort.refimpl import ops
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default=",".join(ops.OPERATORS))
+    ap.add_argument("--variants", default="whole,packet")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    cols = ("lower", "parse", "optimise", "codegen_link", "total")
+    print(f"{'op':15s} {'variant':8s} " + " ".join(f"{c + ' ms':>15s}" for c in cols) + f" {'IR KiB':>7s}")
+    worst = 0.0
+    for name in args.ops.split(","):
+        for variant in args.variants.split(","):
+            out = subprocess.run([sys.executable, "-c", CHILD, name, variant, str(args.repeat)],
+                                 capture_output=True, text=True, check=True)
+            res = json.loads(out.stdout.strip().splitlines()[-1])
+            med = {c: statistics.median(r[c] for r in res["rows"]) for c in cols}
+            worst = max(worst, med["total"])
+            print(f"{name:15s} {variant:8s} " + " ".join(f"{med[c] * 1e3:15.1f}" for c in cols)
+                  + f" {res['rows'][0]['ir_chars'] / 1024:7.0f}", flush=True)
+    print(f"worst median total: {worst * 1e3:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
