@@ -109,6 +109,35 @@ def test_audit_check_passes_and_catches_tampering(quick_run, tmp_path):
     assert any("tables.md differs" in p for p in problems)
 
 
+def test_roofline_section_is_backed_by_the_replay(quick_run, tmp_path):
+    from cohort.audit.roofline import bounds
+    out, run, _ = quick_run
+    m = run.replay["machine"]
+    assert set(m["levels"]) >= {"L1", "DRAM"} and m["gflops"] > 0
+    for lvl in m["levels"].values():
+        assert lvl["gb_per_s"] == max(lvl["copy"], lvl["copy_nt"]) > 0
+    case = next(c for c in run.replay["cases"] if c["op"] == "rmsnorm")
+    # rmsnorm 17x65: x and y 17*65 floats, w 65 floats; 4 FP ops per element (x*x, +, *r, *w)
+    # plus per row: mean, +eps, sqrt, 1/ (once per thread: 32 threads per row)
+    assert case["work"]["bytes"] == 4 * (2 * 17 * 65 + 65)
+    assert case["work"]["flops"] == 17 * 65 * 4 + 17 * 32 * 4
+    b = bounds(case["work"], m)
+    assert b["level"] == "L1" and b["bound_us"] == max(b["memory_us"], b["compute_us"]) > 0
+    text = (out / "tables.md").read_text()
+    assert "## Roofline: against this machine's bounds" in text and "| rmsnorm | 17×65 | 9.1 kB |" in text
+    # tampering with the recorded work is caught by the audit check
+    import shutil
+    bad = tmp_path / "bad"
+    shutil.copytree(out, bad)
+    with gzip.open(bad / "replay.json.gz", "rt") as f:
+        replay = json.load(f)
+    next(c for c in replay["cases"] if c["op"] == "rmsnorm")["work"]["flops"] //= 2
+    with gzip.open(bad / "replay.json.gz", "wt") as f:
+        json.dump(replay, f)
+    problems, _ = check_directory(str(bad), rerun=False)
+    assert any("recounted bytes and FP ops" in p for p in problems)
+
+
 def test_an_invalid_round_makes_the_cell_invalid(quick_run):
     _, run, _ = quick_run
     replay = json.loads(json.dumps(run.replay))

@@ -681,3 +681,26 @@ def test_private_arrays_are_zeroed_and_per_thread(xs):
     assert y.tolist() == [w[0] for w in want]
     assert z.tolist() == [w[1] for w in want] == [0] * n
     assert f.view(np.uint32).tolist() == [0] * n            # +0.0 exactly
+
+
+def test_count_flops_counts_active_threads_float_arithmetic_only():
+    from cohort import exp, f32, global_id, kernel
+    from cohort.refimpl.interpreter import count_flops
+    from cohort.refimpl.mathlib import template
+    from cohort.refimpl.interpreter import FLOP_OPS
+    from cohort.refimpl.ir import walk_expr
+
+    @kernel(block=8)
+    def k(x: Buffer[f32], y: Buffer[f32]):
+        i = global_id()
+        v = x[i]
+        if i < 5:
+            v = v * 2.0 + 1.0          # 2 ops on 5 threads
+        y[i] = exp(v) if v > 0.0 else -v   # exp on the threads that take it; NEG is not counted
+
+    x = np.array([1, -1, 2, -2, 3, -3, 4, -4, 5, -5, 6], np.float32)
+    y = np.zeros_like(x)
+    v = np.where(np.arange(11) < 5, x * 2 + 1, x)
+    per_exp = len({id(e) for e in walk_expr(template("exp")) if e.op in FLOP_OPS and e.src[0].dtype.name == "F32"})
+    assert per_exp > 10
+    assert count_flops(k.ir, 11, {"x": x, "y": y}) == 2 * 5 + per_exp * int((v > 0).sum())

@@ -1,7 +1,8 @@
 """`cohort audit check DIR`: re-verify a result directory independently.
 
 In a fresh process: regenerate every case's inputs from its seed and compare
-their checksums; recompute the reference with the interpreter; recompile and
+their checksums; recompute the reference with the interpreter (and the work
+the roofline bounds are computed from: bytes and counted FP ops); recompile and
 rerun every variant column once between guard bands and compare its output
 checksum with the reference and with every checksum recorded after the
 timed rounds; re-derive the tables from the replay's raw samples and compare
@@ -46,6 +47,12 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
         ref = ops.run_reference(op, shape, inputs)
         if checksum(ref) != case["reference_checksum"]:
             problems.append(f"{cid}: the interpreter's output has another checksum than recorded")
+        recorded_work = replay_cases[cid].get("work")
+        if recorded_work is not None:
+            from .roofline import work
+            if work(op, shape, inputs) != recorded_work:
+                problems.append(f"{cid}: recounted bytes and FP ops {work(op, shape, inputs)} differ from the "
+                                f"replay's {recorded_work}")
         launch = op.launch(shape)
         for col, info in case["columns"].items():
             if progress is not None:

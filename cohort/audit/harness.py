@@ -56,6 +56,9 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
     audit = {"format": "cohort-audit/1", "command": command, "environment": env, "suite": suite.name, "cases": {}}
     run = SuiteRun(replay, audit)
     cases = list(select_cases(suite, only_ops, only_sizes))
+    if suite.roofline:
+        from . import roofline
+        replay["machine"] = roofline.measure()
     for group, name, shape in cases:
         op = ops.get(name)
         cid = case_id(group.title, name, shape)
@@ -66,6 +69,8 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
                   "reference_checksum": checksum(ref), "columns": {}}
         r_case = {"id": cid, "group": group.title, "op": name, "shape": list(shape), "seed": seed,
                   "boundary": suite.boundary, "columns": {}, "ratios": [vars(r) for r in group.ratios]}
+        if suite.roofline:
+            r_case["work"] = roofline.work(op, shape, inputs)
         live = {}
         for col in group.columns:
             entry = {"kind": col.kind, "spec": col.spec}

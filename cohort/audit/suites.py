@@ -42,10 +42,12 @@ class Suite:
     samples: int = 7
     workers: int = 1
     notes: str = ""
+    roofline: tuple = ()      # columns compared with this machine's memory and compute bounds
 
     def to_json(self) -> dict:
         return {"name": self.name, "title": self.title, "boundary": self.boundary, "rounds": self.rounds,
                 "samples": self.samples, "workers": self.workers, "notes": self.notes,
+                "roofline": list(self.roofline),
                 "groups": [{"title": g.title, "cases": [[op, list(s)] for op, s in g.cases],
                             "columns": [vars(c) for c in g.columns], "ratios": [vars(r) for r in g.ratios]}
                            for g in self.groups]}
@@ -80,7 +82,8 @@ def _native():
         notes="Inductor uses this host's widest vectors (AVX-512, 16 lanes) unless told otherwise; "
               "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as the AVX2 "
               "machine of ANCHORS.md). ""Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
-              "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.")
+              "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
+        roofline=("packet", "inductor"))
 
 
 def _private():
@@ -136,7 +139,7 @@ def _quick():
     return Suite("quick", "Quick check (CI)", "native_entry",
                  (Group("quick", cases, (WHOLE, PACKET, INDUCTOR),
                         (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole"))),),
-                 rounds=2, samples=3)
+                 rounds=2, samples=3, roofline=("packet",))
 
 
 SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _quick())}

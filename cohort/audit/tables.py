@@ -104,7 +104,53 @@ def render_markdown(replay: dict) -> str:
         for n, why in sorted(missing.items()):
             out.append(f"\n`—` {n}: {why}")
         out.append("")
+    if suite.get("roofline") and replay.get("machine"):
+        out += render_roofline(replay, cells)
     return "\n".join(out)
+
+
+def _fmt_bytes(n: int) -> str:
+    return f"{n / 1e6:,.2f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
+
+
+def render_roofline(replay: dict, cells: list) -> list:
+    from .roofline import bounds
+    m = replay["machine"]
+    names = replay["suite"]["roofline"]
+    lv = ", ".join(f"{k} {v['read']:.0f}/{v['gb_per_s']:.0f}" for k, v in m["levels"].items())
+    peak = ", ".join(f"{k.replace('lanes', '')} lanes {v:.0f}" for k, v in m["flops_gflops"].items())
+    out = ["## Roofline: against this machine's bounds", "",
+           f"Measured at the start of this run, one thread: read/copy bandwidth per level in GB/s {lv} (copy: "
+           f"the best of ordinary and non-temporal stores); peak float32 rate in GFLOP/s {peak} (independent "
+           f"vector adds and multiplies). Memory bound (ANCHORS.md's): input plus output bytes at the copy "
+           f"bandwidth of the smallest cache level holding them (a kernel reading more than it writes can beat a "
+           f"copy a little inside the caches). Compute bound: the float32 operations the interpreter counts for the launch "
+           f"(+ − × ÷ √ min max of active threads, math functions included; compares, selects and integer work "
+           f"left out) at the peak rate. Bound = the larger; time/bound = 1 is the physical limit.", ""]
+    head = ["op", "size", "bytes", "FP ops", "level", "memory µs", "compute µs"]
+    for n in names:
+        head += [f"{n} µs", f"{n}/bound"]
+    out += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * 2 + ["---"] + ["---:"] * (len(head) - 5)) + "|"]
+    seen = set()
+    by_size = {}
+    for c in cells:
+        by_size.setdefault((c["op"], c["size"]), []).append(c)
+    for case in replay["cases"]:
+        key = (case["op"], "x".join(map(str, case["shape"])))
+        if key in seen or "work" not in case:
+            continue
+        seen.add(key)
+        w = case["work"]
+        b = bounds(w, m)
+        line = [case["op"], key[1].replace("x", "×"), _fmt_bytes(w["bytes"]), f"{w['flops']:,}", b["level"],
+                f"{b['memory_us']:.3f}" if b["memory_us"] < 1000 else f"{b['memory_us']:,.1f}",
+                f"{b['compute_us']:.3f}" if b["compute_us"] < 1000 else f"{b['compute_us']:,.1f}"]
+        for n in names:
+            col = next((c["columns"][n] for c in by_size[key] if n in c["columns"]), {"status": "unavailable"})
+            line += [_fmt_us(col), f"{col['us'] / b['bound_us']:.2f}" if col["status"] == "ok" else "—"]
+        out.append("| " + " | ".join(line) + " |")
+    out.append("")
+    return out
 
 
 def plot(replay: dict, path: str) -> str:

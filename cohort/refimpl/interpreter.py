@@ -22,6 +22,10 @@ from .semantics import (LaneError, REDUCE_IDENTITY, apply, convert, first_lane,
                         tree_reduce)
 from .specialize import specialize
 
+# float32 arithmetic counted as work (roofline compute bounds): the IEEE operations,
+# inside math templates too; compares, selects, conversions and bit tricks are not
+FLOP_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.SQRT, Op.MIN, Op.MAX})
+
 
 class KernelRuntimeError(Exception):
     """A launch broke a rule of DESIGN §3 (out of bounds, write conflict, ...)."""
@@ -79,6 +83,7 @@ class Interpreter:
         self.phase = 0
         self.stmt = None
         self.checker = checker  # optional: verifies the backend's access annotations
+        self.flops = None       # set to 0 to count float32 arithmetic ops of active threads
 
     # ------------------------------------------------------------ errors
     def fail(self, message: str, lane: Optional[int] = None):
@@ -144,6 +149,8 @@ class Interpreter:
             x = self.ev(e.src[0], mask, memo)
             return self.ev(mathlib.template(e.arg), mask, {("arg", 0): x})
         srcs = [self.ev(s, mask, memo) for s in e.src]
+        if self.flops is not None and op in FLOP_OPS and e.src[0].dtype is DType.F32:
+            self.flops += int(np.count_nonzero(np.broadcast_to(mask, self.gid.shape)))
         try:
             return apply(op, e.src[0].dtype, srcs, mask)
         except LaneError as err:
@@ -322,6 +329,18 @@ def interpret(kernel: Kernel, n: int, args: dict, consts: Optional[dict] = None,
     buffers, scalars = check_args(k, n, args)
     Interpreter(k, n, buffers, scalars, checker).run()
     return buffers
+
+
+def count_flops(kernel: Kernel, n: int, args: dict, consts: Optional[dict] = None) -> int:
+    """Run `kernel` like `interpret` and return the float32 arithmetic operations its
+    active threads executed (FLOP_OPS; collectives' trees not included)."""
+    from .launch_check import check_args
+    k = specialize(kernel, consts or {})
+    buffers, scalars = check_args(k, n, args)
+    it = Interpreter(k, n, buffers, scalars)
+    it.flops = 0
+    it.run()
+    return it.flops
 
 
 def evaluate(e: Expr, **vars_) -> np.ndarray:
