@@ -172,7 +172,23 @@ def test_cli_bench_quick_then_audit_check(tmp_path):
     for cell in result["cells"]:
         assert cell["columns"]["packet"] > 0 and cell["columns"]["whole"] > 0
         r = next(r for r in cell["ratios"] if r["label"] == "packet/whole")
-        assert r["rounds"] == 2 and r["min"] <= r["ratio"] <= r["max"]
+        assert r["rounds"] == 3 and r["min"] <= r["ratio"] <= r["max"]
+        assert r["ratio"] <= suites.QUICK_PACKET_WHOLE_LIMIT       # the regression guard held
     c = subprocess.run([sys.executable, "-m", "cohort.cli", "audit", "check", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert c.returncode == 0 and "audit check passed" in c.stdout, c.stdout + c.stderr
+
+
+def test_a_ratio_above_its_limit_fails_the_run():
+    # the quick suite's guard: a packet path that lost its vectors turns the run red
+    from cohort.audit.suites import Column, Group, Ratio, Suite
+    cols = (Column("whole", "variant", "whole"), Column("slow", "variant", "whole,interleave=1"))
+    tight = Suite("t", "t", "native_entry", (Group("g", (("rmsnorm", (3, 63)),), cols,
+                                                   (Ratio("slow", "whole", "slow/whole", limit=0.5),)),),
+                  rounds=2, samples=3)
+    run = harness.run_suite(tight)
+    assert any("slow/whole" in f and "above the suite's limit 0.5" in f for f in run.failures)
+    loose = Suite("t", "t", "native_entry", (Group("g", (("rmsnorm", (3, 63)),), cols,
+                                                   (Ratio("slow", "whole", "slow/whole", limit=100.0),)),),
+                  rounds=2, samples=3)
+    assert harness.run_suite(loose).failures == []

@@ -115,6 +115,12 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
         r_case["timed_columns"] = list(live)
         replay["cases"].append(r_case)
         audit["cases"][cid] = a_case
+    from .tables import derive
+    for cell in derive(replay):
+        for r in cell["ratios"]:
+            if r.get("limit") and r["status"] == "ok" and r["ratio"] > r["limit"]:
+                run.failures.append(f"{cell['id']}: {r['label']} {r['ratio']:.3f} is above the suite's limit "
+                                    f"{r['limit']} (median of {r['rounds']} paired rounds)")
     run.seconds = time.perf_counter() - t_start
     return run
 
