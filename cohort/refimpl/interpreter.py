@@ -62,6 +62,8 @@ class _Memory:
 
 
 class Interpreter:
+    flops = None                # set to 0 to count float32 arithmetic ops of active threads
+
     def __init__(self, kernel: Kernel, n: int, buffers: dict, scalars: dict, checker=None):
         self.k = kernel
         self.B = kernel.block
@@ -83,7 +85,6 @@ class Interpreter:
         self.phase = 0
         self.stmt = None
         self.checker = checker  # optional: verifies the backend's access annotations
-        self.flops = None       # set to 0 to count float32 arithmetic ops of active threads
 
     # ------------------------------------------------------------ errors
     def fail(self, message: str, lane: Optional[int] = None):
