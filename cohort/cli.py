@@ -287,9 +287,11 @@ def cmd_audit(args) -> int:
     from .audit.check import check_directory
     if not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is not a directory")
-    for f in ("replay.json.gz", "audit.json"):
-        if not os.path.exists(os.path.join(args.dir, f)):
-            raise UsageError(f"{args.dir} has no {f}")
+    from .audit.check import audit_path
+    if not os.path.exists(os.path.join(args.dir, "replay.json.gz")):
+        raise UsageError(f"{args.dir} has no replay.json.gz")
+    if not audit_path(args.dir):
+        raise UsageError(f"{args.dir} has no audit.json (or audit.json.gz)")
     problems, notes = check_directory(args.dir)
     if args.json:
         print(json.dumps({"dir": os.path.abspath(args.dir), "ok": not problems, "problems": problems,

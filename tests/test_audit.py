@@ -192,3 +192,18 @@ def test_a_ratio_above_its_limit_fails_the_run():
                                                    (Ratio("slow", "whole", "slow/whole", limit=100.0),)),),
                   rounds=2, samples=3)
     assert harness.run_suite(loose).failures == []
+
+
+def test_audit_check_reads_a_gzipped_audit_and_names_what_is_missing(quick_run, tmp_path):
+    import shutil
+    out, _, _ = quick_run
+    d = tmp_path / "gz"
+    shutil.copytree(out, d)
+    with open(d / "audit.json", "rb") as src, gzip.open(d / "audit.json.gz", "wb") as dst:
+        dst.write(src.read())
+    (d / "audit.json").unlink()
+    problems, _ = check_directory(str(d), rerun=False)
+    assert problems == []
+    (d / "audit.json.gz").unlink()
+    p = subprocess.run([sys.executable, "-m", "cohort.cli", "audit", "check", str(d)], capture_output=True, text=True)
+    assert p.returncode == 2 and "has no audit.json (or audit.json.gz)" in p.stderr and "Traceback" not in p.stderr

@@ -10,6 +10,7 @@ them with tables.md. Every difference is reported.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 
@@ -19,13 +20,26 @@ from ..verify.guard import GuardedSet
 from .tables import load_replay, render_markdown
 
 
+def audit_path(directory: str) -> str:
+    """audit.json, or its gzipped copy audit.json.gz (what docs/ commits); '' if neither."""
+    for name in ("audit.json", "audit.json.gz"):
+        if os.path.exists(os.path.join(directory, name)):
+            return os.path.join(directory, name)
+    return ""
+
+
+def load_audit(directory: str) -> dict:
+    path = audit_path(directory)
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
 def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
     """-> (problems, notes): lists of one-line strings."""
     from ..backend.compiler import UnsupportedVariant, compile_kernel
     problems, notes = [], []
     replay = load_replay(os.path.join(directory, "replay.json.gz"))
-    with open(os.path.join(directory, "audit.json")) as f:
-        audit = json.load(f)
+    audit = load_audit(directory)
     suite = replay["suite"]
     replay_cases = {c["id"]: c for c in replay["cases"]}
     counts = {}

@@ -126,7 +126,9 @@ def render_roofline(replay: dict, cells: list) -> list:
            f"bandwidth of the smallest cache level holding them (a kernel reading more than it writes can beat a "
            f"copy a little inside the caches). Compute bound: the float32 operations the interpreter counts for the launch "
            f"(+ − × ÷ √ min max of active threads, math functions included; compares, selects and integer work "
-           f"left out) at the peak rate. Bound = the larger; time/bound = 1 is the physical limit.", ""]
+           f"left out) at the peak rate: the work of cohort's own definitions (Inductor evaluates other, "
+           f"shorter approximations, so its compute figure here is only a yardstick). Bound = the larger; "
+           f"time/bound = 1 is the physical limit.", ""]
     head = ["op", "size", "bytes", "FP ops", "level", "memory µs", "compute µs"]
     for n in names:
         head += [f"{n} µs", f"{n}/bound"]
