@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+
 def _stream_ir(name: str, unroll: int, body, tail: str = "") -> str:
     """A loop over float index i (step 8*unroll) calling body(j, idx) for each of its vectors."""
     lines = [f"define void @{name}(ptr %args) {{", "entry:", "  %p = load ptr, ptr %args",
@@ -108,6 +109,11 @@ FLOPS_PER_ITER = 20          # 10 independent adds and 10 multiplies per loop it
 LEVELS = ("L1", "L2", "L3")
 
 
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read().strip()
+
+
 def cache_sizes() -> dict:
     """{'L1': bytes, 'L2': ..., 'L3': ...} of cpu0's data/unified caches (sysfs), as the OS reports them."""
     sizes = {}
@@ -116,9 +122,7 @@ def cache_sizes() -> dict:
         for idx in sorted(os.listdir(base)):
             d = os.path.join(base, idx)
             try:
-                level = open(os.path.join(d, "level")).read().strip()
-                kind = open(os.path.join(d, "type")).read().strip()
-                size = open(os.path.join(d, "size")).read().strip()
+                level, kind, size = (_read(os.path.join(d, f)) for f in ("level", "type", "size"))
             except OSError:
                 continue
             if kind == "Instruction":

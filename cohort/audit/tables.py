@@ -124,7 +124,8 @@ def render_roofline(replay: dict, cells: list) -> list:
            f"the best of ordinary and non-temporal stores); peak float32 rate in GFLOP/s {peak} (independent "
            f"vector adds and multiplies). Memory bound (ANCHORS.md's): input plus output bytes at the copy "
            f"bandwidth of the smallest cache level holding them (a kernel reading more than it writes can beat a "
-           f"copy a little inside the caches). Compute bound: the float32 operations the interpreter counts for the launch "
+           f"copy a little inside the caches). Compute bound: the float32 operations the interpreter counts for "
+           f"the launch "
            f"(+ − × ÷ √ min max of active threads, math functions included; compares, selects and integer work "
            f"left out) at the peak rate: the work of cohort's own definitions (Inductor evaluates other, "
            f"shorter approximations, so its compute figure here is only a yardstick). Bound = the larger; "
@@ -132,7 +133,8 @@ def render_roofline(replay: dict, cells: list) -> list:
     head = ["op", "size", "bytes", "FP ops", "level", "memory µs", "compute µs"]
     for n in names:
         head += [f"{n} µs", f"{n}/bound"]
-    out += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * 2 + ["---"] + ["---:"] * (len(head) - 5)) + "|"]
+    align = ["---"] * 2 + ["---:"] * 2 + ["---"] + ["---:"] * (len(head) - 5)
+    out += ["| " + " | ".join(head) + " |", "|" + "|".join(align) + "|"]
     seen = set()
     by_size = {}
     for c in cells:

@@ -32,8 +32,8 @@ from ..refimpl.launch_check import check_args
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import jit
-from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, MAX_SCRATCH_BYTES,
-                      SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
+from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB,
+                      MAX_SCRATCH_BYTES, SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
                       abi_slots, private_layout)
 from .facts import code_facts
 from .variant import Variant, parse_variant

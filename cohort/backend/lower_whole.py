@@ -15,8 +15,8 @@ from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private,
                           PStore, Store, walk_expr, walk_stmts, stmt_exprs)
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
-from .context import (ERR_LOAD_OOB, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, I1, I32T, I64, I8, PTR,
-                      SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
+from .context import (ERR_LOAD_OOB, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, I1, I32T,
+                      I64, I8, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
                       abi_slots, mem_type, private_layout)
 from . import inject
 from .lower_ops import LOWER, bitcast, convert
