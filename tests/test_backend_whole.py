@@ -1364,6 +1364,17 @@ def test_fact_detectors_are_not_vacuous():
     assert facts["scalar_libm_calls"] >= 1 and not facts["direct_cfg"], facts
 
 
+def test_private_arrays_are_zeroed_without_calls_out_of_the_code():
+    # zeroing every block's private arrays is a store loop, not libc's memset: the entry
+    # reaches every effect without leaving the generated code (the seeds' direct CFG)
+    from cohort.refimpl import ops
+    op = ops.get("attention")
+    launch = op.launch((1, 4, 1, 64, 128, 32, 32))
+    for v in ("whole", "packet", "packet,private=thread", "lanes=4,full_packet=off"):
+        facts = compile_kernel(op.kernel, launch.consts, v, n=launch.n).facts
+        assert facts["direct_cfg"] and facts["external_calls"] == [], (v, facts)
+
+
 # ================================================================== 11. native timer
 
 def test_timer_on_the_empty_entry():

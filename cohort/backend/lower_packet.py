@@ -55,7 +55,7 @@ class PacketLowering(WholeLowering):
         self.interleave = choose_interleave(kernel, variant.lanes, variant.interleave)
         self.W = self.packet * self.interleave
         bits = str(32 * self.packet)
-        self.fn_attributes = {"prefer-vector-width": bits, "min-legal-vector-width": bits}
+        self.fn_attributes = {"prefer-vector-width": bits, "min-legal-vector-width": bits, "no-builtin-memset": ""}
         self.tuning = {"loop_unrolling": False, "loop_vectorization": False, "slp_vectorization": False}
         self.variant = variant
         self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)
@@ -127,9 +127,7 @@ class PacketLowering(WholeLowering):
             left = b.sub(self.n32, base)
             active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
             npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
-        for ptr, size, dt in self.privates.values():
-            nbytes = size * self.B * (1 if dt is DType.BOOL else 4)
-            b.call(self.memset(), [ptr, ir.Constant(I8, 0), self.i64(nbytes), ir.Constant(I1, 0)])
+        self.zero_privates()
         for p, (stmts, coll) in enumerate(self.phases):
             self.counted_loop(self.i32(0), npk, lambda q: self.packet_phase(q, base, stmts, coll),
                               f"phase{p}.packet")

@@ -97,7 +97,7 @@ class WholeLowering:
         self.fn.attributes.add("nounwind")
         # The W8 machine width: whatever LLVM vectorises on its own stays in 256-bit
         # registers, as the packet variants do (lanes=16 asks for 512).
-        self.fn_attributes = {"prefer-vector-width": "256"}
+        self.fn_attributes = {"prefer-vector-width": "256", "no-builtin-memset": ""}
         self.tuning = {"loop_unrolling": False, "slp_vectorization": False}
         self.entry_bb = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry_bb)
@@ -236,20 +236,27 @@ class WholeLowering:
         base = b.mul(bid, self.i32(self.B))
         left = b.sub(self.n32, base)
         active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
-        for ptr, size, dt in self.privates.values():
-            nbytes = size * self.B * (1 if dt is DType.BOOL else 4)
-            b.call(self.memset(), [ptr, ir.Constant(I8, 0), self.i64(nbytes), ir.Constant(I1, 0)])
+        self.zero_privates()
         for p, (stmts, coll) in enumerate(self.phases):
             self.counted_loop(self.i32(0), active, lambda t: self.thread_phase(t, base, stmts, coll),
                               f"phase{p}.thread")
             if coll is not None:
                 self.collective(coll, active)
 
-    def memset(self):
-        f = self.module.globals.get("llvm.memset.p0.i64")
-        if f is None:
-            f = ir.Function(self.module, ir.FunctionType(VOID, [PTR, I8, I64, I1]), "llvm.memset.p0.i64")
-        return f
+    def zero_privates(self):
+        """Every block's private arrays start at zero: 32-byte vector stores in a loop, and
+        bytes for the rest (arrays start 64-byte aligned in scratch). Not llvm.memset,
+        which becomes a call into libc at these sizes; the function attribute
+        no-builtin-memset keeps LLVM from turning the loop back into one, so the entry
+        calls nothing outside the generated code (code facts: direct CFG)."""
+        b = self.b
+        zero = ir.Constant(ir.VectorType(I32T, 8), None)
+        for ptr, size, dt in self.privates.values():
+            nbytes = size * self.B * (1 if dt is DType.BOOL else 4)
+            self.counted_loop(self.i32(0), self.i32(nbytes // 32), lambda c, ptr=ptr: b.store(
+                zero, b.gep(ptr, [b.mul(b.zext(c, I64), self.i64(32))], source_etype=I8), align=32), "zero")
+            for k in range(nbytes // 32 * 32, nbytes):
+                b.store(ir.Constant(I8, 0), b.gep(ptr, [self.i64(k)], source_etype=I8), align=1)
 
     def thread_phase(self, t, base, stmts, coll):
         b = self.b
