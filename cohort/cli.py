@@ -284,10 +284,9 @@ def cmd_tables(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    from .audit.check import check_directory
+    from .audit.check import audit_path, check_directory
     if not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is not a directory")
-    from .audit.check import audit_path
     if not os.path.exists(os.path.join(args.dir, "replay.json.gz")):
         raise UsageError(f"{args.dir} has no replay.json.gz")
     if not audit_path(args.dir):
