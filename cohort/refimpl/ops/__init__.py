@@ -41,11 +41,13 @@ class UnknownOperator(KeyError):
         return f"unknown operator {self.args[0]!r}; operators are {', '.join(OPERATORS)}"
 
 
-def get(name: str) -> Operator:
+def get(name: str, form: str = None) -> Operator:
+    """The operator `name`; with `form`, in that formulation (see Operator.with_form)."""
     try:
-        return OPERATORS[name]
+        op = OPERATORS[name]
     except KeyError:
         raise UnknownOperator(name) from None
+    return op if form is None else op.with_form(form)
 
 
 def allocate(op: Operator, shape, inputs: dict) -> dict:

@@ -36,6 +36,21 @@ class Operator:
     definition: str
     fast_math_ulps: float = 8.0       # fast-math variants: |y - ref| <= this many ulps of the row's max |ref|
     check: Callable = lambda shape: None   # raises ShapeError for shapes it cannot run
+    forms: tuple = ()                 # ((form name, KernelFunction), ...): other formulations, same ABI
+    form: str = "stream"              # the formulation `kernel` is
+
+    def with_form(self, form: str) -> "Operator":
+        """This operator with `kernel` replaced by its formulation `form` (same buffers,
+        launch and oracle; outputs bit-identical by the tests)."""
+        if form == self.form:
+            return self
+        for name, k in self.forms:
+            if name == form:
+                from dataclasses import replace
+                return replace(self, kernel=k, form=form,
+                               forms=tuple(f for f in self.forms if f[0] != form) + ((self.form, self.kernel),))
+        known = ", ".join([self.form] + [f[0] for f in self.forms])
+        raise ShapeError(f"{self.name} has no form {form!r}; forms are {known}")
 
     @property
     def inputs(self) -> tuple:
