@@ -41,11 +41,10 @@ def layernorm_private(x: Buffer[f32], w: Buffer[f32], b: Buffer[f32], y: Buffer[
     # full items in every thread, one guarded partial item (see rmsnorm_private)
     full = cols // block_size()
     tail = t + full * block_size()
-    items = private(f32, (cols + block_size() - 1) // block_size())
+    items = private(f32, cols // block_size() + 1)
     for k in range(full):
         items[k] = x[base + t + k * block_size()]
-    if tail < cols:
-        items[full] = x[base + tail]
+    items[full] = x[base + tail] if tail < cols else 0.0
     s = 0.0
     for k in range(full):
         s += items[k]

@@ -44,14 +44,13 @@ def masked_softmax_private(x: Buffer[f32], mask: Buffer[bool], y: Buffer[f32], c
     # full items in every thread, one guarded partial item (see rmsnorm_private)
     full = cols // block_size()
     tail = t + full * block_size()
-    items = private(f32, (cols + block_size() - 1) // block_size())
-    keep = private(bool, (cols + block_size() - 1) // block_size())
+    items = private(f32, cols // block_size() + 1)
+    keep = private(bool, cols // block_size() + 1)
     for k in range(full):
         items[k] = x[base + t + k * block_size()]
         keep[k] = mask[base + t + k * block_size()]
-    if tail < cols:
-        items[full] = x[base + tail]
-        keep[full] = mask[base + tail]
+    items[full] = x[base + tail] if tail < cols else 0.0
+    keep[full] = mask[base + tail] if tail < cols else False
     m = -INF
     for k in range(full):
         if keep[k]:
