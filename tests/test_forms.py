@@ -18,6 +18,7 @@ from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
 from cohort.refimpl.annotations import AnnotationChecker
 from cohort.refimpl.interpreter import interpret
+from cohort.refimpl.ir import Collective, Op, stmt_exprs, walk_expr, walk_stmts
 from cohort.verify.checksum import bitwise_equal, first_difference
 from cohort.verify.guard import GuardedSet
 
@@ -81,6 +82,29 @@ def test_every_row_operator_has_a_private_form_with_the_same_abi(name):
     assert private.with_form("stream").kernel is stream.kernel
     with pytest.raises(ops.ShapeError, match="no form 'tiled'"):
         ops.get(name, form="tiled")
+
+
+def _loads_by_phase(kernel_ir) -> list:
+    """[set of buffers loaded] per phase (top-level statements between collectives)."""
+    phases = [set()]
+    for top in kernel_ir.body:
+        for s in walk_stmts([top]):
+            for e in stmt_exprs(s):
+                phases[-1] |= {n.arg for n in walk_expr(e) if n.op is Op.LOAD}
+        if isinstance(top, Collective):
+            phases.append(set())
+    return phases
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "layernorm", "masked_softmax"])
+def test_row_norms_read_the_row_in_one_pass(name):
+    """x (and the mask) are read in the first phase only; later phases use the private copy."""
+    row_inputs = {"x", "mask"} & set(ops.get(name).inputs)
+    stream = _loads_by_phase(ops.get(name).kernel.ir)
+    private = _loads_by_phase(ops.get(name, form="private").kernel.ir)
+    assert len(stream) == len(private) >= 2
+    assert all(row_inputs <= p for p in stream)
+    assert row_inputs <= private[0] and not any(row_inputs & p for p in private[1:])
 
 
 def test_attention_keeps_its_one_form():
