@@ -1,10 +1,14 @@
 """layernorm: biased variance, eps 1e-5, y = (x-mean)/sqrt(var+eps)*w + b; one block per row.
 
 Two passes over the row (mean, then the centred sum of squares), the
-numerically sound way a GPU programmer writes it."""
+numerically sound way a GPU programmer writes it. Two forms, the same float32
+operations in the same order: "stream" reads x from memory in each of its
+three passes; "private" holds the thread's slice of the row in a private
+array (CUB's striped items[ITEMS_PER_THREAD]: item k of thread t is column
+t + k*B), loaded once and read by every pass."""
 import numpy as np
 
-from ... import Buffer, Const, block_id, block_size, block_sum, f32, kernel, sqrt, thread_id
+from ... import Buffer, Const, block_id, block_size, block_sum, f32, kernel, private, sqrt, thread_id
 from .base import Launch, Operator, seeded_normal
 
 EPS = 1e-5
@@ -29,6 +33,41 @@ def layernorm(x: Buffer[f32], w: Buffer[f32], b: Buffer[f32], y: Buffer[f32], co
         y[base + j] = (x[base + j] - mean) * rstd * w[j] + b[j]
 
 
+@kernel(block=32)
+def layernorm_private(x: Buffer[f32], w: Buffer[f32], b: Buffer[f32], y: Buffer[f32], cols: Const[int],
+                      eps: f32):
+    base = block_id() * cols
+    t = thread_id()
+    # full items in every thread, one guarded partial item (see rmsnorm_private)
+    full = cols // block_size()
+    tail = t + full * block_size()
+    items = private(f32, cols // block_size() + 1)
+    for k in range(full):
+        items[k] = x[base + t + k * block_size()]
+    items[full] = x[base + tail] if tail < cols else 0.0
+    s = 0.0
+    for k in range(full):
+        s += items[k]
+    if tail < cols:
+        s += items[full]
+    total = block_sum(s)
+    mean = total / f32(cols)
+    d2 = 0.0
+    for k in range(full):
+        d = items[k] - mean
+        d2 += d * d
+    if tail < cols:
+        d = items[full] - mean
+        d2 += d * d
+    ssd = block_sum(d2)
+    rstd = 1.0 / sqrt(ssd / f32(cols) + eps)
+    for k in range(full):
+        j = t + k * block_size()
+        y[base + j] = (items[k] - mean) * rstd * w[j] + b[j]
+    if tail < cols:
+        y[base + tail] = (items[full] - mean) * rstd * w[tail] + b[tail]
+
+
 def oracle(inp):
     x = inp["x"].astype(np.float64)
     mu = x.mean(axis=1, keepdims=True)
@@ -47,4 +86,5 @@ OP = Operator(
     oracle=oracle,
     seed_sizes=None, rel_tol=1e-5,
     definition="biased variance, eps 1e-5, y = (x-mean)/sqrt(var+eps)*w + b",
+    forms=(("private", layernorm_private),),
 )

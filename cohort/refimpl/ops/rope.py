@@ -1,10 +1,15 @@
 """rope: rotate pairs (2k, 2k+1) of each row by (cos, sin)[row, k]; one thread per pair.
 
 Thread i owns pair i of the flattened tensor, so x/y are read and written at
-2i and 2i+1 (a stride-2 access) and cos/sin at i (contiguous)."""
+2i and 2i+1 (a stride-2 access) and cos/sin at i (contiguous).
+
+Two forms, the same float32 operations: "stream" computes from the loaded
+values; "private" stages the thread's tile (its pair of x, its cos and sin)
+through private arrays - load, rotate the pair in place, store - as a CUB
+kernel stages items[ITEMS_PER_THREAD]."""
 import numpy as np
 
-from ... import Buffer, f32, global_id, kernel
+from ... import Buffer, f32, global_id, kernel, private
 from .base import Launch, Operator, ShapeError, seeded_normal, seeded_uniform
 
 
@@ -17,6 +22,26 @@ def rope(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32]):
     s = sin[i]
     y[2 * i] = x0 * c - x1 * s
     y[2 * i + 1] = x0 * s + x1 * c
+
+
+@kernel(block=32)
+def rope_private(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    pair = private(f32, 2)
+    tc = private(f32, 1)
+    ts = private(f32, 1)
+    pair[0] = x[2 * i]
+    pair[1] = x[2 * i + 1]
+    tc[0] = cos[i]
+    ts[0] = sin[i]
+    x0 = pair[0]
+    x1 = pair[1]
+    c = tc[0]
+    s = ts[0]
+    pair[0] = x0 * c - x1 * s
+    pair[1] = x0 * s + x1 * c
+    y[2 * i] = pair[0]
+    y[2 * i + 1] = pair[1]
 
 
 def check(s):
@@ -49,4 +74,5 @@ OP = Operator(
     make_inputs=make_inputs, oracle=oracle, check=check,
     seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0,
     definition="pairs (2k, 2k+1): y0 = x0*cos - x1*sin, y1 = x0*sin + x1*cos; C even",
+    forms=(("private", rope_private),),
 )

@@ -1,0 +1,182 @@
+"""The row operators' two formulations (issue 12, DESIGN §4): "stream" reads its
+inputs from memory in every pass; "private" holds the thread's slice of the row
+(or its tile) in private arrays, CUB style. Both forms compute the same float32
+operations in the same order, so their outputs are bit-identical; in the private
+form the private layout decides the code: with private=cohort a packet's lanes
+reach consecutive private addresses (vector loads and stores), with
+private=thread each lane's array is contiguous on its own (gathers and scatters
+across lanes, stride = the array's size)."""
+import functools
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+from cohort.backend.compiler import compile_kernel
+from cohort.backend.variant import parse_variant
+from cohort.refimpl import ops
+from cohort.refimpl.annotations import AnnotationChecker
+from cohort.refimpl.interpreter import interpret
+from cohort.refimpl.ir import Collective, Op, stmt_exprs, walk_expr, walk_stmts
+from cohort.verify.checksum import bitwise_equal, first_difference
+from cohort.verify.guard import GuardedSet
+
+ROW_OPS = [n for n in ops.OPERATORS if n != "attention"]
+LANES = (4, 8, 16)
+# odd tails: C not a multiple of the block, R*C not a multiple of it, C < 32; one long row
+SHAPES = {"rope": [(3, 64), (17, 66), (129, 768), (5, 20)]}
+DEFAULT_SHAPES = [(3, 63), (17, 65), (129, 768), (5, 20)]
+MATRIX_SHAPE = {"rope": (3, 64)}
+MATRIX = sorted({parse_variant("whole").name} | {
+    parse_variant(f"lanes={l},full_packet={fp},predicated={pr},private={pv}").name
+    for l, fp, pr, pv in itertools.product(LANES, ("on", "off"), ("on", "off"), ("cohort", "thread"))})
+
+
+def _ids(v):
+    return ops.fmt_shape(v) if isinstance(v, tuple) else str(v)
+
+
+@functools.lru_cache(maxsize=None)
+def references(name: str, shape: tuple):
+    """(inputs, stream form's interpreter output, private form's interpreter output)."""
+    op = ops.get(name)
+    inputs = op.make_inputs(shape, 0)
+    return (inputs, ops.run_reference(op, shape, inputs),
+            ops.run_reference(op.with_form("private"), shape, inputs))
+
+
+def build(name: str, form: str, shape: tuple, variant: str):
+    op = ops.get(name, form=form)
+    launch = op.launch(shape)
+    return op, launch, compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+
+
+def run(op, shape, launch, ck, inputs) -> np.ndarray:
+    guarded = GuardedSet(ops.allocate(op, shape, inputs))
+    ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
+    assert guarded.intact(), f"{op.name} [{ck.variant.label}]: guard bands {guarded.status()}"
+    return guarded.arrays[op.output]
+
+
+def normalised_ir(ck) -> str:
+    return re.sub(r'"?' + re.escape(ck.symbol) + r'"?', "ENTRY", ck.llvm_ir)
+
+
+def private_accesses(ck) -> list:
+    """(kind, array, access) of every private load and store the lowering annotated."""
+    return [(kind, name, acc) for kind, name, acc, _ in ck.annotations.values() if kind in ("pload", "pstore")]
+
+
+# ------------------------------------------------------------------ the forms exist
+@pytest.mark.parametrize("name", ROW_OPS)
+def test_every_row_operator_has_a_private_form_with_the_same_abi(name):
+    stream, private = ops.get(name), ops.get(name, form="private")
+    assert stream.form == "stream" and private.form == "private"
+    assert private.kernel is not stream.kernel
+    assert [(p.name, p.kind, p.dtype) for p in private.kernel.ir.params] == \
+        [(p.name, p.kind, p.dtype) for p in stream.kernel.ir.params]
+    assert private.kernel.block == stream.kernel.block
+    assert any(type(s).__name__ == "Private" for s in private.kernel.ir.body)
+    assert not any(type(s).__name__ == "Private" for s in stream.kernel.ir.body)
+    assert private.with_form("stream").kernel is stream.kernel
+    with pytest.raises(ops.ShapeError, match="no form 'tiled'"):
+        ops.get(name, form="tiled")
+
+
+def _loads_by_phase(kernel_ir) -> list:
+    """[set of buffers loaded] per phase (top-level statements between collectives)."""
+    phases = [set()]
+    for top in kernel_ir.body:
+        for s in walk_stmts([top]):
+            for e in stmt_exprs(s):
+                phases[-1] |= {n.arg for n in walk_expr(e) if n.op is Op.LOAD}
+        if isinstance(top, Collective):
+            phases.append(set())
+    return phases
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "layernorm", "masked_softmax"])
+def test_row_norms_read_the_row_in_one_pass(name):
+    """x (and the mask) are read in the first phase only; later phases use the private copy."""
+    row_inputs = {"x", "mask"} & set(ops.get(name).inputs)
+    stream = _loads_by_phase(ops.get(name).kernel.ir)
+    private = _loads_by_phase(ops.get(name, form="private").kernel.ir)
+    assert len(stream) == len(private) >= 2
+    assert all(row_inputs <= p for p in stream)
+    assert row_inputs <= private[0] and not any(row_inputs & p for p in private[1:])
+
+
+def test_attention_keeps_its_one_form():
+    assert ops.get("attention").forms == ()
+
+
+# ------------------------------------------------------------------ same bits, both forms
+@pytest.mark.parametrize("name,shape", [(n, s) for n in ROW_OPS for s in SHAPES.get(n, DEFAULT_SHAPES)], ids=_ids)
+def test_interpreter_gives_both_forms_the_same_bits(name, shape):
+    _, stream, private = references(name, shape)
+    assert bitwise_equal(private, stream), f"{name} {shape}: first difference {first_difference(private, stream)}"
+    assert not np.isnan(stream).any()
+
+
+# ------------------------------------------------------------------ the layouts differ in code
+# 17x65 and 129x768: for the elementwise operators a launch ending in a partial block (the
+# general build) and one of whole blocks (the specialised build)
+@pytest.mark.parametrize("name,lanes,shape", [(n, l, SHAPES.get(n, DEFAULT_SHAPES)[i]) for n in ROW_OPS
+                                              for l in LANES for i in (1, 2)], ids=_ids)
+def test_private_layouts_differ_in_code(name, lanes, shape):
+    _, _, cohort = build(name, "private", shape, f"lanes={lanes},private=cohort")
+    _, _, thread = build(name, "private", shape, f"lanes={lanes},private=thread")
+    assert normalised_ir(cohort) != normalised_ir(thread)
+    fc, ft = cohort.facts, thread.facts
+    # cohort: every private access is one vector load or store; thread: a gather or scatter
+    assert fc["gathers"] == 0 and fc["scatters"] == 0, fc
+    assert ft["gathers"] > 0 and ft["scatters"] > 0, ft
+    sizes = {s.name: int(s.size.arg) for s in thread.kernel.body if type(s).__name__ == "Private"}
+    acc_c, acc_t = private_accesses(cohort), private_accesses(thread)
+    assert acc_c and len(acc_c) == len(acc_t)
+    assert all(acc.kind == "contiguous" for _, _, acc in acc_c), acc_c
+    for kind, arr, acc in acc_t:   # lane l's element k at l*size + k: lanes `size` elements apart
+        assert acc.kind == ("gather" if kind == "pload" else "scatter") and acc.stride == sizes[arr], acc_t
+
+
+@pytest.mark.parametrize("name", ROW_OPS)
+def test_stream_form_has_no_private_layout(name):
+    """The A/A the issue found: without private arrays the knob changes nothing."""
+    shape = SHAPES.get(name, DEFAULT_SHAPES)[1]
+    _, _, cohort = build(name, "stream", shape, "lanes=8,private=cohort")
+    _, _, thread = build(name, "stream", shape, "lanes=8,private=thread")
+    assert normalised_ir(cohort) == normalised_ir(thread)
+
+
+# ------------------------------------------------------------------ ... and agree in output
+@pytest.mark.parametrize("name,lanes,shape", [(n, l, s) for n in ROW_OPS for l in LANES
+                                              for s in SHAPES.get(n, DEFAULT_SHAPES)], ids=_ids)
+def test_private_layouts_agree_bit_for_bit(name, lanes, shape):
+    inputs, stream, private = references(name, shape)
+    for layout in ("cohort", "thread"):
+        op, launch, ck = build(name, "private", shape, f"lanes={lanes},private={layout}")
+        y = run(op, shape, launch, ck, inputs).reshape(stream.shape)
+        label = f"{name} {shape} [{ck.variant.label}]"
+        assert bitwise_equal(y, private), f"{label}: first difference {first_difference(y, private)}"
+        assert bitwise_equal(y, stream)
+
+
+# ------------------------------------------------------------------ the whole variant matrix
+# The stream form runs this matrix at these shapes in test_variants (test_full_matrix_on_tail_sizes);
+# here the private form, against the stream form's interpreter output, with the lowering's lane
+# claims checked by the interpreter. Row-norm launches are whole blocks (the specialised build);
+# the elementwise launches at these shapes end in a partial block (the general build).
+@pytest.mark.parametrize("name,variant", [(n, v) for n in ROW_OPS for v in MATRIX], ids=_ids)
+def test_private_form_on_the_variant_matrix(name, variant):
+    shape = MATRIX_SHAPE.get(name, (3, 63))
+    inputs, stream, _ = references(name, shape)
+    op, launch, ck = build(name, "private", shape, variant)
+    label = f"{name}/private {shape} [{ck.variant.label}]{' [full blocks]' if ck.code.full_blocks else ''}"
+    if ck.annotations:
+        bufs = ops.allocate(op, shape, inputs)
+        checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label)
+        interpret(ck.kernel, launch.n, {**bufs, **launch.scalars}, None, checker=checker)
+        assert bitwise_equal(bufs[op.output].reshape(stream.shape), stream), label
+    y = run(op, shape, launch, ck, inputs).reshape(stream.shape)
+    assert bitwise_equal(y, stream), f"{label}: first difference {first_difference(y, stream)}"
