@@ -36,19 +36,32 @@ class Operator:
     definition: str
     fast_math_ulps: float = 8.0       # fast-math variants: |y - ref| <= this many ulps of the row's max |ref|
     check: Callable = lambda shape: None   # raises ShapeError for shapes it cannot run
-    forms: tuple = ()                 # ((form name, KernelFunction), ...): other formulations, same ABI
-    form: str = "stream"              # the formulation `kernel` is
+    forms: tuple = ()                 # ((form name, KernelFunction[, launch]), ...): other formulations
+    form: str = "stream"              # the formulation `kernel` is (and `launch` its geometry)
+
+    def __post_init__(self):
+        # A form given without a launch runs on the operator's; bind it now, so that
+        # after with_form has swapped in a form with its own geometry every form
+        # still carries the launch it was written for.
+        forms = []
+        for f in self.forms:
+            if len(f) not in (2, 3):
+                raise ValueError(f"{self.name}: a form is (name, kernel) or (name, kernel, launch), got {f!r}")
+            forms.append((f[0], f[1], f[2] if len(f) == 3 else self.launch))
+        object.__setattr__(self, "forms", tuple(forms))
 
     def with_form(self, form: str) -> "Operator":
-        """This operator with `kernel` replaced by its formulation `form` (same buffers,
-        launch and oracle; outputs bit-identical by the tests)."""
+        """This operator with `kernel` and `launch` replaced by its formulation `form`
+        (same buffers, inputs and oracle; outputs bit-identical by the tests). The
+        current formulation moves into `forms`, so with_form round-trips."""
         if form == self.form:
             return self
-        for name, k in self.forms:
+        for name, k, launch in self.forms:
             if name == form:
                 from dataclasses import replace
-                return replace(self, kernel=k, form=form,
-                               forms=tuple(f for f in self.forms if f[0] != form) + ((self.form, self.kernel),))
+                rest = tuple(f for f in self.forms if f[0] != form)
+                return replace(self, kernel=k, launch=launch, form=form,
+                               forms=rest + ((self.form, self.kernel, self.launch),))
         known = ", ".join([self.form] + [f[0] for f in self.forms])
         raise ShapeError(f"{self.name} has no form {form!r}; forms are {known}")
 

@@ -1,15 +1,19 @@
-"""rope: rotate pairs (2k, 2k+1) of each row by (cos, sin)[row, k]; one thread per pair.
+"""rope: rotate pairs (2k, 2k+1) of each row by (cos, sin)[row, k].
 
-Thread i owns pair i of the flattened tensor, so x/y are read and written at
-2i and 2i+1 (a stride-2 access) and cos/sin at i (contiguous).
-
-Two forms, the same float32 operations: "stream" computes from the loaded
-values; "private" stages the thread's tile (its pair of x, its cos and sin)
-through private arrays - load, rotate the pair in place, store - as a CUB
-kernel stages items[ITEMS_PER_THREAD]."""
+Two forms, the same float32 operations per pair. "stream" is one thread per
+pair: thread i owns pair i of the flattened tensor, so x/y are read and
+written at 2i and 2i+1 (a stride-2 access) and cos/sin at i (contiguous).
+"private" is one block per row with the row's pairs striped, CUB style: item
+k of thread t is pair p = t + k*B (elements 2p, 2p+1; cos/sin at p). Each
+thread holds its items in four private arrays - xe[k] = x[2p], xo[k] =
+x[2p+1], and cos and sin - loaded once, rotated in place, stored; so with
+private=cohort a packet reaches xe[k] (or any of them) as one contiguous
+vector, with private=thread as a gather at stride ITEMS. Full items and one
+guarded partial item, as in rmsnorm_private. The private form carries its
+own launch."""
 import numpy as np
 
-from ... import Buffer, f32, global_id, kernel, private
+from ... import Buffer, Const, block_id, block_size, f32, global_id, kernel, private, thread_id
 from .base import Launch, Operator, ShapeError, seeded_normal, seeded_uniform
 
 
@@ -25,23 +29,50 @@ def rope(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32]):
 
 
 @kernel(block=32)
-def rope_private(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32]):
-    i = global_id()
-    pair = private(f32, 2)
-    tc = private(f32, 1)
-    ts = private(f32, 1)
-    pair[0] = x[2 * i]
-    pair[1] = x[2 * i + 1]
-    tc[0] = cos[i]
-    ts[0] = sin[i]
-    x0 = pair[0]
-    x1 = pair[1]
-    c = tc[0]
-    s = ts[0]
-    pair[0] = x0 * c - x1 * s
-    pair[1] = x0 * s + x1 * c
-    y[2 * i] = pair[0]
-    y[2 * i + 1] = pair[1]
+def rope_private(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32], cols: Const[int]):
+    row = block_id()
+    t = thread_id()
+    half = cols // 2                  # pairs per row
+    xb = row * cols
+    cb = row * half
+    # full items in every thread, one guarded partial item loaded whole (see rmsnorm_private)
+    full = half // block_size()
+    tail = t + full * block_size()
+    xe = private(f32, cols // 2 // block_size() + 1)
+    xo = private(f32, cols // 2 // block_size() + 1)
+    tc = private(f32, cols // 2 // block_size() + 1)
+    ts = private(f32, cols // 2 // block_size() + 1)
+    for k in range(full):
+        p = t + k * block_size()
+        xe[k] = x[xb + 2 * p]
+        xo[k] = x[xb + 2 * p + 1]
+        tc[k] = cos[cb + p]
+        ts[k] = sin[cb + p]
+    xe[full] = x[xb + 2 * tail] if tail < half else 0.0
+    xo[full] = x[xb + 2 * tail + 1] if tail < half else 0.0
+    tc[full] = cos[cb + tail] if tail < half else 0.0
+    ts[full] = sin[cb + tail] if tail < half else 0.0
+    for k in range(full):
+        x0 = xe[k]
+        x1 = xo[k]
+        c = tc[k]
+        s = ts[k]
+        xe[k] = x0 * c - x1 * s
+        xo[k] = x0 * s + x1 * c
+    if tail < half:
+        x0 = xe[full]
+        x1 = xo[full]
+        c = tc[full]
+        s = ts[full]
+        xe[full] = x0 * c - x1 * s
+        xo[full] = x0 * s + x1 * c
+    for k in range(full):
+        p = t + k * block_size()
+        y[xb + 2 * p] = xe[k]
+        y[xb + 2 * p + 1] = xo[k]
+    if tail < half:
+        y[xb + 2 * tail] = xe[full]
+        y[xb + 2 * tail + 1] = xo[full]
 
 
 def check(s):
@@ -74,5 +105,6 @@ OP = Operator(
     make_inputs=make_inputs, oracle=oracle, check=check,
     seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0,
     definition="pairs (2k, 2k+1): y0 = x0*cos - x1*sin, y1 = x0*sin + x1*cos; C even",
-    forms=(("private", rope_private),),
+    forms=(("private", rope_private,
+            lambda s: Launch(s[0] * rope_private.block, {"cols": s[1]}, {})),),
 )

@@ -1,12 +1,14 @@
-"""swiglu: y = a * sigmoid(a) * b, one thread per element.
+"""swiglu: y = a * sigmoid(a) * b.
 
-Two forms, the same float32 operations: "stream" computes from the loaded
-values; "private" stages the thread's tile (one element of each input: the
-launch gives a thread one element) through private arrays - load, compute in
-place, store - as a CUB kernel stages items[ITEMS_PER_THREAD]."""
+Two forms, the same float32 operations per element: "stream" is one thread per
+element; "private" is one block per row, each thread holding its striped tile
+of the row in private arrays, CUB style (items[ITEMS_PER_THREAD]: item k of
+thread t is column t + k*B) - load a and b, compute in place, store - with the
+full/partial item split of rmsnorm_private. The forms launch differently; the
+private form carries its own launch."""
 import numpy as np
 
-from ... import Buffer, f32, global_id, kernel, private, sigmoid
+from ... import Buffer, Const, block_id, block_size, f32, global_id, kernel, private, sigmoid, thread_id
 from .base import Launch, Operator, seeded_normal
 
 
@@ -18,15 +20,29 @@ def swiglu(a: Buffer[f32], b: Buffer[f32], y: Buffer[f32]):
 
 
 @kernel(block=32)
-def swiglu_private(a: Buffer[f32], b: Buffer[f32], y: Buffer[f32]):
-    i = global_id()
-    ta = private(f32, 1)
-    tb = private(f32, 1)
-    ta[0] = a[i]
-    tb[0] = b[i]
-    v = ta[0]
-    ta[0] = v * sigmoid(v) * tb[0]
-    y[i] = ta[0]
+def swiglu_private(a: Buffer[f32], b: Buffer[f32], y: Buffer[f32], cols: Const[int]):
+    base = block_id() * cols
+    t = thread_id()
+    # full items in every thread, one guarded partial item loaded whole (see rmsnorm_private)
+    full = cols // block_size()
+    tail = t + full * block_size()
+    ta = private(f32, cols // block_size() + 1)
+    tb = private(f32, cols // block_size() + 1)
+    for k in range(full):
+        ta[k] = a[base + t + k * block_size()]
+        tb[k] = b[base + t + k * block_size()]
+    ta[full] = a[base + tail] if tail < cols else 0.0
+    tb[full] = b[base + tail] if tail < cols else 0.0
+    for k in range(full):
+        v = ta[k]
+        ta[k] = v * sigmoid(v) * tb[k]
+    if tail < cols:
+        v = ta[full]
+        ta[full] = v * sigmoid(v) * tb[full]
+    for k in range(full):
+        y[base + t + k * block_size()] = ta[k]
+    if tail < cols:
+        y[base + tail] = ta[full]
 
 
 def oracle(inp):
@@ -44,5 +60,6 @@ OP = Operator(
     oracle=oracle,
     seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0,
     definition="y = a * sigmoid(a) * b",
-    forms=(("private", swiglu_private),),
+    forms=(("private", swiglu_private,
+            lambda s: Launch(s[0] * swiglu_private.block, {"cols": s[1]}, {})),),
 )
