@@ -1,6 +1,8 @@
 """The row operators' two formulations (issue 12, DESIGN §4): "stream" reads its
-inputs from memory in every pass; "private" holds the thread's slice of the row
-(or its tile) in private arrays, CUB style. Both forms compute the same float32
+inputs from memory in every pass (the elementwise operators: one thread per
+element or pair); "private" is one block per row, each thread holding its
+striped slice of the row in private arrays, CUB style, under the form's own
+launch. Both forms compute the same float32
 operations in the same order, so their outputs are bit-identical; in the private
 form the private layout decides the code: with private=cohort a packet's lanes
 reach consecutive private addresses (vector loads and stores), with
@@ -18,16 +20,17 @@ from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
 from cohort.refimpl.annotations import AnnotationChecker
 from cohort.refimpl.interpreter import interpret
-from cohort.refimpl.ir import Collective, Op, stmt_exprs, walk_expr, walk_stmts
+from cohort.refimpl.ir import Collective, Op, ParamKind, Store, stmt_exprs, walk_expr, walk_stmts
 from cohort.verify.checksum import bitwise_equal, first_difference
 from cohort.verify.guard import GuardedSet
 
 ROW_OPS = [n for n in ops.OPERATORS if n != "attention"]
+ELEMENTWISE = ["swiglu", "gelu_residual", "rope"]
 LANES = (4, 8, 16)
 # odd tails: C not a multiple of the block, R*C not a multiple of it, C < 32; one long row
 SHAPES = {"rope": [(3, 64), (17, 66), (129, 768), (5, 20)]}
 DEFAULT_SHAPES = [(3, 63), (17, 65), (129, 768), (5, 20)]
-MATRIX_SHAPE = {"rope": (3, 64)}
+MATRIX_SHAPE = {"rope": (3, 126)}   # 63 pairs: one full item and a partial one, as 3x63
 MATRIX = sorted({parse_variant("whole").name} | {
     parse_variant(f"lanes={l},full_packet={fp},predicated={pr},private={pv}").name
     for l, fp, pr, pv in itertools.product(LANES, ("on", "off"), ("on", "off"), ("cohort", "thread"))})
@@ -69,19 +72,63 @@ def private_accesses(ck) -> list:
 
 
 # ------------------------------------------------------------------ the forms exist
+def _params(kernel, *kinds):
+    return [(p.name, p.kind, p.dtype) for p in kernel.ir.params if p.kind in kinds]
+
+
 @pytest.mark.parametrize("name", ROW_OPS)
-def test_every_row_operator_has_a_private_form_with_the_same_abi(name):
+def test_every_row_operator_has_a_private_form_with_the_same_buffers(name):
     stream, private = ops.get(name), ops.get(name, form="private")
     assert stream.form == "stream" and private.form == "private"
     assert private.kernel is not stream.kernel
-    assert [(p.name, p.kind, p.dtype) for p in private.kernel.ir.params] == \
-        [(p.name, p.kind, p.dtype) for p in stream.kernel.ir.params]
+    assert _params(private.kernel, ParamKind.BUFFER) == _params(stream.kernel, ParamKind.BUFFER)
     assert private.kernel.block == stream.kernel.block
     assert any(type(s).__name__ == "Private" for s in private.kernel.ir.body)
     assert not any(type(s).__name__ == "Private" for s in stream.kernel.ir.body)
-    assert private.with_form("stream").kernel is stream.kernel
+    # each form's launch names exactly its kernel's Const and scalar parameters
+    shape = SHAPES.get(name, DEFAULT_SHAPES)[1]
+    for op in (stream, private):
+        launch = op.launch(shape)
+        assert sorted(launch.consts) == sorted(p[0] for p in _params(op.kernel, ParamKind.CONST))
+        assert sorted(launch.scalars) == sorted(p[0] for p in _params(op.kernel, ParamKind.SCALAR))
+    # with_form swaps kernel and launch together, both ways, any number of times
+    back = private.with_form("stream")
+    assert back.kernel is stream.kernel and back.launch is stream.launch
+    again = back.with_form("private")
+    assert again.kernel is private.kernel and again.launch is private.launch
     with pytest.raises(ops.ShapeError, match="no form 'tiled'"):
         ops.get(name, form="tiled")
+
+
+@pytest.mark.parametrize("name", ["rmsnorm", "layernorm", "masked_softmax"])
+def test_a_form_given_without_a_launch_runs_on_the_operators(name):
+    stream = ops.get(name)
+    assert stream.with_form("private").launch is stream.launch
+
+
+@pytest.mark.parametrize("name", ELEMENTWISE)
+def test_elementwise_private_forms_are_block_per_row_tiles(name):
+    """One block of B threads per row with cols a Const (the stream form: one thread per
+    element or pair); the kernel loads its inputs into private arrays, computes there,
+    and stores from them: no top-level statement both reads and writes a buffer, and
+    every buffer read precedes every buffer write."""
+    stream, private = ops.get(name), ops.get(name, form="private")
+    B = private.kernel.block
+    for shape in SHAPES.get(name, DEFAULT_SHAPES):
+        assert private.launch(shape).n == shape[0] * B
+        assert private.launch(shape).consts == {"cols": shape[1]}
+        assert stream.launch(shape).n == shape[0] * shape[1] // (2 if name == "rope" else 1)
+    loads, stores = [], []
+    for top in private.kernel.ir.body:
+        inner = list(walk_stmts([top]))
+        loads.append(any(n.op is Op.LOAD for s in inner for e in stmt_exprs(s) for n in walk_expr(e)))
+        stores.append(any(isinstance(s, Store) for s in inner))
+    assert not any(l and w for l, w in zip(loads, stores))
+    last_load = max(i for i, l in enumerate(loads) if l)
+    first_store = min(i for i, w in enumerate(stores) if w)
+    assert last_load < first_store
+    computes = private.kernel.ir.body[last_load + 1:first_store]
+    assert any(type(s).__name__ in ("For", "If") for s in computes)
 
 
 def _loads_by_phase(kernel_ir) -> list:
@@ -120,8 +167,7 @@ def test_interpreter_gives_both_forms_the_same_bits(name, shape):
 
 
 # ------------------------------------------------------------------ the layouts differ in code
-# 17x65 and 129x768: for the elementwise operators a launch ending in a partial block (the
-# general build) and one of whole blocks (the specialised build)
+# 17x65: each thread's items end in a partial one; 129x768: B divides C, no partial item
 @pytest.mark.parametrize("name,lanes,shape", [(n, l, SHAPES.get(n, DEFAULT_SHAPES)[i]) for n in ROW_OPS
                                               for l in LANES for i in (1, 2)], ids=_ids)
 def test_private_layouts_differ_in_code(name, lanes, shape):
@@ -165,8 +211,8 @@ def test_private_layouts_agree_bit_for_bit(name, lanes, shape):
 # ------------------------------------------------------------------ the whole variant matrix
 # The stream form runs this matrix at these shapes in test_variants (test_full_matrix_on_tail_sizes);
 # here the private form, against the stream form's interpreter output, with the lowering's lane
-# claims checked by the interpreter. Row-norm launches are whole blocks (the specialised build);
-# the elementwise launches at these shapes end in a partial block (the general build).
+# claims checked by the interpreter. Private launches are whole blocks (the specialised build)
+# of one full item and a partial one per thread.
 @pytest.mark.parametrize("name,variant", [(n, v) for n in ROW_OPS for v in MATRIX], ids=_ids)
 def test_private_form_on_the_variant_matrix(name, variant):
     shape = MATRIX_SHAPE.get(name, (3, 63))
