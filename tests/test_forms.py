@@ -55,6 +55,10 @@ def build(name: str, form: str, shape: tuple, variant: str):
     return op, launch, compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
 
 
+# the layout tests compile the same builds (the code test, then the output test); compile once
+cached_build = functools.lru_cache(maxsize=None)(build)
+
+
 def run(op, shape, launch, ck, inputs) -> np.ndarray:
     guarded = GuardedSet(ops.allocate(op, shape, inputs))
     ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
@@ -171,8 +175,8 @@ def test_interpreter_gives_both_forms_the_same_bits(name, shape):
 @pytest.mark.parametrize("name,lanes,shape", [(n, l, SHAPES.get(n, DEFAULT_SHAPES)[i]) for n in ROW_OPS
                                               for l in LANES for i in (1, 2)], ids=_ids)
 def test_private_layouts_differ_in_code(name, lanes, shape):
-    _, _, cohort = build(name, "private", shape, f"lanes={lanes},private=cohort")
-    _, _, thread = build(name, "private", shape, f"lanes={lanes},private=thread")
+    _, _, cohort = cached_build(name, "private", shape, f"lanes={lanes},private=cohort")
+    _, _, thread = cached_build(name, "private", shape, f"lanes={lanes},private=thread")
     assert normalised_ir(cohort) != normalised_ir(thread)
     fc, ft = cohort.facts, thread.facts
     # cohort: every private access is one vector load or store; thread: a gather or scatter
@@ -201,7 +205,7 @@ def test_stream_form_has_no_private_layout(name):
 def test_private_layouts_agree_bit_for_bit(name, lanes, shape):
     inputs, stream, private = references(name, shape)
     for layout in ("cohort", "thread"):
-        op, launch, ck = build(name, "private", shape, f"lanes={lanes},private={layout}")
+        op, launch, ck = cached_build(name, "private", shape, f"lanes={lanes},private={layout}")
         y = run(op, shape, launch, ck, inputs).reshape(stream.shape)
         label = f"{name} {shape} [{ck.variant.label}]"
         assert bitwise_equal(y, private), f"{label}: first difference {first_difference(y, private)}"
