@@ -262,3 +262,88 @@ def test_empty_launch_and_wrapping_index():
     with pytest.raises(KernelRuntimeError, match="out of bounds"):
         compile_kernel(negative, None, "packet", n=n).launch(
             n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32), "off": -(2 ** 31) + 10})
+
+
+# ------------------------------------------------------------------ random affine indices
+# The proof must never pass a launch that goes out of bounds (the guard bands would show it)
+# and, when it fails, the checked rerun must give the interpreter's verdict and outputs.
+
+from cohort.refimpl import ir as kir  # noqa: E402
+from cohort.refimpl.ir import Assign, DType, For, Kernel, Op, Param, ParamKind, Store  # noqa: E402
+
+I32, F32 = DType.I32, DType.F32
+
+
+def _random_index(rng, leaves, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return leaves[rng.integers(len(leaves))]()
+    a = _random_index(rng, leaves, depth - 1)
+    pick = rng.integers(12)
+    if pick < 3:
+        return kir.binary(Op.ADD, a, _random_index(rng, leaves, depth - 1))
+    if pick < 5:
+        return kir.binary(Op.SUB, a, _random_index(rng, leaves, depth - 1))
+    if pick == 5:
+        big = int(rng.choice([-3, 2, 5, 1 << 20, 1 << 29]))
+        return kir.binary(Op.MUL, a, kir.const(big, I32))
+    if pick == 6:
+        return kir.binary(Op.MUL, a, _random_index(rng, leaves, depth - 1))
+    if pick == 7:
+        op = Op.DIV if rng.random() < 0.5 else Op.MOD
+        return kir.binary(op, a, kir.const(int(rng.choice([-7, -1, 2, 3, 16])), I32))
+    if pick == 8:
+        op = Op.MIN if rng.random() < 0.5 else Op.MAX
+        return kir.binary(op, a, _random_index(rng, leaves, depth - 1))
+    if pick == 9:
+        op = Op.SHL if rng.random() < 0.5 else Op.SHR
+        return kir.binary(op, a, kir.const(int(rng.integers(0, 31)), I32))
+    if pick == 10:
+        cond = kir.binary(Op.LT, kir.builtin(Op.GLOBAL_ID), kir.const(int(rng.integers(0, 40)), I32))
+        return kir.select(cond, a, _random_index(rng, leaves, depth - 1))
+    u = kir.cast(a, DType.U32)         # through u32 and back: negative values wrap
+    return kir.cast(kir.binary(Op.ADD, u, kir.const(int(rng.integers(0, 4)), DType.U32)), I32)
+
+
+def _random_kernel(seed: int) -> Kernel:
+    rng = np.random.default_rng(seed)
+    base = [lambda: kir.builtin(Op.GLOBAL_ID), lambda: kir.builtin(Op.THREAD_ID), lambda: kir.builtin(Op.BLOCK_ID),
+            lambda: kir.builtin(Op.NUM_THREADS), lambda: kir.builtin(Op.BUFLEN, "x"),
+            lambda: kir.param("s", I32), lambda: kir.const(int(rng.integers(-40, 40)), I32)]
+    start = _random_index(rng, base, 2)
+    stop = kir.binary(Op.ADD, start, kir.const(int(rng.integers(0, 5)), I32))
+    with_vars = base + [lambda: kir.var("a", I32), lambda: kir.var("j", I32)]
+    body = [Assign("a", _random_index(rng, base, 3)),
+            Assign("acc", kir.const(0.0, F32)),
+            For("j", start, stop, kir.const(1, I32),
+                (Assign("acc", kir.binary(Op.ADD, kir.var("acc", F32), kir.load("x", _random_index(rng, with_vars, 3), F32))),)),
+            Store("y", kir.builtin(Op.GLOBAL_ID), kir.var("acc", F32))]
+    params = (Param("x", ParamKind.BUFFER, F32), Param("y", ParamKind.BUFFER, F32), Param("s", ParamKind.SCALAR, I32))
+    return Kernel(f"rand{seed}", params, tuple(body), 8)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_affine_indices_never_escape(seed):
+    k = _random_kernel(seed)
+    rng = np.random.default_rng(1000 + seed)
+    for trial in range(3):
+        n = int(rng.integers(1, 40))
+        args = {"x": rng.standard_normal(int(rng.integers(1, 120))).astype(np.float32),
+                "y": np.zeros(n, np.float32), "s": int(rng.integers(-30, 30))}
+        ref = {name: (v.copy() if isinstance(v, np.ndarray) else v) for name, v in args.items()}
+        try:
+            interpret(k, n, ref)
+            expect = None
+        except KernelRuntimeError as e:
+            expect = e
+        for variant in ("whole", "packet,lanes=4", "packet"):
+            guarded_set = GuardedSet({"x": args["x"], "y": args["y"]})
+            ck = compile_kernel(k, None, variant, n=n)
+            try:
+                ck.launch(n, {**guarded_set.arrays, "s": args["s"]})
+                got = None
+            except KernelRuntimeError as e:
+                got = e
+            assert guarded_set.intact(), (seed, trial, variant)
+            assert (got is None) == (expect is None), (seed, trial, variant, expect, got)
+            if got is None:
+                assert bitwise_equal(guarded_set.arrays["y"], ref["y"]), (seed, trial, variant)
