@@ -301,6 +301,8 @@ def _random_index(rng, leaves, depth):
         cond = kir.binary(Op.LT, kir.builtin(Op.GLOBAL_ID), kir.const(int(rng.integers(0, 40)), I32))
         return kir.select(cond, a, _random_index(rng, leaves, depth - 1))
     u = kir.cast(a, DType.U32)         # through u32 and back: negative values wrap
+    if rng.random() < 0.5:             # u32 products reach 2^64 (past i64's range)
+        u = kir.binary(Op.MUL, u, kir.const(int(rng.choice([3, 1 << 31, 0xFFFFFFFF])), DType.U32))
     return kir.cast(kir.binary(Op.ADD, u, kir.const(int(rng.integers(0, 4)), DType.U32)), I32)
 
 
@@ -347,3 +349,19 @@ def test_random_affine_indices_never_escape(seed):
             assert (got is None) == (expect is None), (seed, trial, variant, expect, got)
             if got is None:
                 assert bitwise_equal(guarded_set.arrays["y"], ref["y"]), (seed, trial, variant)
+
+
+def test_u32_product_past_i64_is_not_proven():
+    """(u32(gid) + p) * 0xFFFFFFFF: the interval's upper product passes 2^63 (an i64 wrap
+    would invert it and look empty); the real index wraps to about -2^31."""
+    u = DType.U32
+    idx = kir.cast(kir.binary(Op.MUL, kir.binary(Op.ADD, kir.cast(kir.builtin(Op.GLOBAL_ID), u), kir.param("p", u)),
+                              kir.const(0xFFFFFFFF, u)), I32)
+    k = Kernel("u32wrap", (Param("x", ParamKind.BUFFER, F32), Param("y", ParamKind.BUFFER, F32),
+                           Param("p", ParamKind.SCALAR, u)),
+               (Store("y", kir.builtin(Op.GLOBAL_ID), kir.load("x", idx, F32)),), 8)
+    for variant in ("whole", "packet,lanes=4"):
+        guarded_set = GuardedSet({"x": np.ones(64, np.float32), "y": np.zeros(4, np.float32)})
+        with pytest.raises(KernelRuntimeError, match="out of bounds"):
+            compile_kernel(k, None, variant, n=4).launch(4, {**guarded_set.arrays, "p": 2 ** 31 - 2})
+        assert guarded_set.intact()

@@ -16,7 +16,9 @@ once per entry call, and checks 0 <= lo and hi < len(buf). The interval is
 conservative: `if` guards are ignored, a loop variable spans [start.lo,
 stop.hi - 1] (step > 0). Any node whose interval leaves its type's range
 (where the kernel's i32/u32 arithmetic would wrap) fails the proof, so every
-interval is of the value the kernel really computes. An empty interval
+interval is of the value the kernel really computes; on in-range operands
+no i64 operation here overflows (u32 products are limited to factors of at
+most 2^31 for that). An empty interval
 (lo > hi) can only come from code no thread reaches (a loop that never runs
 for any thread, a launch of no threads) and proves its access.
 
@@ -235,6 +237,10 @@ class _Emitter:
         if op is Op.MAX:
             return self.smax(lo, blo), self.smax(hi, bhi)
         if op is Op.MUL:
+            if e.dtype is DType.U32:
+                # u32 products reach 2^64: past 2^63 they would wrap in i64 (an inverted,
+                # "empty" interval); above 2^31 a factor proves nothing anyway
+                self.bad.append(b.or_(b.icmp_signed(">", hi, self.c(2 ** 31)), b.icmp_signed(">", bhi, self.c(2 ** 31))))
             if c is None and _const_int(e.src[0]) is not None:
                 c, (lo, hi) = _const_int(e.src[0]), (blo, bhi)
             if c is not None:   # operands fit in 33 bits (range checks): products fit in i64
