@@ -365,3 +365,14 @@ def test_u32_product_past_i64_is_not_proven():
         with pytest.raises(KernelRuntimeError, match="out of bounds"):
             compile_kernel(k, None, variant, n=4).launch(4, {**guarded_set.arrays, "p": 2 ** 31 - 2})
         assert guarded_set.intact()
+
+
+def test_cli_bench_refuses_unsafe_columns_unless_asked_and_run_says_unsafe(capsys):
+    from cohort.cli import main
+    assert main(["bench", "safety", "--ops", "rmsnorm", "--sizes", "17x65"]) == 2
+    err = capsys.readouterr().err
+    assert "--allow-unsafe" in err and err.count("\n") == 1
+    assert main(["run", "rmsnorm", "--shape", "17x65", "--variant", "packet,unsafe=on"]) == 0
+    out = capsys.readouterr().out
+    assert "unsafe build" in out and "bit-identical" in out
+    assert main(["run", "rmsnorm", "--shape", "17x65", "--variant", "packet,checked=on,unsafe=on"]) == 2
