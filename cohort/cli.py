@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
-    bn.add_argument("suite", help="native, private, e2e, grain or quick")
+    bn.add_argument("suite", help="native, private, e2e, grain, quick or safety")
     bn.add_argument("--ops", default="", help="comma-separated operators (default: the suite's)")
     bn.add_argument("--sizes", default="", help="comma-separated shapes (default: the suite's)")
     bn.add_argument("--rounds", type=int, default=None)
