@@ -45,13 +45,14 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
-    bn.add_argument("suite", help="native, private, e2e, grain or quick")
+    bn.add_argument("suite", help="native, private, e2e, grain, quick or safety")
     bn.add_argument("--ops", default="", help="comma-separated operators (default: the suite's)")
     bn.add_argument("--sizes", default="", help="comma-separated shapes (default: the suite's)")
     bn.add_argument("--rounds", type=int, default=None)
     bn.add_argument("--samples", type=int, default=None)
     bn.add_argument("--out", default=None, help="result directory (default: out/SUITE)")
     bn.add_argument("--json", action="store_true")
+    bn.add_argument("--allow-unsafe", action="store_true", help="allow columns built with unsafe=on (no bounds checks)")
 
     t = sub.add_parser("tables", help="re-derive the tables of a replay")
     t.add_argument("replay")
@@ -172,6 +173,8 @@ def cmd_run(args) -> int:
 def _print_run(op, r: dict):
     from .refimpl import ops
     print(f"{r['op']} {r['shape']} variant={r['variant']} seed={r['seed']}")
+    if "unsafe=on" in r["variant"]:
+        print("  unsafe build: no bounds checks (an out-of-bounds index is undefined behaviour)")
     print(f"  reference vs float64 oracle: max rel err {r['max_rel_err_vs_oracle']:.3g} "
           f"(bound {r['oracle_rel_tol']:g}), max abs err {r['max_abs_err_vs_oracle']:.3g}")
     if r["variant"] == "ref":
@@ -228,6 +231,10 @@ def cmd_bench(args) -> int:
         suite = suites.get(args.suite)
     except KeyError as e:
         raise UsageError(e.args[0]) from None
+    unsafe = suites.unsafe_columns(suite)
+    if unsafe and not args.allow_unsafe:
+        raise UsageError(f"suite {suite.name} has unsafe=on columns ({', '.join(unsafe)}): builds with no "
+                         f"bounds checks; pass --allow-unsafe to run them")
     only_ops = [o for o in args.ops.split(",") if o] or None
     for o in only_ops or []:
         try:

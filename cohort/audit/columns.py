@@ -51,6 +51,8 @@ class VariantColumn:
         if boundary == "native_entry":
             from ..backend import timer
             self.prepared.run()
+            if self.prepared.fallback:   # the timed entry is the checked build: say so in the facts
+                self.facts = {**self.facts, "fallback": self.prepared.fallback}
             self.iters = timer.calibrate_iters(self.prepared.entry, self.prepared.address)
             self._sample = lambda k: timer.time_entry(self.prepared.entry, self.prepared.address, self.iters, k)
         else:

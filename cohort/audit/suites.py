@@ -151,10 +151,29 @@ def _quick():
                        f"has lost its vectors (a regression guard, generous for a noisy machine).")
 
 
-SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _quick())}
+def _safety():
+    cols = (Column("unsafe", "variant", "packet,unsafe=on"), Column("safe", "variant", "packet"),
+            Column("whole-unsafe", "variant", "whole,unsafe=on"), Column("whole-safe", "variant", "whole"))
+    return Suite(
+        "safety", "Memory safety: the default (safe) build against unsafe=on, native entry", "native_entry",
+        (Group("safety", ALL_SEED_CASES, cols,
+               (Ratio("safe", "unsafe", "safe/unsafe"), Ratio("whole-safe", "whole-unsafe", "whole safe/unsafe"))),),
+        notes="safe: affine indices proven in bounds once per entry call (a launch the proof cannot cover "
+              "reruns with the checked build), data-dependent ones checked per access; unsafe=on: no checks. "
+              "Needs --allow-unsafe. Single thread.")
+
+
+SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _quick(), _safety())}
 
 
 def get(name: str) -> Suite:
     if name not in SUITES:
         raise KeyError(f"unknown suite {name!r}; suites are {', '.join(SUITES)}")
     return SUITES[name]
+
+
+def unsafe_columns(suite: Suite) -> list:
+    """The columns of a suite that run unsafe builds (cohort bench refuses them unless asked)."""
+    from ..backend.variant import parse_variant
+    return [c.name for g in suite.groups for c in g.columns
+            if c.kind == "variant" and parse_variant(c.spec).unsafe]

@@ -103,6 +103,10 @@ def render_markdown(replay: dict) -> str:
                    if c["columns"][n]["status"] == "unavailable"}
         for n, why in sorted(missing.items()):
             out.append(f"\n`—` {n}: {why}")
+        for c in rows:    # a safe build whose launch could not be proven in bounds timed its checked build
+            for n in names:
+                if c["facts"].get(n, {}).get("fallback"):
+                    out.append(f"\n{n} at {c['op']} {c['size']}: {c['facts'][n]['fallback']}")
         out.append("")
     if suite.get("roofline") and replay.get("machine"):
         out += render_roofline(replay, cells)

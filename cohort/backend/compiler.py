@@ -19,7 +19,7 @@ import hashlib
 from collections import OrderedDict
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import numpy as np
@@ -32,7 +32,7 @@ from ..refimpl.launch_check import check_args
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import jit
-from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB,
+from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, ERR_UNPROVEN,
                       MAX_SCRATCH_BYTES, SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
                       abi_slots, private_layout)
 from .facts import code_facts
@@ -221,16 +221,33 @@ class PreparedLaunch:
                 return False
         return True
 
+    fallback: Optional[str] = None     # why this launch runs the checked build instead (None: it does not)
+
     def run(self, begin: int = 0, end: Optional[int] = None, fn=None):
         self.args[SLOT_BEGIN] = begin
         self.args[SLOT_END] = self.nblocks if end is None else end
         (fn or self._fn)(self.address)
-        self.raise_error()
+        if self.err[0] != ERR_NONE:
+            self.raise_error(rerun=lambda: self.run(begin, end))
 
-    def raise_error(self):
+    def use_checked(self, reason: str):
+        """From now on run the checked build of this launch's code (compiled once, cached)."""
+        if self.fallback is None:
+            v = replace(self.code.variant, checked=True, unsafe=False)
+            self.code = _compile(self.code.kernel, v, self.code.full_blocks)
+            self.entry, self._fn = self.code.entry, self.code.entry_fn
+            self.fallback = reason
+
+    def raise_error(self, rerun=None):
+        """Raise the error the entry recorded. A safe build that could not prove the launch's
+        indices in bounds ran nothing: switch to the checked build and `rerun` (default: the
+        whole launch on this thread), which runs correctly or reports the precise error."""
         if self.err[0] != ERR_NONE:
             kind, sid, index, thread = (int(v) for v in self.err)
             self.err[:] = 0
+            if kind == ERR_UNPROVEN:
+                self.use_checked("index bounds not proven for this launch: ran the checked build")
+                return (rerun or self.run)()
             if kind == ERR_SCRATCH:
                 raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: the entry was given too little "
                                          f"scratch memory for its private arrays")
@@ -242,7 +259,7 @@ class PreparedLaunch:
             raise KernelRuntimeError(
                 f"kernel {self.ck.kernel.name}, {stmt.loc}: {_ERR_KIND.get(kind, 'access')} index {index} "
                 f"out of bounds{length} (thread {thread}, block {thread // self.ck.kernel.block}) "
-                f"[native, {self.ck.variant.label}]")
+                f"[native, {self.ck.variant.label}{', checked fallback' if self.fallback else ''}]")
 
 
 # ---------------------------------------------------------------- the cache
@@ -344,7 +361,8 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
     symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
     if variant.lanes == 1:
         from .lower_whole import WholeLowering
-        lowering = WholeLowering(k, symbol, fast_math=variant.fast_math, checked=variant.checked)
+        lowering = WholeLowering(k, symbol, fast_math=variant.fast_math, checked=variant.checked,
+                                 unsafe=variant.unsafe)
     else:
         if k.block < variant.lanes:
             raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "

@@ -11,6 +11,9 @@ serve all): `void entry(int64_t *args)`, where `args` holds 64-bit slots
 The error record is written by `checked` builds (kind, statement id, index,
 thread; kind 0 means no error) and by any build handed too little scratch,
 or (a build specialised for launches of whole blocks) a partial last block.
+The default (safe) build writes ERR_UNPROVEN, before touching any memory,
+when it cannot prove a launch's affine indices in bounds (bounds.py); its
+data-dependent accesses are checked one by one, as in `checked` builds.
 Private arrays live in the caller's scratch memory, not on the stack: a
 kernel's private arrays may need megabytes per block, and a stack overflow
 is a crash, not an error.
@@ -33,6 +36,7 @@ VOID = ir.VoidType()
 
 SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, SLOT_FIRST_PARAM = 0, 1, 2, 3, 4, 5, 6
 ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_PARTIAL_BLOCK = 0, 1, 2, 3, 4, 5
+ERR_UNPROVEN = 6     # safe builds: an index bound failed for this launch; nothing ran, rerun checked
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 

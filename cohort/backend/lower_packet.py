@@ -45,7 +45,7 @@ from .shapes import Access, ShapeAnalysis, choose_interleave, classify
 class PacketLowering(WholeLowering):
     def __init__(self, kernel: Kernel, symbol: str, variant, checked: bool = False, full_blocks: bool = False):
         super().__init__(kernel, symbol, fast_math=variant.fast_math, checked=checked,
-                         full_blocks=full_blocks and variant.full_packet)
+                         full_blocks=full_blocks and variant.full_packet, unsafe=variant.unsafe)
         if kernel.block < variant.lanes or kernel.block % variant.lanes:
             raise ValueError(f"block {kernel.block} is smaller than lanes {variant.lanes}")
         # W is the width the lowering works in: `interleave` packets of `lanes`
@@ -288,7 +288,7 @@ class PacketLowering(WholeLowering):
             self.cur = s
             memo = {}
             idx = self.index64(self.ev(s.index, memo), s.index.dtype)
-            self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s)
+            self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
             v = self.ev(s.value, memo)
             vals.append(b.zext(v, self.vty(I8)) if dt is DType.BOOL else v)
             mode = "unmasked" if self.mask is None else "masked"
@@ -440,9 +440,13 @@ class PacketLowering(WholeLowering):
         self.mask, self.cmask = saved
 
     # ------------------------------------------------------------ checked builds
-    def check_lanes(self, idx64, length, kind: int, stmt):
-        if not self.checked:
+    def check_lanes(self, idx64, length, kind: int, stmt, key=None):
+        """Report the first active lane whose index is out of bounds. `key`: the buffer
+        access (checked unless proven, bounds.py); None: a private array (checked builds)."""
+        if not (self.checked if key is None else self.needs_check(key)):
             return
+        if key is not None:
+            self.counts["bounds_checks"] += 1
         b = self.b
         bad = b.icmp_unsigned(">=", idx64, self.splat64(length))
         if self.mask is not None:
@@ -474,7 +478,7 @@ class PacketLowering(WholeLowering):
         elem = mem_type(dt)
         buf = self.bufs[e.arg]
         idx64 = self.index64(idx, e.src[0].dtype)
-        self.check_lanes(idx64, self.lens[e.arg], ERR_LOAD_OOB, self.cur)
+        self.check_lanes(idx64, self.lens[e.arg], ERR_LOAD_OOB, self.cur, key=e)
         if acc.kind == "uniform":
             ptr = b.gep(buf, [self.lane0(idx64)], source_etype=elem)
             if self.mask is None:
@@ -572,7 +576,7 @@ class PacketLowering(WholeLowering):
             val = b.zext(val, self.vty(I8))
         buf = self.bufs[s.buf]
         idx64 = self.index64(idx, s.index.dtype)
-        self.check_lanes(idx64, self.lens[s.buf], ERR_STORE_OOB, s)
+        self.check_lanes(idx64, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
         if acc.kind == "contiguous":
             ptr = b.gep(buf, [self.lane0(idx64)], source_etype=elem)
             if self.mask is None:

@@ -15,7 +15,10 @@ from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private,
                           PStore, Store, walk_expr, walk_stmts, stmt_exprs)
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
-from .context import (ERR_LOAD_OOB, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, I1, I32T,
+from collections import Counter
+
+from .bounds import Bounds
+from .context import (ERR_LOAD_OOB, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, ERR_UNPROVEN, I1, I32T,
                       I64, I8, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
                       abi_slots, mem_type, private_layout)
 from . import inject
@@ -87,10 +90,14 @@ def var_types(kernel: Kernel) -> dict:
 
 class WholeLowering:
     def __init__(self, kernel: Kernel, symbol: str, fast_math: bool = False, checked: bool = False,
-                 full_blocks: bool = False):
+                 full_blocks: bool = False, unsafe: bool = False):
         self.k = kernel
         self.B = kernel.block
         self.checked = checked
+        # the default build is safe: affine indices proven per launch in the prologue,
+        # the others checked per access; `unsafe` builds check nothing
+        self.bounds = None if checked or unsafe else Bounds(kernel)
+        self.counts = Counter()
         self.full_blocks = full_blocks     # only launches of whole blocks (n % B == 0) are accepted
         self.module = ir.Module(name=kernel.name)
         self.fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), symbol)
@@ -149,6 +156,26 @@ class WholeLowering:
         b.branch(head)
         b.position_at_end(done)
 
+    def needs_check(self, key) -> bool:
+        """Whether the buffer access `key` (a Store or a LOAD node) is checked where it happens."""
+        if self.checked:
+            return True
+        return self.bounds is not None and id(key) not in self.bounds.proven
+
+    def bounds_prologue(self):
+        """Safe builds: prove every affine index of the launch in bounds, or leave at once
+        with ERR_UNPROVEN, having touched no buffer (bounds.py)."""
+        b = self.b
+        proven = sum(1 for key, _, _ in self.bounds.accesses if id(key) in self.bounds.proven)
+        self.counts["bounds_proven"] = proven
+        self.counts["bounds_unprovable"] = len(self.bounds.accesses) - proven
+        if not proven:
+            return
+        ok = self.bounds.emit(b, self.n64, self.B, self.lens, self.scalar_bits)
+        with b.if_then(b.not_(ok), likely=False):
+            b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
+            b.ret_void()
+
     def fail_if(self, bad, kind: int, stmt, index64):
         """Checked builds: record the error and leave the entry."""
         b = self.b
@@ -185,9 +212,9 @@ class WholeLowering:
                 ps, ls = slots[p.name]
                 self.bufs[p.name] = b.inttoptr(slot(ps), PTR)
                 self.lens[p.name] = slot(ls)
-        self.scalars = {}
+        self.scalars, self.scalar_bits = {}, {}
         for p in k.scalars:
-            bits = b.trunc(slot(slots[p.name][0]), I32T)
+            bits = self.scalar_bits[p.name] = b.trunc(slot(slots[p.name][0]), I32T)
             self.scalars[p.name] = b.bitcast(bits, ir.FloatType()) if p.dtype is DType.F32 else bits
         if self.full_blocks:
             # specialised for launches of whole blocks: anything else is refused, never run
@@ -196,6 +223,8 @@ class WholeLowering:
                 b.store(self.i64(ERR_PARTIAL_BLOCK), self.err_ptr, align=8)
                 b.store(self.n64, b.gep(self.err_ptr, [self.i64(2)], source_etype=I64), align=8)
                 b.ret_void()
+        if self.bounds is not None:
+            self.bounds_prologue()
         # never run blocks past the launch, whatever the caller asked
         nblocks = b.trunc(b.udiv(b.add(self.n64, self.i64(self.B - 1)), self.i64(self.B)), I32T)
         end = b.select(b.icmp_signed("<", end, nblocks), end, nblocks)
@@ -323,7 +352,7 @@ class WholeLowering:
                 memo = {}
                 idx = self.ev(s.index, memo)
                 val = self.ev(s.value, memo)
-                ptr = self.buffer_ptr(s.buf, idx, s.index.dtype, ERR_STORE_OOB, s)
+                ptr = self.buffer_ptr(s.buf, idx, s.index.dtype, ERR_STORE_OOB, s, s)
                 dt = self.k.param(s.buf).dtype
                 b.store(b.zext(val, I8) if dt is DType.BOOL else val, ptr, align=1 if dt is DType.BOOL else 4)
             elif isinstance(s, PStore):
@@ -378,9 +407,10 @@ class WholeLowering:
     def index64(self, idx, dt: DType):
         return self.b.sext(idx, I64) if dt is DType.I32 else self.b.zext(idx, I64)
 
-    def buffer_ptr(self, name: str, idx, idx_dt: DType, kind: int, stmt):
+    def buffer_ptr(self, name: str, idx, idx_dt: DType, kind: int, stmt, key):
         i = self.index64(idx, idx_dt)
-        if self.checked:
+        if self.needs_check(key):
+            self.counts["bounds_checks"] += 1
             self.fail_if(self.b.icmp_unsigned(">=", i, self.lens[name]), kind, stmt, i)
         return self.b.gep(self.bufs[name], [i], source_etype=mem_type(self.k.param(name).dtype))
 
@@ -429,7 +459,7 @@ class WholeLowering:
         if op is Op.SELECT:
             return self.select(e, memo)
         if op is Op.LOAD:
-            ptr = self.buffer_ptr(e.arg, self.ev(e.src[0], memo), e.src[0].dtype, ERR_LOAD_OOB, self.cur)
+            ptr = self.buffer_ptr(e.arg, self.ev(e.src[0], memo), e.src[0].dtype, ERR_LOAD_OOB, self.cur, e)
             if e.dtype is DType.BOOL:  # any nonzero byte is True, as in NumPy (not just its low bit)
                 return b.icmp_unsigned("!=", b.load(ptr, typ=I8, align=1), ir.Constant(I8, 0))
             return b.load(ptr, typ=self.cx.ty(e.dtype), align=4)

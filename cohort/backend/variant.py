@@ -27,6 +27,12 @@ class Variant:
     workers: int = 1
     checked: bool = False                # bounds checks compiled into the native code
     interleave: Union[str, int] = "auto"  # packets of a cohort run side by side: "auto" or 1, 2, 4, ...
+    unsafe: bool = False                 # no bounds checks at all (off: affine indices proven per launch)
+
+    def __post_init__(self):
+        if self.checked and self.unsafe:
+            raise VariantError("checked=on and unsafe=on contradict each other (checked: every access "
+                               "checked; unsafe: none)")
 
     @property
     def name(self) -> str:
@@ -50,7 +56,7 @@ class Variant:
     def compile_key(self) -> tuple:
         """The knobs that change generated code (not grain or workers)."""
         return (self.lanes, self.block, self.full_packet, self.predicated, self.private,
-                self.fast_math, self.checked, self.interleave)
+                self.fast_math, self.checked, self.interleave, self.unsafe)
 
 
 def _show(v) -> str:
@@ -97,7 +103,7 @@ def _knob(key: str, text: str):
         if v < 1 or v & (v - 1) or v > 1024:
             raise VariantError(f"block must be a power of two from 1 to 1024, got {v}")
         return v
-    if key in ("full_packet", "predicated", "fast_math", "checked"):
+    if key in ("full_packet", "predicated", "fast_math", "checked", "unsafe"):
         return _onoff(key, text)
     if key == "private":
         if text not in ("cohort", "thread"):

@@ -1,0 +1,316 @@
+"""Bounds proofs for the default (safe) build: which buffer accesses need no
+per-access check, and the entry prologue that proves it for one launch.
+
+An access's index is *boundable* when it is built from constants, scalar
+parameters, the launch built-ins, buffer lengths, loop variables of loops
+with boundable bounds and variables whose every definition is boundable (no
+cycle: `j = j + 1` in a loop is not), with + - * neg abs min max, `select`
+(both arms; the condition is ignored), int casts, // and % (constant or
+provably positive divisors), shifts and `&` by constants. Everything else
+(a loaded value, a private-array value, a block reduction, a float) is
+data-dependent: such accesses keep a per-access check in the safe build.
+
+For each boundable access the prologue computes the interval [lo, hi] of its
+index over the WHOLE launch (every block, every thread gid < n), in i64,
+once per entry call, and checks 0 <= lo and hi < len(buf). The interval is
+conservative: `if` guards are ignored, a loop variable spans [start.lo,
+stop.hi - 1] (step > 0). Any node whose interval leaves its type's range
+(where the kernel's i32/u32 arithmetic would wrap) fails the proof, so every
+interval is of the value the kernel really computes; on in-range operands
+no i64 operation here overflows (u32 products are limited to factors of at
+most 2^31 for that). An empty interval
+(lo > hi) can only come from code no thread reaches (a loop that never runs
+for any thread, a launch of no threads) and proves its access.
+
+Every task of a launch computes the same verdict (the launch, not the task's
+block range), so a failed proof means no task touched memory; the caller
+then reruns the launch with the checked build (compiler.PreparedLaunch).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from llvmlite import ir
+
+from ..refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, Op, ParamKind, Store, stmt_exprs, walk_expr, walk_stmts
+
+I64 = ir.IntType(64)
+RANGE = {DType.I32: (-(2 ** 31), 2 ** 31 - 1), DType.U32: (0, 2 ** 32 - 1)}
+_LEAVES = {Op.CONST, Op.PARAM, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN}
+_ARITH = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.MIN, Op.MAX}
+
+
+def _const_int(e: Expr):
+    return e.arg if e.op is Op.CONST and e.dtype.is_int else None
+
+
+class Bounds:
+    """The static part: every buffer access of a kernel and whether its index is boundable."""
+
+    def __init__(self, kernel: Kernel):
+        self.k = kernel
+        self.defs = defaultdict(list)        # variable -> its definitions (Expr, For, or None: opaque)
+        for s in walk_stmts(kernel.body):
+            if isinstance(s, Assign):
+                self.defs[s.name].append(s.value)
+            elif isinstance(s, For):
+                self.defs[s.var].append(s)
+            elif isinstance(s, Collective):
+                self.defs[s.name].append(None)
+        # defined once, at the top level: one value per thread for the whole kernel
+        top = [s.name for s in kernel.body if isinstance(s, Assign)]
+        self.top_single = {n for n in top if top.count(n) == 1 and len(self.defs[n]) == 1}
+        self._node: dict = {}
+        self._var: dict = {}
+        self._busy: set = set()
+        self.accesses = []                   # (key: Store or LOAD node, buffer, index expr)
+        seen = set()
+        for s in walk_stmts(kernel.body):
+            if isinstance(s, Store):
+                self.accesses.append((s, s.buf, s.index))
+            for e in stmt_exprs(s):
+                for node in walk_expr(e):
+                    if node.op is Op.LOAD and id(node) not in seen:
+                        seen.add(id(node))
+                        self.accesses.append((node, node.arg, node.src[0]))
+        self.proven = {id(key) for key, _, index in self.accesses if self.boundable(index)}
+
+    # ------------------------------------------------------------ static
+    def boundable(self, e: Expr) -> bool:
+        r = self._node.get(id(e))
+        if r is None:
+            r = self._node[id(e)] = self._boundable(e)
+        return r
+
+    def _boundable(self, e: Expr) -> bool:
+        op = e.op
+        if op in _LEAVES:
+            return op is not Op.PARAM or (e.dtype.is_int and self.k.param(e.arg).kind is ParamKind.SCALAR)
+        if not e.dtype.is_int:
+            return False
+        if op is Op.VAR:
+            return self._var_boundable(e.arg)
+        if op is Op.CAST:
+            return e.src[0].dtype is DType.BOOL or (e.src[0].dtype.is_int and self.boundable(e.src[0]))
+        if op is Op.SELECT:
+            return self.boundable(e.src[1]) and self.boundable(e.src[2])
+        if op in _ARITH:
+            return all(self.boundable(s) for s in e.src)
+        if op is Op.DIV:
+            return self.boundable(e.src[0]) and (bool(_const_int(e.src[1])) or self.boundable(e.src[1]))
+        if op is Op.MOD:
+            return bool(_const_int(e.src[1])) and self.boundable(e.src[0])
+        if op in (Op.SHL, Op.SHR):
+            k = _const_int(e.src[1])
+            return k is not None and 0 <= k < 32 and self.boundable(e.src[0])
+        if op is Op.AND:
+            return any(_const_int(s) is not None and _const_int(s) >= 0 for s in e.src)
+        return False
+
+    def _var_boundable(self, name: str) -> bool:
+        r = self._var.get(name)
+        if r is not None:
+            return r
+        if name in self._busy:            # a cycle: the variable depends on itself
+            return False
+        self._busy.add(name)
+        ok = bool(self.defs.get(name))
+        for d in self.defs.get(name, ()):
+            if d is None:
+                ok = False
+            elif isinstance(d, For):
+                ok = ok and self.boundable(d.start) and self.boundable(d.stop)
+            else:
+                ok = ok and self.boundable(d)
+            if not ok:
+                break
+        self._busy.discard(name)
+        self._var[name] = ok
+        return ok
+
+    # ------------------------------------------------------------ the prologue
+    def emit(self, b: ir.IRBuilder, n64, block: int, lens: dict, scalars: dict):
+        """IR computing whether every boundable access of a launch of n64 threads stays
+        inside its buffer (an i1). `lens`: buffer -> i64 length; `scalars`: name -> i32 bits."""
+        return _Emitter(self, b, n64, block, lens, scalars).verdict()
+
+
+class _Emitter:
+    def __init__(self, bounds: Bounds, b, n64, block: int, lens: dict, scalars: dict):
+        self.bd, self.b, self.n, self.B, self.lens, self.scalars = bounds, b, n64, block, lens, scalars
+        self.memo, self.vars = {}, {}
+        self.bad = []
+
+    def c(self, v: int):
+        return ir.Constant(I64, v)
+
+    def smin(self, x, y):
+        return self.b.select(self.b.icmp_signed("<", x, y), x, y)
+
+    def smax(self, x, y):
+        return self.b.select(self.b.icmp_signed(">", x, y), x, y)
+
+    def verdict(self):
+        b = self.b
+        ok = ir.Constant(ir.IntType(1), 1)
+        for key, buf, index in self.bd.accesses:
+            if id(key) not in self.bd.proven:
+                continue
+            lo, hi = self.interval(index)
+            inside = b.and_(b.icmp_signed(">=", lo, self.c(0)), b.icmp_signed("<", hi, self.lens[buf]))
+            ok = b.and_(ok, b.or_(inside, b.icmp_signed(">", lo, hi)))
+        for bad in self.bad:
+            ok = b.and_(ok, b.not_(bad))
+        return ok
+
+    def interval(self, e: Expr):
+        r = self.memo.get(id(e))
+        if r is None:
+            r = self.memo[id(e)] = self._interval(e)
+            if e.dtype in RANGE and e.op not in (Op.CONST, Op.BLOCK_SIZE):
+                # outside its type's range the kernel's value wrapped: no longer this interval
+                rlo, rhi = RANGE[e.dtype]
+                self.bad.append(self.b.or_(self.b.icmp_signed("<", r[0], self.c(rlo)),
+                                           self.b.icmp_signed(">", r[1], self.c(rhi))))
+        return r
+
+    def _interval(self, e: Expr):
+        b, op = self.b, e.op
+        if op is Op.CONST:
+            return self.c(int(e.arg)), self.c(int(e.arg))
+        if op is Op.PARAM:
+            bits = self.scalars[e.arg]
+            v = b.sext(bits, I64) if e.dtype is DType.I32 else b.zext(bits, I64)
+            return v, v
+        if op is Op.BLOCK_SIZE:
+            return self.c(self.B), self.c(self.B)
+        if op is Op.NUM_THREADS:
+            return self.n, self.n
+        if op is Op.BUFLEN:
+            return self.lens[e.arg], self.lens[e.arg]
+        if op is Op.GLOBAL_ID:
+            return self.c(0), b.sub(self.n, self.c(1))
+        if op is Op.THREAD_ID:
+            return self.c(0), b.sub(self.smin(self.n, self.c(self.B)), self.c(1))
+        if op is Op.BLOCK_ID:
+            return self.c(0), b.sub(b.udiv(b.add(self.n, self.c(self.B - 1)), self.c(self.B)), self.c(1))
+        if op is Op.VAR:
+            return self.var(e.arg)
+        if op is Op.CAST:
+            return (self.c(0), self.c(1)) if e.src[0].dtype is DType.BOOL else self.interval(e.src[0])
+        if op is Op.SELECT:
+            (alo, ahi), (blo, bhi) = self.interval(e.src[1]), self.interval(e.src[2])
+            return self.smin(alo, blo), self.smax(ahi, bhi)
+        if op is Op.AND:
+            c = max(_const_int(s) for s in e.src if _const_int(s) is not None)
+            return self.c(0), self.c(c)
+        lo, hi = self.interval(e.src[0])
+        if op is Op.NEG:
+            return b.neg(hi), b.neg(lo)
+        if op is Op.ABS:
+            if e.dtype is DType.U32:
+                return lo, hi
+            nlo = b.select(b.icmp_signed(">=", lo, self.c(0)), lo,
+                           b.select(b.icmp_signed("<=", hi, self.c(0)), b.neg(hi), self.c(0)))
+            return nlo, self.smax(b.neg(lo), hi)
+        if op in (Op.SHL, Op.SHR):
+            k = self.c(_const_int(e.src[1]))
+            return (b.shl(lo, k), b.shl(hi, k)) if op is Op.SHL else (b.ashr(lo, k), b.ashr(hi, k))
+        if op is Op.MOD:
+            return self.mod(lo, hi, abs(_const_int(e.src[1])))
+        if op is Op.DIV:
+            return self.div(lo, hi, e.src[1])
+        c = _const_int(e.src[1])
+        blo, bhi = self.interval(e.src[1])
+        if op is Op.ADD:
+            return b.add(lo, blo), b.add(hi, bhi)
+        if op is Op.SUB:
+            r = b.sub(lo, bhi), b.sub(hi, blo)
+            m = self.remainder_of(e)
+            if m:     # a - (a // m) * m with a >= 0 lies in [0, m - 1]
+                nonneg = b.icmp_signed(">=", lo, self.c(0))
+                r = (b.select(nonneg, self.smax(r[0], self.c(0)), r[0]),
+                     b.select(nonneg, self.smin(r[1], self.c(m - 1)), r[1]))
+            return r
+        if op is Op.MIN:
+            return self.smin(lo, blo), self.smin(hi, bhi)
+        if op is Op.MAX:
+            return self.smax(lo, blo), self.smax(hi, bhi)
+        if op is Op.MUL:
+            if e.dtype is DType.U32:
+                # u32 products reach 2^64: past 2^63 they would wrap in i64 (an inverted,
+                # "empty" interval); above 2^31 a factor proves nothing anyway
+                self.bad.append(b.or_(b.icmp_signed(">", hi, self.c(2 ** 31)), b.icmp_signed(">", bhi, self.c(2 ** 31))))
+            if c is None and _const_int(e.src[0]) is not None:
+                c, (lo, hi) = _const_int(e.src[0]), (blo, bhi)
+            if c is not None:   # operands fit in 33 bits (range checks): products fit in i64
+                p, q = b.mul(lo, self.c(c)), b.mul(hi, self.c(c))
+                return (p, q) if c >= 0 else (q, p)
+            corners = [b.mul(x, y) for x in (lo, hi) for y in (blo, bhi)]
+            return self.fold(self.smin, corners), self.fold(self.smax, corners)
+        raise AssertionError(f"no interval rule for {op}")
+
+    def fold(self, f, values):
+        r = values[0]
+        for v in values[1:]:
+            r = f(r, v)
+        return r
+
+    def div(self, lo, hi, d: Expr):
+        """C truncation by a divisor of known sign: monotone in each operand, so the
+        quotient's extremes are at the corners."""
+        b = self.b
+        c = _const_int(d)
+        if c == -1:        # (sdiv of INT64_MIN by -1 would trap on a failed proof's garbage)
+            return b.neg(hi), b.neg(lo)
+        if c is not None:
+            p, q = b.sdiv(lo, self.c(c)), b.sdiv(hi, self.c(c))
+            return (p, q) if c > 0 else (q, p)
+        dlo, dhi = self.interval(d)
+        self.bad.append(b.icmp_signed("<", dlo, self.c(1)))      # only positive divisors are proved
+        safe = lambda v: b.select(b.icmp_signed("<", v, self.c(1)), self.c(1), v)   # no division by 0 here
+        corners = [b.sdiv(x, safe(y)) for x in (lo, hi) for y in (dlo, dhi)]
+        return self.fold(self.smin, corners), self.fold(self.smax, corners)
+
+    def mod(self, lo, hi, m: int):
+        """C remainder (sign of the dividend): |r| < m; exact when already inside (-m, m)."""
+        b = self.b
+        inside = b.and_(b.icmp_signed(">", lo, self.c(-m)), b.icmp_signed("<", hi, self.c(m)))
+        rlo = b.select(b.icmp_signed(">=", lo, self.c(0)), self.c(0), self.c(-(m - 1)))
+        rhi = b.select(b.icmp_signed("<=", hi, self.c(0)), self.c(0), self.c(m - 1))
+        return b.select(inside, lo, rlo), b.select(inside, hi, rhi)
+
+    def remainder_of(self, e: Expr):
+        """m when e is a - (a // m) * m (either factor order, a and the quotient possibly
+        through variables defined once at the top level), else None."""
+        a, prod = e.src
+        if prod.op is not Op.MUL:
+            return None
+        top = self.bd.top_single
+        for q0, m in ((prod.src[0], prod.src[1]), (prod.src[1], prod.src[0])):
+            mv = _const_int(m)
+            q = self.bd.defs[q0.arg][0] if q0.op is Op.VAR and q0.arg in top else q0
+            if not (mv and mv > 0 and q.op is Op.DIV and _const_int(q.src[1]) == mv):
+                continue
+            x = q.src[0]
+            # the same value: one node of this very expression, or one variable set once for good
+            if (x is a and q is q0) or (x.op is Op.VAR and a.op is Op.VAR and x.arg == a.arg and x.arg in top):
+                return mv
+        return None
+
+    def var(self, name: str):
+        r = self.vars.get(name)
+        if r is None:
+            parts = []
+            for d in self.bd.defs[name]:
+                if isinstance(d, For):
+                    (slo, shi), (tlo, thi) = self.interval(d.start), self.interval(d.stop)
+                    step = int(d.step.arg)
+                    parts.append((slo, self.b.sub(thi, self.c(1))) if step > 0 else
+                                 (self.b.add(tlo, self.c(1)), shi))
+                else:
+                    parts.append(self.interval(d))
+            lo = self.fold(self.smin, [p[0] for p in parts])
+            hi = self.fold(self.smax, [p[1] for p in parts])
+            r = self.vars[name] = (lo, hi)
+        return r

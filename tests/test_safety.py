@@ -1,0 +1,378 @@
+"""Memory safety by default: a native build not marked unsafe never reads or
+writes outside a buffer. Affine indices are proven for the whole launch in the
+entry's prologue (backend/bounds.py); a launch the proof cannot cover reruns
+with the checked build; data-dependent indices are checked per access. Every
+out-of-bounds launch below raises KernelRuntimeError naming the statement,
+with every buffer's guard bands intact, and the process stays healthy."""
+import gc
+
+import numpy as np
+import pytest
+
+from cohort import Buffer, Const, f32, global_id, i32, kernel, num_threads
+from cohort.backend.compiler import compile_kernel
+from cohort.backend.variant import VariantError, parse_variant
+from cohort.refimpl import ops
+from cohort.refimpl.interpreter import KernelRuntimeError, interpret
+from cohort.verify.checksum import bitwise_equal
+from cohort.verify.guard import GuardedSet
+
+DEFAULTS = ["whole", "packet,lanes=4", "packet,lanes=8", "packet,lanes=16"]
+
+
+@kernel(block=32)
+def past_end(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    y[i * 64] = x[i]  # MARK-PAST-END
+
+
+@kernel(block=32)
+def negative(x: Buffer[f32], y: Buffer[f32], off: i32):
+    i = global_id()
+    y[i] = x[i - off]  # MARK-NEGATIVE
+
+
+@kernel(block=32)
+def gather(x: Buffer[f32], j: Buffer[i32], y: Buffer[f32]):
+    i = global_id()
+    y[i] = x[j[i]]  # MARK-GATHER
+
+
+@kernel(block=32)
+def scatter(x: Buffer[f32], j: Buffer[i32], y: Buffer[f32]):
+    i = global_id()
+    y[j[i]] = x[i]  # MARK-SCATTER
+
+
+@kernel(block=32)
+def guarded(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    if i < len(x):
+        y[i] = x[i] * 2.0 + 1.0
+
+
+@kernel(block=32)
+def walking(x: Buffer[f32], y: Buffer[f32], steps: Const[int]):
+    j = global_id()
+    for k in range(steps):
+        y[j] = x[j] + f32(k)     # j is reassigned in the loop: data-dependent, checked per access
+        j = j + num_threads()
+
+
+def _sizes(n_blocks):
+    """Launch sizes a multiple of the block (32) and not."""
+    return [32 * n_blocks, 32 * n_blocks - 5]
+
+
+def _expect_error(kfn, variant, n, args, consts=None, marker=None, kind=None):
+    ref_args = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    with pytest.raises(KernelRuntimeError):        # the interpreter rejects the launch too
+        interpret(kfn.ir, n, ref_args, consts)
+    guarded_set = GuardedSet({k: v for k, v in args.items() if isinstance(v, np.ndarray)})
+    scalars = {k: v for k, v in args.items() if not isinstance(v, np.ndarray)}
+    ck = compile_kernel(kfn, consts, variant, n=n)
+    with pytest.raises(KernelRuntimeError) as ei:
+        ck.launch(n, {**guarded_set.arrays, **scalars})
+    msg = str(ei.value)
+    assert kfn.__name__ in msg and "out of bounds" in msg, msg
+    if marker:
+        assert marker in msg, msg
+    if kind:
+        assert f"{kind} index" in msg, msg
+    assert guarded_set.intact(), (variant, guarded_set.status())
+    return msg
+
+
+def _healthy():
+    """Allocation-heavy work after the errors, then a correct launch, checked."""
+    keep = []
+    for i in range(2000):
+        a = np.empty(1 + (i * 7919) % 50_000, np.float32)
+        a[:] = i
+        if i % 7 == 0:
+            keep.append(a)
+    assert all(float(a[0]) == float(a[-1]) for a in keep)
+    del keep
+    gc.collect()
+    op = ops.get("rmsnorm")
+    shape = (17, 65)
+    inputs = op.make_inputs(shape, 3)
+    ref = ops.run_reference(op, shape, inputs)
+    launch = op.launch(shape)
+    for v in DEFAULTS:
+        bufs = ops.allocate(op, shape, inputs)
+        compile_kernel(op.kernel, launch.consts, v, n=launch.n).launch(launch.n, {**bufs, **launch.scalars})
+        assert bitwise_equal(bufs["y"].reshape(ref.shape), ref), v
+
+
+@pytest.mark.parametrize("variant", DEFAULTS)
+def test_kernel_errors_in_the_default_build(variant):
+    for n in _sizes(4):
+        _expect_error(past_end, variant, n, {"x": np.ones(n, np.float32), "y": np.zeros(n * 16, np.float32)},
+                      marker="MARK-PAST-END", kind="store")
+        _expect_error(negative, variant, n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32), "off": 3},
+                      marker="MARK-NEGATIVE", kind="load")
+        j = np.arange(n, dtype=np.int32)
+        j[n // 2] = n + 1000
+        _expect_error(gather, variant, n, {"x": np.ones(n, np.float32), "j": j, "y": np.zeros(n, np.float32)},
+                      marker="MARK-GATHER", kind="load")
+        j = np.arange(n, dtype=np.int32)[::-1].copy()
+        j[n - 3] = -7
+        _expect_error(scatter, variant, n, {"x": np.ones(n, np.float32), "j": j, "y": np.zeros(n, np.float32)},
+                      marker="MARK-SCATTER", kind="store")
+        _expect_error(walking, variant, n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32)},
+                      consts={"steps": 2}, kind="load")
+    _healthy()
+
+
+@pytest.mark.parametrize("variant", DEFAULTS)
+def test_data_dependent_indices_run_correctly_when_in_bounds(variant):
+    rng = np.random.default_rng(5)
+    for n in _sizes(3):
+        for kfn in (gather, scatter):
+            args = {"x": rng.standard_normal(n).astype(np.float32), "j": rng.permutation(n).astype(np.int32),
+                    "y": np.zeros(n, np.float32)}
+            _agree(kfn, variant, n, args)
+        _agree(walking, variant, n, {"x": rng.standard_normal(3 * n).astype(np.float32),
+                                     "y": np.zeros(3 * n, np.float32)}, {"steps": 3})
+    ck = compile_kernel(gather, None, variant)
+    assert ck.lowering_counts["bounds_checks"] >= 1 and ck.lowering_counts["bounds_proven"] == 2
+
+
+def _agree(kfn, variant, n, args, consts=None):
+    ref = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
+    interpret(kfn.ir, n, ref, consts)
+    guarded_set = GuardedSet({k: v for k, v in args.items() if isinstance(v, np.ndarray)})
+    scalars = {k: v for k, v in args.items() if not isinstance(v, np.ndarray)}
+    ck = compile_kernel(kfn, consts, variant, n=n)
+    p = ck.prepare(n, {**guarded_set.arrays, **scalars})
+    p.run()
+    for name, a in guarded_set.arrays.items():
+        assert bitwise_equal(a, ref[name]), (kfn.__name__, variant, n, name)
+    assert guarded_set.intact()
+    return p
+
+
+@pytest.mark.parametrize("variant", DEFAULTS + ["packet,grain=1,workers=2", "whole,grain=2,workers=2"])
+def test_guarded_access_beyond_the_proof_runs_correctly(variant):
+    """n > len(x): the affine proof fails (guards are ignored), so the launch reruns with
+    the checked build, bit-identical to the interpreter; the switch is kept and visible."""
+    rng = np.random.default_rng(8)
+    for n in _sizes(3):
+        args = {"x": rng.standard_normal(n - 20).astype(np.float32), "y": rng.standard_normal(n).astype(np.float32)}
+        p = _agree(guarded, variant, n, args)
+        assert p.fallback and "checked" in p.fallback
+        assert p.code.variant.checked and p.entry == p.code.entry
+        p.run()                                  # later runs go straight to the checked build
+        # a launch the proof covers runs the safe build itself
+        ok = _agree(guarded, variant, n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32)})
+        assert ok.fallback is None and not ok.code.variant.checked
+
+
+def _case_sizes(name):
+    if name == "attention":
+        return [(1, 4, 2, 16, 32, 16, 16), (1, 2, 1, 5, 3, 4, 3)]     # n = 128 and n = 10
+    if name in ("swiglu", "gelu_residual"):
+        return [(4, 64), (3, 33)]
+    if name == "rope":
+        return [(4, 64), (3, 34)]
+    return [(5, 33)]                                                  # one block per row: whole blocks
+
+
+@pytest.mark.parametrize("name", list(ops.OPERATORS))
+def test_too_short_output_to_every_operator(name):
+    op = ops.get(name)
+    for shape in _case_sizes(name):
+        inputs = op.make_inputs(shape, 0)
+        launch = op.launch(shape)
+        for variant in DEFAULTS:
+            for cut in (1, 7):
+                bufs = ops.allocate(op, shape, inputs)
+                bufs[op.output] = bufs[op.output][:-cut].copy()
+                guarded_set = GuardedSet(bufs)
+                ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+                with pytest.raises(KernelRuntimeError) as ei:
+                    ck.launch(launch.n, {**guarded_set.arrays, **launch.scalars})
+                msg = str(ei.value)
+                assert "store index" in msg and f"{op.output}[" in msg, msg
+                assert guarded_set.intact(), (name, shape, variant, guarded_set.status())
+    _healthy()
+
+
+@pytest.mark.parametrize("name", list(ops.OPERATORS))
+def test_every_operator_default_build_has_no_per_access_checks(name):
+    op = ops.get(name)
+    for shape in op.seed_sizes[:2] + ((2, 4, 2, 5, 3, 4, 3),) * (name == "attention"):
+        launch = op.launch(shape)
+        inputs = op.make_inputs(shape, 0)
+        ref = ops.run_reference(op, shape, inputs)
+        for variant in DEFAULTS:
+            for n in (launch.n, None):       # the whole-block build and the general one
+                ck = compile_kernel(op.kernel, launch.consts, variant, n=n)
+                c = ck.lowering_counts
+                assert c["bounds_proven"] > 0 and c["bounds_unprovable"] == 0, (name, variant, c)
+                assert c.get("bounds_checks", 0) == 0, (name, variant, c)
+                assert "cmpxchg" in ck.llvm_ir     # the prologue's exit, the only error it can record
+                bufs = ops.allocate(op, shape, inputs)
+                p = ck.prepare(launch.n, {**bufs, **launch.scalars})
+                p.run()
+                assert p.fallback is None, (name, shape, variant)      # proven: no checked rerun
+                assert bitwise_equal(bufs[op.output].reshape(ref.shape), ref)
+
+
+def test_unsafe_is_the_unchecked_code():
+    op = ops.get("rmsnorm")
+    launch = op.launch((17, 65))
+    for base in ("whole", "packet"):
+        unsafe = compile_kernel(op.kernel, launch.consts, base + ",unsafe=on", n=launch.n)
+        safe = compile_kernel(op.kernel, launch.consts, base, n=launch.n)
+        assert unsafe.code is not safe.code and unsafe.variant.unsafe
+        assert "bounds_proven" not in unsafe.lowering_counts and "bounds_checks" not in unsafe.lowering_counts
+        assert "cmpxchg" not in unsafe.llvm_ir               # nothing is checked, nothing can fail
+        assert "unsafe=on" in unsafe.variant.label
+    # unsafe does not check data-dependent indices either (the kernel is not launched out of bounds)
+    assert "bounds_checks" not in compile_kernel(gather, None, "packet,unsafe=on").lowering_counts
+    with pytest.raises(VariantError, match="contradict"):
+        parse_variant("packet,checked=on,unsafe=on")
+    assert parse_variant("packet").unsafe is False
+    assert parse_variant("whole,unsafe=on").compile_key != parse_variant("whole").compile_key
+
+
+def test_modulo_pattern_keeps_attention_with_batches_proven():
+    """h = bh - (bh // H) * H lies in [0, H - 1]: attention with B > 1 is proven, not rerun."""
+    op = ops.get("attention")
+    shape = (3, 4, 2, 5, 3, 4, 3)
+    inputs = op.make_inputs(shape, 0)
+    ref = ops.run_reference(op, shape, inputs)
+    launch = op.launch(shape)
+    for variant in ("whole", "packet"):
+        bufs = ops.allocate(op, shape, inputs)
+        p = compile_kernel(op.kernel, launch.consts, variant, n=launch.n).prepare(launch.n, {**bufs, **launch.scalars})
+        p.run()
+        assert p.fallback is None
+        assert bitwise_equal(bufs["o"].reshape(ref.shape), ref)
+
+
+def test_empty_launch_and_wrapping_index():
+    # no threads: nothing runs, nothing to prove
+    ck = compile_kernel(past_end, None, "packet")
+    ck.launch(0, {"x": np.zeros(0, np.float32), "y": np.zeros(0, np.float32)})
+    # an index that wraps in i32 is not proven by its unwrapped interval: rerun checked, error reported
+    n = 64
+    with pytest.raises(KernelRuntimeError, match="out of bounds"):
+        compile_kernel(negative, None, "packet", n=n).launch(
+            n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32), "off": -(2 ** 31) + 10})
+
+
+# ------------------------------------------------------------------ random affine indices
+# The proof must never pass a launch that goes out of bounds (the guard bands would show it)
+# and, when it fails, the checked rerun must give the interpreter's verdict and outputs.
+
+from cohort.refimpl import ir as kir  # noqa: E402
+from cohort.refimpl.ir import Assign, DType, For, Kernel, Op, Param, ParamKind, Store  # noqa: E402
+
+I32, F32 = DType.I32, DType.F32
+
+
+def _random_index(rng, leaves, depth):
+    if depth == 0 or rng.random() < 0.25:
+        return leaves[rng.integers(len(leaves))]()
+    a = _random_index(rng, leaves, depth - 1)
+    pick = rng.integers(12)
+    if pick < 3:
+        return kir.binary(Op.ADD, a, _random_index(rng, leaves, depth - 1))
+    if pick < 5:
+        return kir.binary(Op.SUB, a, _random_index(rng, leaves, depth - 1))
+    if pick == 5:
+        big = int(rng.choice([-3, 2, 5, 1 << 20, 1 << 29]))
+        return kir.binary(Op.MUL, a, kir.const(big, I32))
+    if pick == 6:
+        return kir.binary(Op.MUL, a, _random_index(rng, leaves, depth - 1))
+    if pick == 7:
+        op = Op.DIV if rng.random() < 0.5 else Op.MOD
+        return kir.binary(op, a, kir.const(int(rng.choice([-7, -1, 2, 3, 16])), I32))
+    if pick == 8:
+        op = Op.MIN if rng.random() < 0.5 else Op.MAX
+        return kir.binary(op, a, _random_index(rng, leaves, depth - 1))
+    if pick == 9:
+        op = Op.SHL if rng.random() < 0.5 else Op.SHR
+        return kir.binary(op, a, kir.const(int(rng.integers(0, 31)), I32))
+    if pick == 10:
+        cond = kir.binary(Op.LT, kir.builtin(Op.GLOBAL_ID), kir.const(int(rng.integers(0, 40)), I32))
+        return kir.select(cond, a, _random_index(rng, leaves, depth - 1))
+    u = kir.cast(a, DType.U32)         # through u32 and back: negative values wrap
+    if rng.random() < 0.5:             # u32 products reach 2^64 (past i64's range)
+        u = kir.binary(Op.MUL, u, kir.const(int(rng.choice([3, 1 << 31, 0xFFFFFFFF])), DType.U32))
+    return kir.cast(kir.binary(Op.ADD, u, kir.const(int(rng.integers(0, 4)), DType.U32)), I32)
+
+
+def _random_kernel(seed: int) -> Kernel:
+    rng = np.random.default_rng(seed)
+    base = [lambda: kir.builtin(Op.GLOBAL_ID), lambda: kir.builtin(Op.THREAD_ID), lambda: kir.builtin(Op.BLOCK_ID),
+            lambda: kir.builtin(Op.NUM_THREADS), lambda: kir.builtin(Op.BUFLEN, "x"),
+            lambda: kir.param("s", I32), lambda: kir.const(int(rng.integers(-40, 40)), I32)]
+    start = _random_index(rng, base, 2)
+    stop = kir.binary(Op.ADD, start, kir.const(int(rng.integers(0, 5)), I32))
+    with_vars = base + [lambda: kir.var("a", I32), lambda: kir.var("j", I32)]
+    body = [Assign("a", _random_index(rng, base, 3)),
+            Assign("acc", kir.const(0.0, F32)),
+            For("j", start, stop, kir.const(1, I32),
+                (Assign("acc", kir.binary(Op.ADD, kir.var("acc", F32), kir.load("x", _random_index(rng, with_vars, 3), F32))),)),
+            Store("y", kir.builtin(Op.GLOBAL_ID), kir.var("acc", F32))]
+    params = (Param("x", ParamKind.BUFFER, F32), Param("y", ParamKind.BUFFER, F32), Param("s", ParamKind.SCALAR, I32))
+    return Kernel(f"rand{seed}", params, tuple(body), 8)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_affine_indices_never_escape(seed):
+    k = _random_kernel(seed)
+    rng = np.random.default_rng(1000 + seed)
+    for trial in range(3):
+        n = int(rng.integers(1, 40))
+        args = {"x": rng.standard_normal(int(rng.integers(1, 120))).astype(np.float32),
+                "y": np.zeros(n, np.float32), "s": int(rng.integers(-30, 30))}
+        ref = {name: (v.copy() if isinstance(v, np.ndarray) else v) for name, v in args.items()}
+        try:
+            interpret(k, n, ref)
+            expect = None
+        except KernelRuntimeError as e:
+            expect = e
+        for variant in ("whole", "packet,lanes=4", "packet"):
+            guarded_set = GuardedSet({"x": args["x"], "y": args["y"]})
+            ck = compile_kernel(k, None, variant, n=n)
+            try:
+                ck.launch(n, {**guarded_set.arrays, "s": args["s"]})
+                got = None
+            except KernelRuntimeError as e:
+                got = e
+            assert guarded_set.intact(), (seed, trial, variant)
+            assert (got is None) == (expect is None), (seed, trial, variant, expect, got)
+            if got is None:
+                assert bitwise_equal(guarded_set.arrays["y"], ref["y"]), (seed, trial, variant)
+
+
+def test_u32_product_past_i64_is_not_proven():
+    """(u32(gid) + p) * 0xFFFFFFFF: the interval's upper product passes 2^63 (an i64 wrap
+    would invert it and look empty); the real index wraps to about -2^31."""
+    u = DType.U32
+    idx = kir.cast(kir.binary(Op.MUL, kir.binary(Op.ADD, kir.cast(kir.builtin(Op.GLOBAL_ID), u), kir.param("p", u)),
+                              kir.const(0xFFFFFFFF, u)), I32)
+    k = Kernel("u32wrap", (Param("x", ParamKind.BUFFER, F32), Param("y", ParamKind.BUFFER, F32),
+                           Param("p", ParamKind.SCALAR, u)),
+               (Store("y", kir.builtin(Op.GLOBAL_ID), kir.load("x", idx, F32)),), 8)
+    for variant in ("whole", "packet,lanes=4"):
+        guarded_set = GuardedSet({"x": np.ones(64, np.float32), "y": np.zeros(4, np.float32)})
+        with pytest.raises(KernelRuntimeError, match="out of bounds"):
+            compile_kernel(k, None, variant, n=4).launch(4, {**guarded_set.arrays, "p": 2 ** 31 - 2})
+        assert guarded_set.intact()
+
+
+def test_cli_bench_refuses_unsafe_columns_unless_asked_and_run_says_unsafe(capsys):
+    from cohort.cli import main
+    assert main(["bench", "safety", "--ops", "rmsnorm", "--sizes", "17x65"]) == 2
+    err = capsys.readouterr().err
+    assert "--allow-unsafe" in err and err.count("\n") == 1
+    assert main(["run", "rmsnorm", "--shape", "17x65", "--variant", "packet,unsafe=on"]) == 0
+    out = capsys.readouterr().out
+    assert "unsafe build" in out and "bit-identical" in out
+    assert main(["run", "rmsnorm", "--shape", "17x65", "--variant", "packet,checked=on,unsafe=on"]) == 2
