@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import struct
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -29,8 +27,8 @@ import numpy as np
 from ..refimpl.errors import KernelError
 from ..refimpl.frontend import KernelFunction
 from ..refimpl.interpreter import KernelRuntimeError
-from ..refimpl.ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind, walk_stmts
-from ..refimpl.launch_check import check_args, check_n, written_buffers
+from ..refimpl.ir import DType, Kernel, ParamKind, walk_stmts
+from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import inject, jit
@@ -38,6 +36,7 @@ from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB
                       MAX_SCRATCH_BYTES, SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
                       abi_slots, private_layout)
 from .facts import code_facts
+from .launch_plan import LaunchPlan
 from .variant import Variant, parse_variant
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -104,7 +103,7 @@ class CompiledKernel:
     def __init__(self, code: NativeCode, variant: Variant):
         self.code, self.variant = code, variant
         self._general: Optional[NativeCode] = None    # for launches the specialised code refuses
-        self._plan = _LaunchPlan(code.kernel)
+        self._plan = LaunchPlan(code.kernel, code.full_blocks)
         self._free: list = []           # idle PreparedLaunch of self.code
         self._free_general: list = []   # idle PreparedLaunch of self._general
         self.last_prepared: Optional["PreparedLaunch"] = None   # the latest launch's (for auto's settling)
@@ -141,51 +140,45 @@ class CompiledKernel:
     def launch(self, n: int, args: dict) -> dict:
         """Run a launch to completion as the variant's grain and workers say
         (the calling thread, or the worker pool); buffers update in place.
-        Returns the buffers by name: NumPy arrays as flat views of the caller's,
-        torch tensors as given.
+        Returns the buffer arguments by name, as given.
 
         The argument block comes from a small pool of this build's blocks, refilled
         from the arguments' headers (no copy, no conversion); a launch from another
         thread meanwhile takes another block."""
         p = self._take(n, args, True)
-        free = self._free if p.code is self.code else self._free_general
         try:
             self.run_prepared(p)
         finally:
-            buffers = p.buffers
-            self.last_prepared = p
+            free = self._free if p.code is self.code else self._free_general
             if len(free) < self.POOL:
                 free.append(p)
-        return buffers
+            self.last_prepared = p
+        return p.buffers
 
-    def _take(self, n, args: dict, pooled) -> "PreparedLaunch":
+    def _take(self, n, args: dict, pooled: bool) -> "PreparedLaunch":
         """A filled PreparedLaunch: an idle pooled one refilled (pooled), or a new one.
         Anything the quick path does not vouch for goes through check_args, which
         raises the errors (or accepts and normalises an unusual but valid argument)."""
         plan = self._plan
         if type(n) is not int or not 0 <= n <= plan.nmax:
             n = check_n(self.code.kernel, n)
-        code = self.code if not self.code.full_blocks or n % plan.block == 0 else self.code_for(n)
-        p = None
-        if pooled:
-            try:
-                p = (self._free if code is self.code else self._free_general).pop()
-            except IndexError:
-                pass
-        if p is None:
+        if not plan.full_blocks or n % plan.block == 0:
+            code, free = self.code, self._free
+        else:
+            code, free = self.code_for(n), self._free_general
+        try:
+            p = free.pop() if pooled else PreparedLaunch(self, code)
+        except IndexError:
             p = PreparedLaunch(self, code)
         try:
-            ok = len(args) == plan.count and plan.fill(p, n, args)
+            if plan.fill(p, n, args):
+                return p
         except Exception:    # an argument the quick path cannot read: the full check decides
-            ok = False
-        if ok:
-            return p
+            pass
         # p may hold a half-written block: dropped, never pooled
         buffers, scalars = check_args(self.code.kernel, n, args)
         p = PreparedLaunch(self, code, n, buffers, scalars)
-        for name in buffers:
-            if type(args[name]).__module__.startswith("torch"):
-                p.buffers[name] = args[name]    # returned as given, like the quick path's
+        p.buffers = {name: args[name] for name in buffers}   # as given, like the quick path's
         return p
 
     def run_prepared(self, p: "PreparedLaunch"):
@@ -201,166 +194,13 @@ class CompiledKernel:
         runtime.run(p, v)
 
 
-# ------------------------------------------------------- the quick launch path
-
-class _ArrayHead(ctypes.Structure):
-    """The leading fields of NumPy's PyArrayObject (its public C struct). Reading the
-    data pointer and flags here costs ~0.15 us where `a.ctypes.data` alone costs ~0.9 us.
-    Checked against NumPy's own accessors once (_head_agrees); any mismatch, or another
-    Python than CPython (where id() is no address), keeps the accessors."""
-    _fields_ = [("refcnt", ctypes.c_ssize_t), ("type", ctypes.c_void_p), ("data", ctypes.c_size_t),
-                ("nd", ctypes.c_int), ("dims", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("base", ctypes.c_void_p), ("descr", ctypes.c_void_p), ("flags", ctypes.c_int)]
-
-
-_C_CONTIGUOUS, _OWNDATA, _WRITEABLE = 0x0001, 0x0004, 0x0400     # NPY_ARRAY_* flags
-_CW = _C_CONTIGUOUS | _WRITEABLE
-
-
-def _head_agrees() -> bool:
-    if sys.implementation.name != "cpython":
-        return False
-    base = np.arange(24, dtype=np.float32)
-    frozen = base.copy()
-    frozen.setflags(write=False)
-    for a in (base, base[::2], base.reshape(4, 6).T, frozen, base[5:], np.zeros(0, np.int32), base.reshape(2, 12)):
-        h = _ArrayHead.from_address(id(a))
-        if (h.data != a.ctypes.data or bool(h.flags & _C_CONTIGUOUS) != a.flags.c_contiguous
-                or bool(h.flags & _WRITEABLE) != a.flags.writeable or bool(h.flags & _OWNDATA) != a.flags.owndata):
-            return False
-    return True
-
-
-def _header(a: np.ndarray):
-    """(data address, NumPy flags) of an array."""
-    if _HEAD_OK:
-        h = _ArrayHead.from_address(id(a))
-        return h.data, h.flags
-    f = a.flags
-    return a.ctypes.data, ((_C_CONTIGUOUS if f.c_contiguous else 0) | (_WRITEABLE if f.writeable else 0)
-                           | (_OWNDATA if f.owndata else 0))
-
-
-_HEAD_OK = _head_agrees()
-_F32 = struct.Struct("<f")
-_U32 = struct.Struct("<I")
-_F32_TYPES = frozenset((float, np.float32, np.float64))
-_torch_state: dict = {}    # "tensor": torch.Tensor, "dtypes": {NumPy dtype: torch dtype}, once a tensor was seen
-
-
-def _torch_seen():
-    """Learn torch's Tensor type and dtypes, from a tensor the caller passed (torch is
-    imported already then; it is never imported for NumPy-only launches)."""
-    import torch
-    dtypes = {np.dtype(np.float32): torch.float32, np.dtype(np.int32): torch.int32}
-    if hasattr(torch, "uint32"):
-        dtypes[np.dtype(np.uint32)] = torch.uint32
-    _torch_state.update(dtypes=dtypes, tensor=torch.Tensor)
-    return torch.Tensor
-
-
-class _LaunchPlan:
-    """Per specialised kernel, once: where each parameter goes in the argument block and
-    what it must be. `fill` vouches only for the plain cases (an ndarray or torch.Tensor
-    of exactly the dtype, C-contiguous, writable; a Python float or NumPy float for f32,
-    a Python int in range for i32/u32) and answers False for anything else, which the
-    caller then hands to check_args for the verdict and the error message."""
-
-    def __init__(self, k: Kernel):
-        slots = abi_slots(k)
-        written = written_buffers(k)
-        self.count = len(k.params)
-        self.block = k.block
-        self.nmax = I32_MAX - k.block
-        bufs, f32s, ints = [], [], []
-        for p in k.params:
-            if p.kind is ParamKind.BUFFER:
-                bufs.append((p.name, *slots[p.name], p.dtype.np, p.dtype.np.itemsize, p.name in written))
-            elif p.kind is ParamKind.SCALAR and p.dtype is DType.F32:
-                f32s.append((p.name, slots[p.name][0]))
-            elif p.kind is ParamKind.SCALAR and p.dtype in (DType.I32, DType.U32):
-                lo, hi = (I32_MIN, I32_MAX) if p.dtype is DType.I32 else (0, U32_MAX)
-                ints.append((p.name, slots[p.name][0], lo, hi))
-            else:
-                self.count = -1   # a parameter the quick path does not know: always the full check
-        self.bufs, self.f32s, self.ints = tuple(bufs), tuple(f32s), tuple(ints)
-
-    def fill(self, p: "PreparedLaunch", n: int, args: dict) -> bool:
-        mv = p._mv
-        buffers, scalars, spans = {}, {}, []
-        views = False    # an ndarray that does not own its memory, or a tensor: may overlap another
-        for name, slot, lslot, want, itemsize, written in self.bufs:
-            v = args[name]
-            if type(v) is np.ndarray:
-                if v.dtype is not want:
-                    return False
-                if _HEAD_OK:
-                    h = _ArrayHead.from_address(id(v))
-                    addr, flags = h.data, h.flags
-                else:
-                    addr, flags = _header(v)
-                if flags & _CW != _CW:
-                    return False
-                if not flags & _OWNDATA:
-                    views = True
-                size = v.size
-                buffers[name] = v if v.ndim == 1 else v.reshape(-1)
-            else:
-                tensor = _torch_state.get("tensor")
-                if tensor is None and type(v).__module__ == "torch":
-                    tensor = _torch_seen()
-                if (type(v) is not tensor or v.dtype is not _torch_state["dtypes"].get(want) or not v.is_cpu
-                        or not v.is_contiguous() or (written and v.requires_grad)):
-                    return False
-                addr, size = v.data_ptr(), v.numel()
-                views = True
-                buffers[name] = v
-            if size > I32_MAX:
-                return False
-            mv[slot] = addr
-            mv[lslot] = size
-            if size:
-                spans.append((addr, addr + size * itemsize))
-        if len(spans) > 1:
-            if views:
-                # sorted by start, some two spans overlap iff some neighbours do
-                spans.sort()
-                for i in range(1, len(spans)):
-                    if spans[i][0] < spans[i - 1][1]:
-                        return False    # check_args names the pair
-            elif len({s[0] for s in spans}) < len(spans):
-                return False   # arrays owning their memory overlap only when one is passed twice
-        for name, slot in self.f32s:
-            v = args[name]
-            if type(v) not in _F32_TYPES or v != v:   # a NaN's payload: NumPy's conversion decides
-                return False
-            mv[slot] = _U32.unpack(_F32.pack(v))[0]    # round to nearest even; OverflowError past f32
-            scalars[name] = v
-        for name, slot, lo, hi in self.ints:
-            v = args[name]
-            if type(v) is not int or not lo <= v <= hi:
-                return False
-            mv[slot] = v & 0xFFFFFFFF
-            scalars[name] = v
-        nblocks = -(-n // self.block)
-        mv[SLOT_N] = n
-        mv[SLOT_BEGIN] = 0
-        mv[SLOT_END] = nblocks
-        if p.n != n:
-            p.__dict__.pop("_auto", None)   # auto's choice is per launch size
-        p.n, p.nblocks, p.buffers, p.scalars = n, nblocks, buffers, scalars
-        code = p.code
-        if p.entry != code.entry:
-            p.entry, p._fn = code.entry, code.entry_fn
-        return True
-
-
 class PreparedLaunch:
     """An argument block ready for the native entry; keeps its arrays alive.
 
     One made by `CompiledKernel.launch` goes back to the build's pool afterwards and is
     refilled by a later launch: anything derived from the arguments (n, buffers, lengths)
-    belongs in run(), or is reset by _LaunchPlan.fill."""
+    belongs in run(), or is reset by LaunchPlan.fill. `buffers` holds the buffer
+    arguments as the caller gave them (NumPy arrays, torch tensors)."""
 
     def __init__(self, ck: CompiledKernel, code: NativeCode, n: Optional[int] = None,
                  buffers: Optional[dict] = None, scalars: Optional[dict] = None):
@@ -376,11 +216,11 @@ class PreparedLaunch:
         self.scratch = scratch_memory(ck.scratch_bytes)
         self.args[SLOT_SCRATCH] = self.scratch.ctypes.data
         self.args[SLOT_SCRATCH_BYTES] = ck.scratch_bytes
-        self.n, self.nblocks, self.buffers, self.scalars = None, 0, {}, {}
+        self.n, self.nblocks, self.buffers = None, 0, {}
         if buffers is None:
             return
         # arguments check_args has normalised (1-D arrays, NumPy scalars)
-        self.n, self.buffers, self.scalars = n, dict(buffers), scalars
+        self.n, self.buffers = n, dict(buffers)
         self.nblocks = -(-n // ck.kernel.block)
         self.args[SLOT_N] = n
         self.args[SLOT_BEGIN] = 0
