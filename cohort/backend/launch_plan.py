@@ -400,6 +400,7 @@ class LaunchPlan:
                 self.count = -1   # a parameter the quick path does not know: always the full check
         self.bufs, self.f32s, self.ints = tuple(bufs), tuple(f32s), tuple(ints)
         self.buffer_names = tuple(b[0] for b in bufs)
+        self.probe = self.buffer_names[0] if bufs else None
         # the table holds the addresses of these objects; bufs, f32s and ints keep them alive
         self.table, self.native, self._fn = None, 0, None
         if self.count >= 0 and _NATIVE_OK:
@@ -420,7 +421,9 @@ class LaunchPlan:
             fn = self._fn = _native_fill()
             if fn is None:
                 self.native = 0
-        if fn is not None and type(args) is dict and fn(self.native, id(args), p.address) == 0:
+        probe = self.probe   # a tensor for the first buffer: torch's launches go straight to the Python fill
+        if (fn is not None and type(args) is dict and (probe is None or type(args.get(probe)) is np.ndarray)
+                and fn(self.native, id(args), p.address) == 0):
             buffers = {}
             for name in self.buffer_names:
                 buffers[name] = args[name]
@@ -449,9 +452,12 @@ class LaunchPlan:
         mv = p._mv
         buffers, spans = {}, []
         views = False    # an ndarray that does not own its memory, or a tensor: may overlap another
+        tensor = _torch_state.get("tensor")
+        tdtypes = _torch_state.get("dtypes")
         for name, slot, lslot, want, itemsize, written in self.bufs:
             v = args[name]
-            if type(v) is np.ndarray:
+            t = type(v)
+            if t is np.ndarray:
                 if v.dtype is not want:
                     return None
                 addr, flags = _header(v)
@@ -461,10 +467,10 @@ class LaunchPlan:
                     views = True
                 size = v.size
             else:
-                tensor = _torch_state.get("tensor")
-                if tensor is None and type(v).__module__ == "torch":
+                if tensor is None and t.__module__ == "torch":
                     tensor = _torch_seen()
-                if (type(v) is not tensor or v.dtype is not _torch_state["dtypes"].get(want) or not v.is_cpu
+                    tdtypes = _torch_state["dtypes"]
+                if (t is not tensor or v.dtype is not tdtypes.get(want) or not v.is_cpu
                         or not v.is_contiguous() or (written and v.requires_grad)):
                     return None
                 addr, size = v.data_ptr(), v.numel()
