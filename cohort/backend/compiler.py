@@ -135,7 +135,7 @@ class CompiledKernel:
     def prepare(self, n: int, args: dict) -> "PreparedLaunch":
         """Check every argument and build the entry's argument block (no run).
         The result is the caller's: no launch refills it."""
-        return self._take(n, args, None)
+        return self._take(n, args, False)
 
     def launch(self, n: int, args: dict) -> dict:
         """Run a launch to completion as the variant's grain and workers say
@@ -306,11 +306,9 @@ def _handle_key(k, consts, variant: Variant, n):
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
         full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-        key = (k, ckey, variant, bool(full), inject.key())
-        hash(key)
+        return (k, ckey, variant, bool(full), inject.key())
     except (TypeError, AttributeError, ValueError):
         return None
-    return key
 
 
 def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optional[int] = None) -> CompiledKernel:
@@ -327,7 +325,10 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
     k = kernel.ir if type(kernel) is KernelFunction else kernel
     hkey = _handle_key(k, consts, variant, n)
     if hkey is not None:
-        hit = _handles.get(hkey)
+        try:
+            hit = _handles.get(hkey)
+        except TypeError:       # an unhashable constant
+            hit = hkey = None
         if hit is not None:
             return hit
     ck = _compile_kernel(kernel, consts, variant, n)

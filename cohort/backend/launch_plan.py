@@ -5,8 +5,8 @@ Python accessors: ~1 us to read one array's address).
 
 A plan is made once per specialised kernel. `fill` vouches only for the plain
 cases - an ndarray (exactly, no subclass) or torch.Tensor of the parameter's
-dtype, C-contiguous and writable; a Python float (or NumPy float) for f32; a
-Python int in range for i32/u32 - and answers False for anything else, which
+dtype, C-contiguous and writable; a Python or NumPy float for f32; a Python or
+NumPy integer in range for i32/u32 - and answers False for anything else, which
 the caller hands to check_args for the verdict and the error message. So the
 errors stay check_args's, and an unusual but valid argument still launches.
 
@@ -75,6 +75,7 @@ _NATIVE_OK = _HEAD_OK and _float_agrees()
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
 _F32_TYPES = frozenset((float, np.float32, np.float64))
+_INT_TYPES = frozenset((int, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64))
 _torch_state: dict = {}    # "tensor": torch.Tensor, "dtypes": {NumPy dtype: torch dtype}, once a tensor was seen
 
 
@@ -498,7 +499,10 @@ class LaunchPlan:
             mv[slot] = _U32.unpack(_F32.pack(v))[0]    # round to nearest even; OverflowError past f32
         for name, slot, lo, hi in self.ints:
             v = args[name]
-            if type(v) is not int or not lo <= v <= hi:
+            if type(v) not in _INT_TYPES:
+                return None
+            v = int(v)
+            if not lo <= v <= hi:
                 return None
             mv[slot] = v & 0xFFFFFFFF
         return buffers
