@@ -342,6 +342,7 @@ def test_torch_refusals_name_the_argument():
         ({"x": torch.zeros(80)[::2]}, "buffer x: tensor is not contiguous"),
         ({"y": torch.zeros(40, requires_grad=True)}, "buffer y: tensor requires grad"),
         ({"x": x, "y": x}, "buffers x and y overlap"),
+        ({"x": torch._neg_view(x)}, "buffer x: tensor has its negative bit set"),
         ({"x": torch.zeros(80)[:40], "y": torch.zeros(80)}, None),
     ]
     for change, needle in cases:

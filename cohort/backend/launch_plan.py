@@ -472,7 +472,7 @@ class LaunchPlan:
                     tensor = _torch_seen()
                     tdtypes = _torch_state["dtypes"]
                 if (t is not tensor or v.dtype is not tdtypes.get(want) or not v.is_cpu
-                        or not v.is_contiguous() or (written and v.requires_grad)):
+                        or not v.is_contiguous() or v.is_neg() or (written and v.requires_grad)):
                     return None
                 addr, size = v.data_ptr(), v.numel()
                 views = True

@@ -45,6 +45,9 @@ def as_buffer(kernel: Kernel, name: str, dtype: DType, value, written: bool = Tr
                                                      f"got {value.dtype}")
             if not value.is_contiguous():
                 raise KernelError(kernel.name, None, f"buffer {name}: tensor is not contiguous")
+            if getattr(value, "is_neg", bool)():   # a lazily negated view: its memory holds the values un-negated
+                raise KernelError(kernel.name, None, f"buffer {name}: tensor has its negative bit set; "
+                                                     f"pass {name}.resolve_neg()")
             if written and value.requires_grad:
                 raise KernelError(kernel.name, None, f"buffer {name}: tensor requires grad and the kernel writes "
                                                      f"it outside autograd; pass {name}.detach() to allow that")
