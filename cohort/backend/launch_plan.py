@@ -54,12 +54,13 @@ def _head_agrees() -> bool:
     for a in (base, base[::2], base.reshape(4, 6).T, frozen, base[5:], np.zeros(0, np.int32),
               base.reshape(2, 3, 4), np.zeros((), np.uint32)):
         h = _ArrayHead.from_address(id(a))
-        dims = (ctypes.c_ssize_t * a.ndim).from_address(h.dims) if a.ndim else ()
         if (h.type != id(np.ndarray) or h.data != a.ctypes.data or h.descr != id(a.dtype)
-                or h.nd != a.ndim or tuple(dims) != a.shape
+                or h.nd != a.ndim
                 or bool(h.flags & _C_CONTIGUOUS) != a.flags.c_contiguous
                 or bool(h.flags & _WRITEABLE) != a.flags.writeable or bool(h.flags & _OWNDATA) != a.flags.owndata):
             return False
+        if a.ndim and tuple((ctypes.c_ssize_t * a.ndim).from_address(h.dims)) != a.shape:
+            return False    # dereferenced only once the fields around it read right
     return True
 
 
@@ -105,7 +106,6 @@ def _header(a: np.ndarray):
 # &PyLong_Type, 0; then per buffer: name, descr, ptr slot, len slot, itemsize, 0;
 # per f32: name, slot; per int: name, slot, lo, hi. Returns 0 when every argument
 # was plain and is written, else 1 (the block may then be half-written).
-_HEADER_WORDS, _BUF_WORDS, _F32_WORDS, _INT_WORDS = 8, 6, 2, 4
 
 _IR = r"""
 declare ptr @PyDict_GetItem(ptr, ptr)
