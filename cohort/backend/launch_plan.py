@@ -105,7 +105,9 @@ def _header(a: np.ndarray):
 # The plan table (int64): count, nbuf, nf32, nint, &PyArray_Type, &PyFloat_Type,
 # &PyLong_Type, 0; then per buffer: name, descr, ptr slot, len slot, itemsize, 0;
 # per f32: name, slot; per int: name, slot, lo, hi. Returns 0 when every argument
-# was plain and is written, else 1 (the block may then be half-written).
+# was plain and is written, else 1 (the block may then be half-written). With
+# `written` set, the buffers' slots are already filled (torch tensors, in Python)
+# and only the overlap test and the scalars remain.
 
 _IR = r"""
 declare ptr @PyDict_GetItem(ptr, ptr)
@@ -139,7 +141,7 @@ define internal void @put(ptr %args, i64 %slot, i64 %v) alwaysinline {
   ret void
 }
 
-define i64 @cohort_fill_args(ptr %plan, ptr %dict, ptr %args) {
+define i64 @cohort_fill_args(ptr %plan, ptr %dict, ptr %args, i64 %written) {
 entry:
   %ovf = alloca i32
   %count = call i64 @word(ptr %plan, i64 0)
@@ -153,7 +155,8 @@ start:
   %arrtype = call i64 @word(ptr %plan, i64 4)
   %floattype = call i64 @word(ptr %plan, i64 5)
   %inttype = call i64 @word(ptr %plan, i64 6)
-  br label %buf.head
+  %skip = icmp ne i64 %written, 0
+  br i1 %skip, label %ovl.start, label %buf.head
 
 buf.head:
   %i = phi i64 [0, %start], [%i.next, %buf.store]
@@ -370,8 +373,8 @@ def _native_fill():
                 return None
             _native["keep"] = linked
             # PYFUNCTYPE keeps the GIL: the function reads Python objects and calls the C API
-            _native["fn"] = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(
-                linked.addresses["cohort_fill_args"])
+            _native["fn"] = ctypes.PYFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                              ctypes.c_int64)(linked.addresses["cohort_fill_args"])
     return _native["fn"]
 
 
@@ -403,7 +406,7 @@ class LaunchPlan:
         self.buffer_names = tuple(b[0] for b in bufs)
         self.probe = self.buffer_names[0] if bufs else None
         # the table holds the addresses of these objects; bufs, f32s and ints keep them alive
-        self.table, self.native, self._fn = None, 0, None
+        self.table, self.native, self._fn, self._tensors = None, 0, None, None
         if self.count >= 0 and _NATIVE_OK:
             words = [self.count, len(bufs), len(f32s), len(ints), id(np.ndarray), id(float), id(int), 0]
             for name, ps, ls, want, itemsize, _ in bufs:
@@ -422,13 +425,17 @@ class LaunchPlan:
             fn = self._fn = _native_fill()
             if fn is None:
                 self.native = 0
-        probe = self.probe   # a tensor for the first buffer: torch's launches go straight to the Python fill
-        if (fn is not None and type(args) is dict and (probe is None or type(args.get(probe)) is np.ndarray)
-                and fn(self.native, id(args), p.address) == 0):
-            buffers = {}
-            for name in self.buffer_names:
-                buffers[name] = args[name]
-        else:
+        buffers = None
+        if fn is not None and type(args) is dict:
+            probe = self.probe
+            if probe is None or type(args.get(probe)) is np.ndarray:
+                if fn(self.native, id(args), p.address, 0) == 0:
+                    buffers = {}
+                    for name in self.buffer_names:
+                        buffers[name] = args[name]
+            else:   # torch's launches: the tensors in Python, the rest natively
+                buffers = self._fill_tensors(p, args, fn)
+        if buffers is None:
             buffers = self._fill_python(p, args)
             if buffers is None:
                 return False
@@ -444,6 +451,35 @@ class LaunchPlan:
         if p.entry != code.entry:
             p.entry, p._fn = code.entry, code.entry_fn
         return True
+
+    def _fill_tensors(self, p, args: dict, fn):
+        """Every buffer a plain CPU tensor: their slots from Python (torch's accessors), then
+        the native fill for the overlap test and the scalars. The buffers by name, or None."""
+        tensors = self._tensors
+        if tensors is None:
+            tensor = _torch_state.get("tensor")
+            if tensor is None:
+                if type(args.get(self.probe)).__module__ != "torch":
+                    return None
+                tensor = _torch_seen()
+            tdtypes = _torch_state["dtypes"]
+            tensors = self._tensors = (tensor, tuple((name, slot, lslot, tdtypes.get(want), written)
+                                                     for name, slot, lslot, want, _, written in self.bufs))
+        tensor, bufs = tensors
+        mv = p._mv
+        buffers = {}
+        for name, slot, lslot, tdtype, written in bufs:
+            v = args[name]
+            if (type(v) is not tensor or v.dtype is not tdtype or not v.is_cpu or not v.is_contiguous()
+                    or v.is_neg() or (written and v.requires_grad)):
+                return None
+            size = v.numel()
+            if size > I32_MAX:
+                return None
+            mv[slot] = v.data_ptr()
+            mv[lslot] = size
+            buffers[name] = v
+        return buffers if fn(self.native, id(args), p.address, 1) == 0 else None
 
     def _fill_python(self, p, args: dict):
         """The same fill in Python, for torch tensors and where the native one is not
