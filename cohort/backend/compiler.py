@@ -3,7 +3,11 @@
 `compile_kernel(kernel, consts, variant, n)` returns a `CompiledKernel` whose
 native entry runs any range of blocks of a launch. Compiles are cached on the
 kernel's printed IR (after specialisation), its block, and the code-changing
-knobs of the variant; the cache is safe to use from several Python threads.
+knobs of the variant; in front of that, a handle cache keyed on the Kernel
+object itself, the constants, the variant and the injected bugs answers a
+repeated compile_kernel in microseconds. Both are safe to use from several
+Python threads. A launch checks and writes its arguments through a plan made
+once per kernel (launch_plan.py).
 
 Given the launch size `n`, a packet variant with full_packet on is also
 specialised on whether n is a multiple of the block (every packet full: no
