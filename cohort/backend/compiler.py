@@ -3,7 +3,11 @@
 `compile_kernel(kernel, consts, variant, n)` returns a `CompiledKernel` whose
 native entry runs any range of blocks of a launch. Compiles are cached on the
 kernel's printed IR (after specialisation), its block, and the code-changing
-knobs of the variant; the cache is safe to use from several Python threads.
+knobs of the variant; in front of that, a handle cache keyed on the Kernel
+object itself, the constants, the variant and the injected bugs answers a
+repeated compile_kernel in microseconds. Both are safe to use from several
+Python threads. A launch checks and writes its arguments through a plan made
+once per kernel (launch_plan.py).
 
 Given the launch size `n`, a packet variant with full_packet on is also
 specialised on whether n is a multiple of the block (every packet full: no
@@ -16,10 +20,10 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from collections import OrderedDict
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Optional
 
 import numpy as np
@@ -28,14 +32,15 @@ from ..refimpl.errors import KernelError
 from ..refimpl.frontend import KernelFunction
 from ..refimpl.interpreter import KernelRuntimeError
 from ..refimpl.ir import DType, Kernel, ParamKind, walk_stmts
-from ..refimpl.launch_check import check_args
+from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
-from . import jit
+from . import inject, jit
 from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, ERR_UNPROVEN,
                       MAX_SCRATCH_BYTES, SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
                       abi_slots, private_layout)
 from .facts import code_facts
+from .launch_plan import LaunchPlan
 from .variant import Variant, parse_variant
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -97,19 +102,27 @@ class CompiledKernel:
     decide how `launch` runs.
     """
 
-    RECENT = 8
+    POOL = 4   # idle argument blocks kept per build (more exist only while launches overlap)
 
     def __init__(self, code: NativeCode, variant: Variant):
         self.code, self.variant = code, variant
         self._general: Optional[NativeCode] = None    # for launches the specialised code refuses
-        self._recent: "OrderedDict" = OrderedDict()   # argument identities -> PreparedLaunch
-        self._recent_lock = threading.Lock()
+        self._plan = LaunchPlan(code.kernel, code.full_blocks)
+        self._free: list = []           # idle PreparedLaunch of self.code
+        self._free_general: list = []   # idle PreparedLaunch of self._general
+        self.last_prepared: Optional["PreparedLaunch"] = None   # the latest launch's (for auto's settling)
 
     def __getattr__(self, name):
         return getattr(self.code, name)
 
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.code.kernel.name} [{self.variant.label}]>"
+
+    @property
+    def _recent(self) -> dict:
+        """The latest launch's PreparedLaunch as the last entry of a dict (the shape older callers read)."""
+        p = self.last_prepared
+        return {} if p is None else {0: p}
 
     def assembly(self) -> str:
         return self.code.assembly()
@@ -124,36 +137,53 @@ class CompiledKernel:
         return self._general
 
     def prepare(self, n: int, args: dict) -> "PreparedLaunch":
-        """Check every argument and build the entry's argument block (no run)."""
-        buffers, scalars = check_args(self.code.kernel, n, args)
-        p = PreparedLaunch(self, self.code_for(int(n)), int(n), buffers, scalars)
-        # the caller's own objects, held so that their ids stay theirs while cached
-        p.originals = [(args[name], a.dtype, a.size) for name, a in buffers.items()]
-        return p
+        """Check every argument and build the entry's argument block (no run).
+        The result is the caller's: no launch refills it."""
+        return self._take(n, args, False)
 
     def launch(self, n: int, args: dict) -> dict:
         """Run a launch to completion as the variant's grain and workers say
         (the calling thread, or the worker pool); buffers update in place.
+        Returns the buffer arguments by name, as given.
 
-        Launching again with the very same array objects and scalar values
-        reuses the checked argument block (reading an array's address costs
-        microseconds); the arrays' dtype, size and writability are re-checked."""
-        key = _identity_key(n, args)
-        p = None
-        if key is not None:
-            with self._recent_lock:
-                p = self._recent.get(key)
-                if p is not None:
-                    self._recent.move_to_end(key)
-        if p is None or not p.unchanged():
-            p = self.prepare(n, args)
-            if key is not None:
-                with self._recent_lock:
-                    self._recent[key] = p
-                    while len(self._recent) > self.RECENT:
-                        self._recent.popitem(last=False)
-        self.run_prepared(p)
+        The argument block comes from a small pool of this build's blocks, refilled
+        from the arguments' headers (no copy, no conversion); a launch from another
+        thread meanwhile takes another block."""
+        p = self._take(n, args, True)
+        try:
+            self.run_prepared(p)
+        finally:
+            free = self._free if p.origin is self.code else self._free_general
+            if len(free) < self.POOL:
+                free.append(p)
+            self.last_prepared = p
         return p.buffers
+
+    def _take(self, n, args: dict, pooled: bool) -> "PreparedLaunch":
+        """A filled PreparedLaunch: an idle pooled one refilled (pooled), or a new one.
+        Anything the quick path does not vouch for goes through check_args, which
+        raises the errors (or accepts and normalises an unusual but valid argument)."""
+        plan = self._plan
+        if type(n) is not int or not 0 <= n <= plan.nmax:
+            n = check_n(self.code.kernel, n)
+        if not plan.full_blocks or n % plan.block == 0:
+            code, free = self.code, self._free
+        else:
+            code, free = self.code_for(n), self._free_general
+        try:
+            p = free.pop() if pooled else PreparedLaunch(self, code)
+        except IndexError:
+            p = PreparedLaunch(self, code)
+        try:
+            if plan.fill(p, n, args):
+                return p
+        except Exception:    # an argument the quick path cannot read: the full check decides
+            pass
+        # p may hold a half-written block: dropped, never pooled
+        buffers, scalars = check_args(self.code.kernel, n, args)
+        p = PreparedLaunch(self, code, n, buffers, scalars)
+        p.buffers = {name: args[name] for name in buffers}   # as given, like the quick path's
+        return p
 
     def run_prepared(self, p: "PreparedLaunch"):
         v = self.variant
@@ -168,39 +198,38 @@ class CompiledKernel:
         runtime.run(p, v)
 
 
-def _identity_key(n, args: dict):
-    """A key naming the argument objects themselves (None when not cacheable).
-    The cached PreparedLaunch keeps the arrays alive, so their ids stay unique."""
-    key = [n]
-    for k, v in args.items():
-        t = type(v)
-        if t is np.ndarray:
-            key.append((k, id(v)))
-        elif t in (float, int) or isinstance(v, (np.floating, np.integer)):
-            key.append((k, t, v))
-        else:
-            return None
-    return tuple(key)
-
-
 class PreparedLaunch:
-    """An argument block ready for the native entry; keeps its arrays alive."""
+    """An argument block ready for the native entry; keeps its arrays alive.
 
-    def __init__(self, ck: CompiledKernel, code: NativeCode, n: int, buffers: dict, scalars: dict):
-        self.ck, self.code, self.n, self.buffers, self.scalars = ck, code, n, buffers, scalars
+    One made by `CompiledKernel.launch` goes back to the build's pool afterwards and is
+    refilled by a later launch: anything derived from the arguments (n, buffers, lengths)
+    belongs in run(), or is reset by LaunchPlan.fill. `buffers` holds the buffer
+    arguments as the caller gave them (NumPy arrays, torch tensors)."""
+
+    def __init__(self, ck: CompiledKernel, code: NativeCode, n: Optional[int] = None,
+                 buffers: Optional[dict] = None, scalars: Optional[dict] = None):
+        self.ck, self.code = ck, code
+        self.origin = code              # the build this block was made for (code may become its checked twin)
         self.entry = code.entry         # the build that accepts this launch
+        self._fn = code.entry_fn
         slots = abi_slots(ck.kernel)
-        self.args = np.zeros(slots["__count__"], np.int64)
-        self.err = np.zeros(4, np.int64)
-        B = ck.kernel.block
-        self.nblocks = -(-n // B)
-        self.args[SLOT_N] = n
-        self.args[SLOT_BEGIN] = 0
-        self.args[SLOT_END] = self.nblocks
+        block = np.zeros(slots["__count__"] + 4, np.int64)   # the argument slots, then the error record
+        self.args, self.err = block[:-4], block[-4:]
+        self._mv = memoryview(self.args)
+        self.address = self.args.ctypes.data
         self.args[SLOT_ERR] = self.err.ctypes.data
         self.scratch = scratch_memory(ck.scratch_bytes)
         self.args[SLOT_SCRATCH] = self.scratch.ctypes.data
         self.args[SLOT_SCRATCH_BYTES] = ck.scratch_bytes
+        self.n, self.nblocks, self.buffers = None, 0, {}
+        if buffers is None:
+            return
+        # arguments check_args has normalised (1-D arrays, NumPy scalars)
+        self.n, self.buffers = n, dict(buffers)
+        self.nblocks = -(-n // ck.kernel.block)
+        self.args[SLOT_N] = n
+        self.args[SLOT_BEGIN] = 0
+        self.args[SLOT_END] = self.nblocks
         for p in ck.kernel.params:
             if p.kind is ParamKind.BUFFER:
                 a = buffers[p.name]
@@ -210,16 +239,6 @@ class PreparedLaunch:
             elif p.kind is ParamKind.SCALAR:
                 bits = np.asarray(scalars[p.name], p.dtype.np).reshape(1).view(np.uint32)[0]
                 self.args[slots[p.name][0]] = int(bits)
-        self.address = self.args.ctypes.data
-        self._fn = code.entry_fn
-        self.originals = []
-
-    def unchanged(self) -> bool:
-        """The arrays still are what was checked (a dtype or shape can be reassigned)."""
-        for orig, dtype, size in self.originals:
-            if orig.dtype != dtype or orig.size != size or not orig.flags.writeable:
-                return False
-        return True
 
     fallback: Optional[str] = None     # why this launch runs the checked build instead (None: it does not)
 
@@ -233,9 +252,13 @@ class PreparedLaunch:
     def use_checked(self, reason: str):
         """From now on run the checked build of this launch's code (compiled once, cached)."""
         if self.fallback is None:
-            v = replace(self.code.variant, checked=True, unsafe=False)
-            self.code = _compile(self.code.kernel, v, self.code.full_blocks)
-            self.entry, self._fn = self.code.entry, self.code.entry_fn
+            origin = self.origin
+            checked = origin.__dict__.get("checked_twin")
+            if checked is None:   # found once per build: a launch must not print the IR for the key
+                v = replace(origin.variant, checked=True, unsafe=False)
+                checked = origin.checked_twin = _compile(origin.kernel, v, origin.full_blocks)
+            self.code = checked
+            self.entry, self._fn = checked.entry, checked.entry_fn
             self.fallback = reason
 
     def raise_error(self, rerun=None):
@@ -284,19 +307,64 @@ def cache_key(k: Kernel, variant: Variant) -> str:
     # (checked builds) and compare() interprets its kernel: the same text at other lines
     # (an edited, reloaded module) must not reuse another kernel's statement table.
     locs = ";".join(str(s.loc) for s in walk_stmts(k.body))
-    from . import inject
     return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}".encode()).hexdigest()
+
+
+_handles: dict = {}    # cheap key -> CompiledKernel, in front of the printed-IR key
+_WHOLE = parse_variant("whole")
+
+
+@lru_cache(maxsize=256)
+def _parse_variant_cached(text: str) -> Variant:
+    return parse_variant(text)   # Variants are frozen: one object serves every caller
+
+
+def _handle_key(k, consts, variant: Variant, n):
+    """What decides the compile, read without printing anything: the Kernel object
+    (frozen; a KernelFunction is read through .ir, so a new .ir or a reloaded module
+    is a new key; the key holds the object, so its identity is never reused), the
+    constants with their types (1, 1.0 and True are different constants to the
+    specialiser), the variant, the whole-blocks specialisation and the injected bugs.
+    None when something is not hashable: the full path then decides."""
+    if not isinstance(k, Kernel):
+        return None
+    try:
+        ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
+        block = variant.block if variant.block is not None else k.block
+        full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
+        return (k, ckey, variant, bool(full), inject.key())
+    except (TypeError, AttributeError, ValueError):
+        return None
 
 
 def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optional[int] = None) -> CompiledKernel:
     """Specialise, validate, lower, optimise and link (or fetch from the cache).
 
     `n`, the launch size when known, lets a packet variant specialise for
-    launches of whole blocks (see the module notes); any n still launches."""
+    launches of whole blocks (see the module notes); any n still launches.
+    A kernel compiled before is found by a cheap key first (microseconds), and
+    only on a miss by specialising and printing it."""
     if variant is None:
-        variant = parse_variant("whole")
+        variant = _WHOLE
     elif isinstance(variant, str):
-        variant = parse_variant(variant)
+        variant = _parse_variant_cached(variant)
+    k = kernel.ir if type(kernel) is KernelFunction else kernel
+    hkey = _handle_key(k, consts, variant, n)
+    if hkey is not None:
+        try:
+            hit = _handles.get(hkey)
+        except TypeError:       # an unhashable constant
+            hit = hkey = None
+        if hit is not None:
+            return hit
+    ck = _compile_kernel(kernel, consts, variant, n)
+    if hkey is not None and hkey[-1] == inject.key():   # no bug switched on or off meanwhile
+        with _cache_lock:
+            ck = _handles.setdefault(hkey, ck)
+    return ck
+
+
+def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optional[int]) -> CompiledKernel:
     k = _as_ir(kernel)
     if variant.block is not None and variant.block != k.block:
         if k.specialised:

@@ -3,13 +3,16 @@
 Everything is checked before anything runs: a wrong dtype, a non-contiguous
 array, a missing or unknown argument, a scalar that does not fit its type.
 Buffers are never converted: a silent copy would swallow the kernel's stores.
+A torch tensor that requires grad is refused for a buffer the kernel writes:
+the store would bypass autograd (torch itself refuses in-place writes to a leaf
+that requires grad); `t.detach()` shares the memory and is accepted.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .errors import KernelError
-from .ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind
+from .ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind, Store, walk_stmts
 
 
 def check_n(kernel: Kernel, n) -> int:
@@ -21,14 +24,33 @@ def check_n(kernel: Kernel, n) -> int:
     return n
 
 
-def as_buffer(kernel: Kernel, name: str, dtype: DType, value) -> np.ndarray:
+def written_buffers(kernel: Kernel) -> frozenset:
+    """The buffers some statement of the kernel stores to."""
+    return frozenset(s.buf for s in walk_stmts(kernel.body) if isinstance(s, Store))
+
+
+def torch_dtype_name(dtype: DType) -> str:
+    return {DType.F32: "torch.float32", DType.I32: "torch.int32", DType.U32: "torch.uint32"}.get(dtype, "")
+
+
+def as_buffer(kernel: Kernel, name: str, dtype: DType, value, written: bool = True) -> np.ndarray:
     if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
         mod = type(value).__module__
         if mod.startswith("torch"):
             if value.device.type != "cpu":
                 raise KernelError(kernel.name, None, f"buffer {name}: tensor is on {value.device}, not the CPU")
+            # before .numpy(), which fails on dtypes NumPy lacks (bfloat16) with a message naming no argument
+            if str(value.dtype) != torch_dtype_name(dtype):
+                raise KernelError(kernel.name, None, f"buffer {name} must have dtype {dtype.np}, "
+                                                     f"got {value.dtype}")
             if not value.is_contiguous():
                 raise KernelError(kernel.name, None, f"buffer {name}: tensor is not contiguous")
+            if getattr(value, "is_neg", bool)():   # a lazily negated view: its memory holds the values un-negated
+                raise KernelError(kernel.name, None, f"buffer {name}: tensor has its negative bit set; "
+                                                     f"pass {name}.resolve_neg()")
+            if written and value.requires_grad:
+                raise KernelError(kernel.name, None, f"buffer {name}: tensor requires grad and the kernel writes "
+                                                     f"it outside autograd; pass {name}.detach() to allow that")
             value = value.detach().numpy()
     if not isinstance(value, np.ndarray):
         raise KernelError(kernel.name, None, f"buffer {name} must be a NumPy array or a CPU tensor, "
@@ -71,9 +93,10 @@ def check_args(kernel: Kernel, n, args: dict):
     if missing:
         raise KernelError(kernel.name, None, f"missing argument(s) {sorted(missing)}")
     buffers, scalars = {}, {}
+    written = written_buffers(kernel)
     for p in kernel.params:
         if p.kind is ParamKind.BUFFER:
-            buffers[p.name] = as_buffer(kernel, p.name, p.dtype, args[p.name])
+            buffers[p.name] = as_buffer(kernel, p.name, p.dtype, args[p.name], p.name in written)
         else:
             scalars[p.name] = as_scalar(kernel, p.name, p.dtype, args[p.name])
     # Aliased buffers would hide write conflicts and races from the interpreter
