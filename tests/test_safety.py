@@ -169,6 +169,22 @@ def test_guarded_access_beyond_the_proof_runs_correctly(variant):
         assert ok.fallback is None and not ok.code.variant.checked
 
 
+@pytest.mark.parametrize("variant", ["packet,lanes=8", "packet,lanes=16"])
+def test_pooled_launches_fall_back_per_launch(variant):
+    """Through launch() (pooled argument blocks): a fallback launch of the whole-block build
+    never hands its checked twin to a later launch of another size, and a later launch the
+    proof covers runs the safe build again."""
+    ck = compile_kernel(guarded, None, variant, n=64)
+    rng = np.random.default_rng(3)
+    for n, xlen in [(64, 40), (64, 40), (50, 30), (64, 64), (50, 50), (64, 40), (50, 20)]:
+        x = rng.standard_normal(xlen).astype(np.float32)
+        y, ref = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        ck.launch(n, {"x": x, "y": y})
+        interpret(guarded.ir, n, {"x": x, "y": ref})
+        assert bitwise_equal(y, ref), (n, xlen)
+        assert (ck.last_prepared.fallback is None) == (xlen >= n), (n, xlen)
+
+
 def _case_sizes(name):
     if name == "attention":
         return [(1, 4, 2, 16, 32, 16, 16), (1, 2, 1, 5, 3, 4, 3)]     # n = 128 and n = 10
