@@ -40,8 +40,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", default="0", help="input seed (same seed, same inputs, in every process)")
     r.add_argument("--save", metavar="DIR", help="write every input and output as NAME.npy, plus meta.json")
     r.add_argument("--time", action="store_true",
-                   help="time it (median, microseconds): the native entry for grain=caller,workers=1, "
-                        "else the runtime E2E launch")
+                   help="time the path that was checked (median, microseconds): the native entry when the "
+                        "launch runs on the calling thread, else the runtime's launch from Python")
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
@@ -186,6 +186,11 @@ def _print_run(op, r: dict):
         else:
             verdict = "bit-identical to the interpreter" if r["bitwise_equal"] else "DIFFERS from the interpreter"
         print(f"  native {verdict}; guard bands {bands}")
+        checked = r.get("launches_checked", 1)
+        print(f"  launched via {r.get('launch_path', '?')}"
+              + (f"; {checked} launches checked (auto's trials and its choice): "
+                 + ("all agree" if r.get("launches_agree", True) else "one or more DIFFER from the interpreter")
+                 if checked > 1 else ""))
         if "first_difference" in r:
             d = r["first_difference"]
             print(f"  first difference at flat index {d['index']}: native {d['native']!r}, "
@@ -196,7 +201,8 @@ def _print_run(op, r: dict):
               f"scalar libm calls {f['scalar_libm_calls']}, vector instructions "
               f"{'yes' if f['uses_vector_instructions'] else 'no'}, direct CFG {f['direct_cfg']}")
         if "time_us" in r:
-            where = "native entry" if r["boundary"] == "native_entry" else "runtime E2E (Python API, pool)"
+            where = "native entry (the calling thread's compiled entry)" if r["boundary"] == "native_entry" \
+                else "runtime E2E, timed at the Python launch boundary (argument checks, runtime dispatch, wait)"
             print(f"  {where}: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
                   f"x {r['timing_iters']} calls)")
         for path in r.get("dumped", []):
