@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fuzz", help="differential fuzzing: random kernels, every variant vs the interpreter")
     f.add_argument("--seconds", default="60", help="time box of the campaign (default 60)")
+    f.add_argument("--programs", default=None, metavar="N",
+                   help="stop after N programs (deterministic for the seed; --seconds stays a time box)")
     f.add_argument("--seed", default="0", help="campaign seed (same seed, same programs)")
     f.add_argument("--jobs", default="2", help="worker processes for compiles (0: run in this process)")
     f.add_argument("--corpus", metavar="DIR", help="where failing cases are written "
@@ -147,6 +149,11 @@ def cmd_run(args) -> int:
         raise UsageError(str(e)) from None
     seed = _seed(args.seed)
     variant = _variant(args.variant)
+    if variant is None and (args.time or args.dump):
+        raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
+    for flag, path in (("--save", args.save), ("--dump", args.dump)):
+        if path:
+            _output_dir(flag, path)           # before any work: a bad path is found now, not after
     if variant is not None:
         from .backend.compiler import UnsupportedVariant
         try:
@@ -154,8 +161,6 @@ def cmd_run(args) -> int:
         except UnsupportedVariant as e:
             raise UsageError(str(e)) from None
     else:
-        if args.time or args.dump:
-            raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
         result = check_operator(op, shape, seed, None)
     y = result.pop("output")
     if args.save:
@@ -211,6 +216,19 @@ def _print_run(op, r: dict):
         print(f"  saved to {r['saved']}")
 
 
+def _output_dir(flag: str, directory: str):
+    """`directory` exists (made now if need be) and takes files; else a usage error."""
+    import tempfile
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"{flag} {directory}: exists and is not a directory")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {directory}: {e.strerror or e}") from None
+
+
 def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
     try:
         os.makedirs(directory, exist_ok=True)
@@ -229,6 +247,7 @@ def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
 def cmd_bench(args) -> int:
     from .audit import artifacts, harness, suites
     from .audit.tables import json_cells
+    from .audit.validate import InvalidArtifact
     from .refimpl import ops
     try:
         suite = suites.get(args.suite)
@@ -254,14 +273,24 @@ def cmd_bench(args) -> int:
     if not list(harness.select_cases(suite, only_ops, only_sizes)):
         raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
     out = args.out or os.path.join("out", suite.name)
+    try:
+        artifacts.check_output(out)        # before any measuring: where the results go must take them
+    except artifacts.OutputError as e:
+        raise UsageError(f"--out {e}") from None
     command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
         f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
         (f" --sizes {args.sizes}" if args.sizes else "")
     bar = _Progress(harness.total_steps(suite, args.rounds, only_ops, only_sizes), f"bench {suite.name}")
-    run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
-                            progress=bar)
-    bar.close()
-    paths = artifacts.write(out, run)
+    try:
+        run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
+                                progress=bar)
+        bar.close()
+        paths = artifacts.write(out, run)
+    except InvalidArtifact as e:            # a sample that is not a time: nothing is written
+        print(f"error: bench {suite.name}: {e}; nothing written", file=sys.stderr)
+        return 1
+    except artifacts.OutputError as e:
+        raise UsageError(f"--out {e}") from None
     with open(paths["tables"]) as f:
         text = f.read()
     if args.json:
@@ -281,23 +310,31 @@ def cmd_bench(args) -> int:
 
 def cmd_tables(args) -> int:
     from .audit.tables import load_replay, render_markdown
+    from .audit.validate import InvalidArtifact
+    if not os.path.isfile(args.replay):
+        raise UsageError(f"{args.replay}: no such file")
     try:
         replay = load_replay(args.replay)
-    except (OSError, ValueError, KeyError) as e:
-        raise UsageError(f"cannot read replay {args.replay}: {e}") from None
+    except InvalidArtifact as e:
+        raise UsageError(f"{args.replay} is not a valid replay: {e}") from None
     sys.stdout.write(render_markdown(replay))
     return 0
 
 
 def cmd_audit(args) -> int:
     from .audit.check import audit_path, check_directory
+    from .audit.validate import InvalidArtifact
     if not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is not a directory")
     if not os.path.exists(os.path.join(args.dir, "replay.json.gz")):
         raise UsageError(f"{args.dir} has no replay.json.gz")
     if not audit_path(args.dir):
         raise UsageError(f"{args.dir} has no audit.json (or audit.json.gz)")
-    problems, notes = check_directory(args.dir)
+    try:
+        problems, notes = check_directory(args.dir)
+    except InvalidArtifact as e:           # a malformed artifact is a failed check: nothing built from it
+        print(f"audit check FAILED: not a valid audit: {e}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"dir": os.path.abspath(args.dir), "ok": not problems, "problems": problems,
                           "notes": notes}))
@@ -318,21 +355,31 @@ def cmd_fuzz(args) -> int:
     from .verify.fuzz import default_corpus_dir, format_report, run_campaign
     try:
         seconds, jobs = float(args.seconds), int(args.jobs)
+        programs = None if args.programs is None else int(args.programs)
     except ValueError:
-        raise UsageError(f"--seconds and --jobs take numbers, got {args.seconds!r}, {args.jobs!r}") from None
+        raise UsageError(f"--seconds, --jobs and --programs take numbers, got {args.seconds!r}, {args.jobs!r}, "
+                         f"{args.programs!r}") from None
     if not 0 < seconds <= 1e6 or not 0 <= jobs <= 64:
         raise UsageError(f"--seconds must be in (0, 1e6] and --jobs in 0..64, got {seconds:g}, {jobs}")
+    if programs is not None and not 1 <= programs <= 10 ** 7:
+        raise UsageError(f"--programs must be in 1..10000000, got {programs}")
+    if args.corpus:
+        _output_dir("--corpus", args.corpus)
     bugs = tuple(b for b in args.inject.split(",") if b)
     unknown = [b for b in bugs if b not in BUGS]
     if unknown:
         raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
     corpus = args.corpus or (None if bugs else default_corpus_dir())   # injected bugs: no corpus by default
     report = run_campaign(seconds, _seed(args.seed), jobs=jobs, bugs=bugs, corpus_dir=corpus,
-                          shrink=not args.no_shrink, progress=sys.stderr.isatty())
+                          shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs)
     print(format_report(report))
     if args.json:
         print(json.dumps(report))
-    return 1 if report["failures"] else 0
+    if report["interrupted"]:
+        print("interrupted", file=sys.stderr)
+        return 130                     # as bench: an interrupted campaign did not pass
+    # a campaign that tested nothing has not passed either (exit 1; format_report says why)
+    return 1 if report["failures"] or report["programs"] == 0 else 0
 
 
 # ---------------------------------------------------------------- main
