@@ -282,9 +282,11 @@ def cmd_bench(args) -> int:
         (f" --sizes {args.sizes}" if args.sizes else "")
     bar = _Progress(harness.total_steps(suite, args.rounds, only_ops, only_sizes), f"bench {suite.name}")
     try:
-        run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
-                                progress=bar)
-        bar.close()
+        try:
+            run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
+                                    progress=bar)
+        finally:
+            bar.close()
         paths = artifacts.write(out, run)
     except InvalidArtifact as e:            # a sample that is not a time: nothing is written
         print(f"error: bench {suite.name}: {e}; nothing written", file=sys.stderr)
@@ -312,7 +314,7 @@ def cmd_tables(args) -> int:
     from .audit.tables import load_replay, render_markdown
     from .audit.validate import InvalidArtifact
     if not os.path.isfile(args.replay):
-        raise UsageError(f"{args.replay}: no such file")
+        raise UsageError(f"{args.replay}: {'not a file' if os.path.exists(args.replay) else 'no such file'}")
     try:
         replay = load_replay(args.replay)
     except InvalidArtifact as e:
@@ -333,6 +335,9 @@ def cmd_audit(args) -> int:
     try:
         problems, notes = check_directory(args.dir)
     except InvalidArtifact as e:           # a malformed artifact is a failed check: nothing built from it
+        if args.json:
+            print(json.dumps({"dir": os.path.abspath(args.dir), "ok": False,
+                              "problems": [f"not a valid audit: {e}"], "notes": []}))
         print(f"audit check FAILED: not a valid audit: {e}", file=sys.stderr)
         return 1
     if args.json:

@@ -121,7 +121,10 @@ def _move_into_place(staging: str, directory: str):
     os.rmdir(old)
     os.rename(target, old)       # between these two renames there is no result: never a partial one
     os.rename(staging, target)
-    shutil.rmtree(old, ignore_errors=True)
+    if os.path.islink(old):      # --out was a link to a result: the link is replaced, its target kept
+        os.unlink(old)
+    else:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def tables_body(text: str) -> str:
