@@ -334,3 +334,9 @@ def test_a_truncated_case_file_is_one_clear_error(tmp_path):
     p.write_text(json.dumps(_good_case())[:100])
     with pytest.raises(corpus.CorpusError, match="case.json: "):
         corpus.load_case(str(p))
+
+
+def test_audit_check_reads_only_the_artifacts_it_knows(copy, capsys, nothing_is_built):
+    # a digest entry naming another file (a device, a file elsewhere) is refused, never read
+    edit_audit(copy, lambda a: a["artifacts"].__setitem__("/dev/zero", "sha256:0"))
+    assert "'/dev/zero' is not an artifact of a result directory" in _audit_error(copy, capsys)

@@ -7,6 +7,13 @@ rerun every variant column once between guard bands and compare its output
 checksum with the reference and with every checksum recorded after the
 timed rounds; re-derive the tables from the replay's raw samples and compare
 them with tables.md. Every difference is reported.
+
+Before any of that: the replay and the audit are validated as input (an
+operator, shape or variant the command line would refuse is refused here,
+before anything is allocated or compiled: validate.InvalidArtifact), and the
+digests audit.json recorded are compared with the artifacts, and with the
+audit itself, so an edit anywhere is named (artifacts.py). An audit written
+before digests existed fails at once: nothing would show its files unedited.
 """
 from __future__ import annotations
 

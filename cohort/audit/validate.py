@@ -155,6 +155,7 @@ def variant_spelling(text, where: str):
 # ---------------------------------------------------------------- replays
 
 BOUNDARIES = ("native_entry", "runtime_e2e")
+ARTIFACT_NAMES = ("replay.json.gz", "tables.md", "ratios.png")    # what an audit may account for
 STATUSES = ("ok", "unavailable")
 
 
@@ -311,6 +312,8 @@ def audit(doc) -> dict:
     if "artifacts" in doc:
         arts = _dict(doc["artifacts"], "audit artifacts")
         for name, d in arts.items():
+            _need(name in ARTIFACT_NAMES, "audit artifacts", f"{name!r:.60} is not an artifact of a result "
+                  f"directory ({', '.join(ARTIFACT_NAMES)})")
             _need(isinstance(d, str) and d.startswith("sha256:"), "audit artifacts",
                   f"{name!r:.40}: a digest is 'sha256:<hex>', got {d!r:.60}")
     if "digest" in doc:
