@@ -349,7 +349,8 @@ def cmd_audit(args) -> int:
             print(f"note: {n}")
         for p in problems:
             print(f"PROBLEM: {p}")
-        print("audit check passed: inputs, references, variant outputs and tables re-derived and equal"
+        print("audit check passed: every artifact as written (digests), inputs, references, variant outputs "
+              "and tables re-derived and equal"
               if not problems else f"audit check FAILED: {len(problems)} problem(s)")
     return 0 if not problems else 1
 
