@@ -340,3 +340,15 @@ def test_audit_check_reads_only_the_artifacts_it_knows(copy, capsys, nothing_is_
     # a digest entry naming another file (a device, a file elsewhere) is refused, never read
     edit_audit(copy, lambda a: a["artifacts"].__setitem__("/dev/zero", "sha256:0"))
     assert "'/dev/zero' is not an artifact of a result directory" in _audit_error(copy, capsys)
+
+
+@pytest.mark.parametrize("shape", ["1x99999999999999999999999", "4294967296x4294967296"])
+def test_element_counts_are_counted_without_wrapping(capsys, shape):
+    # 2^32 x 2^32 elements is 0 in int64: once accepted, then allocated
+    assert main(["run", "rmsnorm", "--shape", shape]) == 2
+    assert "elements; at most 1073741823" in one_line(capsys.readouterr().err)
+
+
+def test_audit_check_on_a_shape_whose_count_wraps(copy, capsys, nothing_is_built):
+    edit_audit(copy, lambda a: a["cases"][CASE].__setitem__("shape", [4294967296, 4294967296]))
+    assert "elements; at most 1073741823" in _audit_error(copy, capsys)
