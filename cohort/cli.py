@@ -157,10 +157,13 @@ def cmd_run(args) -> int:
             _output_dir(flag, path)           # before any work: a bad path is found now, not after
     if variant is not None:
         from .backend.compiler import UnsupportedVariant
+        from .backend.variant import VariantError
         try:
             result = check_operator(op, shape, seed, variant, timing=args.time, dump=args.dump)
         except UnsupportedVariant as e:
             raise UsageError(str(e)) from None
+        except VariantError as e:           # a variant that does not fit this kernel (found compiling it)
+            raise UsageError(f"--variant {args.variant!r}: {e}") from None
     else:
         result = check_operator(op, shape, seed, None)
     y = result.pop("output")

@@ -352,3 +352,16 @@ def test_element_counts_are_counted_without_wrapping(capsys, shape):
 def test_audit_check_on_a_shape_whose_count_wraps(copy, capsys, nothing_is_built):
     edit_audit(copy, lambda a: a["cases"][CASE].__setitem__("shape", [4294967296, 4294967296]))
     assert "elements; at most 1073741823" in _audit_error(copy, capsys)
+
+
+def test_a_variant_that_does_not_fit_the_kernel_is_bad_input(capsys):
+    assert main(["run", "rmsnorm", "--shape", "3x63", "--variant", "packet,interleave=64"]) == 2
+    assert "interleave 64 x lanes 8 exceeds the block (32)" in one_line(capsys.readouterr().err)
+
+
+def test_audit_check_reports_a_variant_that_cannot_be_recompiled(copy, capsys):
+    # valid as a spelling, so it passes validation; compiling it is refused: a problem, not a crash
+    edit_audit(copy, lambda a: a["cases"][CASE]["columns"]["packet"].__setitem__("variant", "packet,interleave=64"))
+    assert main(["audit", "check", str(copy)]) == 1
+    out = capsys.readouterr().out
+    assert f"{CASE} packet: cannot recompile: interleave 64 x lanes 8 exceeds the block (32)" in out

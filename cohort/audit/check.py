@@ -109,6 +109,7 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
     """-> (problems, notes): lists of one-line strings. Raises validate.InvalidArtifact
     for a replay or audit that is not one (before anything is built from it)."""
     from ..backend.compiler import UnsupportedVariant, compile_kernel
+    from ..backend.variant import VariantError
     problems, notes = [], []
     try:
         replay = load_replay(os.path.join(directory, FILES["replay"]))
@@ -167,7 +168,7 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
             if info["kind"] == "variant" and rerun:
                 try:
                     ck = compile_kernel(op.kernel, launch.consts, info["variant"] or info["spec"], n=launch.n)
-                except UnsupportedVariant as e:
+                except (UnsupportedVariant, VariantError) as e:
                     problems.append(f"{cid} {col}: cannot recompile: {e}")
                     continue
                 guarded = GuardedSet(ops.allocate(op, shape, inputs))

@@ -75,7 +75,7 @@ def read_json(path: str, what: str):
         with (gzip.open(path, "rt", encoding="utf-8") if str(path).endswith(".gz")
               else open(path, encoding="utf-8")) as f:
             return json.load(f)
-    except (OSError, EOFError, zlib.error, ValueError) as e:   # ValueError: JSON and UTF-8 errors
+    except (OSError, EOFError, zlib.error, ValueError, RecursionError) as e:   # ValueError: JSON, UTF-8
         reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e) or type(e).__name__
         raise InvalidArtifact(f"not readable as {what} JSON: {reason}") from None
 
