@@ -365,3 +365,11 @@ def test_audit_check_reports_a_variant_that_cannot_be_recompiled(copy, capsys):
     assert main(["audit", "check", str(copy)]) == 1
     out = capsys.readouterr().out
     assert f"{CASE} packet: cannot recompile: interleave 64 x lanes 8 exceeds the block (32)" in out
+
+
+def test_audit_check_json_on_a_malformed_audit(copy, capsys):
+    (copy / "audit.json").write_text("{")
+    assert main(["audit", "check", str(copy), "--json"]) == 1
+    captured = capsys.readouterr()
+    r = json.loads(captured.out.strip().splitlines()[-1])
+    assert r["ok"] is False and r["problems"][0].startswith("not a valid audit: audit.json: not readable")
