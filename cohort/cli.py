@@ -1,8 +1,11 @@
 """The `cohort` command line (DESIGN §9).
 
-Exit codes: 0 agreed/passed, 1 a check failed, 2 bad usage or bad input
-(one line, no traceback), 3 an internal error (a bug in cohort; set
-COHORT_DEBUG=1 for the traceback).
+Exit codes: 0 agreed/passed, 1 a check failed (also: a malformed result
+directory in `audit check`, a bench sample that is not a time, a fuzz
+campaign that tested nothing), 2 bad usage or bad input (one line, no
+traceback; output paths are checked before any work), 3 an internal error
+(a bug in cohort; set COHORT_DEBUG=1 for the traceback), 130 interrupted
+(bench leaves no result directory behind, fuzz reports what it ran).
 """
 from __future__ import annotations
 
