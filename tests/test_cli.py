@@ -113,3 +113,60 @@ def test_kernel_error_is_exit_2(tmp_path):
         "try:\n    kernel(bad)\nexcept Exception as e:\n    print(type(e).__name__, e, file=sys.stderr); sys.exit(2)\n")
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert p.returncode == 2 and "line 7" in p.stderr and "return" in p.stderr
+
+
+# ---------------------------------------------------------------- the named variant runs
+
+def _pool_dropping_half(monkeypatch):
+    """A pool that silently skips the second half of the blocks: a check that goes
+    through the pool must see it; a check on the calling thread would not."""
+    from cohort.backend import runtime
+    calls = []
+
+    def run(self, prepared, grain, participants, entry=None):
+        calls.append((grain, participants))
+        prepared.run(0, prepared.nblocks // 2)
+
+    monkeypatch.setattr(runtime.WorkerPool, "run", run)
+    return calls
+
+
+@pytest.mark.parametrize("variant", ["packet,grain=1,workers=2", "whole,grain=0,workers=2",
+                                     "packet,grain=legacy,workers=2"])
+def test_run_checks_the_pool_path_the_knobs_name(capsys, monkeypatch, variant):
+    assert main(["run", "rmsnorm", "--shape", "64x256", "--variant", variant, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert r["agree"] and r["launch_path"].startswith("runtime worker pool: 2 participants")
+    calls = _pool_dropping_half(monkeypatch)
+    assert main(["run", "rmsnorm", "--shape", "64x256", "--variant", variant, "--json"]) == 1   # no --time
+    r = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert calls and not r["agree"] and not r["bitwise_equal"]
+
+
+def test_run_checks_every_auto_trial(capsys, monkeypatch):
+    # auto may well choose the caller for this size; its pool trials are real launches and are checked
+    from cohort.backend import runtime
+    monkeypatch.setattr(runtime, "_auto", {})     # no choice made earlier in this process
+    calls = _pool_dropping_half(monkeypatch)
+    assert main(["run", "rmsnorm", "--shape", "64x256", "--variant", "packet,grain=auto,workers=2",
+                 "--json"]) == 1
+    r = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert calls and not r["agree"] and not r["launches_agree"] and r["launches_checked"] > 1
+
+
+def test_run_time_times_the_checked_pool_path(capsys, monkeypatch):
+    assert main(["run", "rmsnorm", "--shape", "64x256", "--variant", "packet,grain=1,workers=2", "--time",
+                 "--json"]) == 0
+    r = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert r["boundary"] == "runtime_e2e" and r["agree_after_timing"] and r["timing_iters"] >= 1
+    assert main(["run", "rmsnorm", "--shape", "64x256", "--variant", "packet,grain=1,workers=2", "--time"]) == 0
+    assert "Python launch boundary" in capsys.readouterr().out
+
+
+def test_workers_has_a_documented_limit():
+    from cohort.backend.variant import MAX_WORKERS, VariantError, parse_variant
+    assert parse_variant(f"packet,workers={MAX_WORKERS}").workers == MAX_WORKERS
+    with pytest.raises(VariantError, match="workers must be from 1 to 256"):
+        parse_variant("packet,workers=100000")
+    code, out, err = run("run", "rmsnorm", "--shape", "3x3", "--variant", "whole,workers=100000")
+    assert code == 2 and "workers must be from 1 to 256" in err and len(err.strip().splitlines()) == 1

@@ -60,7 +60,7 @@ def test_concurrent_launches_from_eight_threads():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        t.join(timeout=600)          # a hang detector, generous for a loaded machine
     assert not any(t.is_alive() for t in threads)
     assert errors == []
 
@@ -92,18 +92,36 @@ def test_grain_policies():
     assert runtime.grain_for(0, 1, 8) == 1
 
 
-def test_auto_keeps_tiny_launches_on_the_caller():
+def test_auto_tries_every_candidate_then_keeps_the_fastest_median(monkeypatch):
+    # the choice follows the recorded trial times; the times here come from a fake clock
+    # (pool candidates dear, as waking a worker is for a tiny launch), so nothing depends
+    # on how loaded the machine is; every trial is still a real launch
     op = ops.get("rmsnorm")
     launch = op.launch((3, 63))
     ck = compile_kernel(op.kernel, launch.consts, "packet,grain=auto,workers=2")
-    bufs = ops.allocate(op, (3, 63), op.make_inputs((3, 63), 0))
+    inputs = op.make_inputs((3, 63), 0)
+    bufs = ops.allocate(op, (3, 63), inputs)
     p = ck.prepare(launch.n, {**bufs, **launch.scalars})
+    monkeypatch.setattr(runtime, "_auto", {})
+    clock = [0]
+    cost = {"lanes=8,caller": 100, "lanes=1,caller": 300}
+    real_run = runtime.AutoChoice._run
+
+    def timed_run(self, c, prepared):
+        clock[0] += cost.get(c[0], 5000)
+        return real_run(self, c, prepared)
+
+    monkeypatch.setattr(runtime.AutoChoice, "_run", timed_run)
+    monkeypatch.setattr(runtime, "time", type("FakeTime", (), {"perf_counter_ns": staticmethod(lambda: clock[0])}))
     choice = runtime.choose(p, 2)
     assert {c[0] for c in choice.candidates} >= {"lanes=8,caller", "lanes=1,caller", "lanes=8,grain=1"}
-    for _ in range(runtime.TRIALS * len(choice.candidates)):
+    for i in range(runtime.TRIALS * len(choice.candidates)):
+        assert choice.chosen is None, i
+        bufs[op.output][:] = np.nan
         ck.run_prepared(p)
-    # a 0.1 us launch: waking a worker costs more than the whole launch
-    assert choice.chosen is not None and choice.label.endswith("caller")
+        assert bitwise_equal(bufs[op.output], ops.run_reference(op, (3, 63), inputs).reshape(-1))
+    assert all(len(t) == runtime.TRIALS for t in choice.trials.values())
+    assert choice.chosen is not None and choice.label == "lanes=8,caller"
 
 
 def test_pool_shuts_down_at_exit_without_hanging():
@@ -112,7 +130,8 @@ def test_pool_shuts_down_at_exit_without_hanging():
             "ck = compile_kernel(op.kernel, L.consts, 'packet,grain=1,workers=8')\n"
             "b = ops.allocate(op, s, op.make_inputs(s, 0)); ck.launch(L.n, {**b, **L.scalars})\n"
             "print('ok')\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    # a hang detector, not a speed test: the bound is generous for a loaded machine
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
 
 

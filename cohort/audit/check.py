@@ -7,16 +7,23 @@ rerun every variant column once between guard bands and compare its output
 checksum with the reference and with every checksum recorded after the
 timed rounds; re-derive the tables from the replay's raw samples and compare
 them with tables.md. Every difference is reported.
+
+Before any of that: the replay and the audit are validated as input (an
+operator, shape or variant the command line would refuse is refused here,
+before anything is allocated or compiled: validate.InvalidArtifact), and the
+digests audit.json recorded are compared with the artifacts, and with the
+audit itself, so an edit anywhere is named (artifacts.py). An audit written
+before digests existed fails at once: nothing would show its files unedited.
 """
 from __future__ import annotations
 
-import gzip
-import json
 import os
 
 from ..refimpl import ops
 from ..verify.checksum import checksum
 from ..verify.guard import GuardedSet
+from . import validate
+from .artifacts import FILES
 from .tables import load_replay, render_markdown
 
 
@@ -29,25 +36,100 @@ def audit_path(directory: str) -> str:
 
 
 def load_audit(directory: str) -> dict:
-    path = audit_path(directory)
-    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
-        return json.load(f)
+    """The directory's audit, validated (validate.InvalidArtifact: the one-line reason)."""
+    return validate.audit(validate.read_json(audit_path(directory), "audit"))
+
+
+def _digest_problems(directory: str, audit: dict, replay: dict) -> list:
+    """Every artifact the audit accounts for is present and unedited, and so is the audit."""
+    problems = []
+    listed = audit["artifacts"]
+    for name in (FILES["replay"], FILES["tables"]):
+        if name not in listed:
+            problems.append(f"audit.json records no digest of {name}")
+    for name, recorded in sorted(listed.items()):
+        path = os.path.join(directory, name)
+        if name == FILES["replay"]:
+            actual = validate.digest(validate.canonical(replay))
+        elif os.path.exists(path):
+            with open(path, "rb") as f:
+                actual = validate.digest(f.read())
+        else:
+            problems.append(f"{name} is missing (the audit says the run wrote it)")
+            continue
+        if actual != recorded:
+            problems.append(f"{name} was edited: its digest differs from the one audit.json recorded")
+    for name in sorted(set(FILES.values()) - set(listed) - {FILES["audit"]}):
+        if os.path.exists(os.path.join(directory, name)):
+            problems.append(f"{name} is not accounted for by audit.json (no digest recorded)")
+    if validate.audit_self_digest(audit) != audit["digest"]:
+        problems.append(f"{os.path.basename(audit_path(directory))} was edited: its content differs from "
+                        f"its own digest")
+    return problems
+
+
+# fields both documents record for a run, a case and a column: they must agree
+_SHARED_RUN = ("command", "environment")
+_SHARED_CASE = ("group", "op", "shape", "seed")
+_SHARED_COLUMN = ("kind", "spec", "status", "reason", "iters", "compile_seconds", "facts", "variant")
+
+
+def _cross_problems(audit: dict, replay: dict) -> list:
+    problems = []
+    for k in _SHARED_RUN:
+        if audit.get(k) != replay.get(k):
+            problems.append(f"audit.json and the replay record different {k}s")
+    if audit.get("suite") != replay["suite"]["name"]:
+        problems.append(f"audit.json names suite {audit.get('suite')!r}, the replay {replay['suite']['name']!r}")
+    in_replay = {c["id"]: c for c in replay["cases"]}
+    for cid in sorted(set(in_replay) - set(audit["cases"])):
+        problems.append(f"{cid}: in the replay but not in audit.json")
+    for cid, case in audit["cases"].items():
+        r_case = in_replay.get(cid)
+        if r_case is None:
+            continue    # reported with the re-verification
+        for k in _SHARED_CASE:
+            if case.get(k) != r_case.get(k):
+                problems.append(f"{cid}: audit.json and the replay record different {k}")
+        if set(case["columns"]) != set(r_case["columns"]):
+            problems.append(f"{cid}: audit.json and the replay list different columns")
+        for col, info in case["columns"].items():
+            r_info = r_case["columns"].get(col, {})
+            for k in _SHARED_COLUMN:
+                if info.get(k) != r_info.get(k):
+                    problems.append(f"{cid} {col}: audit.json and the replay record different {k}")
+    for s in replay["samples"]:
+        why = validate.bad_samples(s["ns"])
+        if why:
+            problems.append(f"{s['case']} {s['column']} round {s['round']}: {why}")
+    return problems
 
 
 def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
-    """-> (problems, notes): lists of one-line strings."""
+    """-> (problems, notes): lists of one-line strings. Raises validate.InvalidArtifact
+    for a replay or audit that is not one (before anything is built from it)."""
     from ..backend.compiler import UnsupportedVariant, compile_kernel
+    from ..backend.variant import VariantError
     problems, notes = [], []
-    replay = load_replay(os.path.join(directory, "replay.json.gz"))
-    audit = load_audit(directory)
+    try:
+        replay = load_replay(os.path.join(directory, FILES["replay"]))
+    except validate.InvalidArtifact as e:
+        raise validate.InvalidArtifact(f"{FILES['replay']}: {e}") from None
+    try:
+        audit = load_audit(directory)
+    except validate.InvalidArtifact as e:
+        raise validate.InvalidArtifact(f"{os.path.basename(audit_path(directory))}: {e}") from None
+    if "digest" not in audit or "artifacts" not in audit:
+        name = os.path.basename(audit_path(directory))
+        return [f"{name} predates artifact digests (format {audit['format']}): nothing shows the replay and "
+                f"tables are unedited; regenerate the directory (the command is in tables.md)"], notes
+    problems += _digest_problems(directory, audit, replay)
+    problems += _cross_problems(audit, replay)
     suite = replay["suite"]
     replay_cases = {c["id"]: c for c in replay["cases"]}
     counts = {}
     for s in replay["samples"]:
         counts[(s["case"], s["column"])] = counts.get((s["case"], s["column"]), 0) + 1
-        if len(s["ns"]) != suite["samples"]:
-            problems.append(f"{s['case']} {s['column']} round {s['round']}: {len(s['ns'])} samples, "
-                            f"suite says {suite['samples']}")
     for cid, case in audit["cases"].items():
         if cid not in replay_cases:
             problems.append(f"{cid}: in audit.json but not in the replay")
@@ -86,7 +168,7 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
             if info["kind"] == "variant" and rerun:
                 try:
                     ck = compile_kernel(op.kernel, launch.consts, info["variant"] or info["spec"], n=launch.n)
-                except UnsupportedVariant as e:
+                except (UnsupportedVariant, VariantError) as e:
                     problems.append(f"{cid} {col}: cannot recompile: {e}")
                     continue
                 guarded = GuardedSet(ops.allocate(op, shape, inputs))

@@ -19,6 +19,7 @@ from .columns import Unavailable, describe_unavailable, make_column
 from .environment import environment
 from .measure import balanced_orders, run_rounds
 from .suites import Suite
+from .validate import InvalidArtifact, bad_samples
 
 
 @dataclass
@@ -105,9 +106,12 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
             m = run_rounds({n: c.sample for n, c in live.items()}, rounds, samples, suite.boundary,
                            between=between, progress=progress)
             for s in m.samples:
+                ns = [round(v, 3) for v in s.ns]
+                if bad_samples(ns):   # a timer reading that is not a time: refuse, write nothing
+                    raise InvalidArtifact(f"{cid} {s.column} round {s.round}: {bad_samples(ns)}")
                 replay["samples"].append({"case": cid, "column": s.column, "round": s.round,
                                           "position": s.position, "boundary": suite.boundary, "valid": s.valid,
-                                          "ns": [round(v, 3) for v in s.ns]})
+                                          "ns": ns})
         elif progress is not None:
             for _ in range(rounds * len(group.columns)):
                 progress()

@@ -8,17 +8,22 @@ shows `—`. Nothing is averaged across sizes.
 """
 from __future__ import annotations
 
-import gzip
-import json
 from collections import defaultdict
 
 import numpy as np
 
 
 def load_replay(path: str) -> dict:
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+    """A replay from disk, validated (validate.InvalidArtifact: the one-line reason)."""
+    from . import validate
+    return validate.replay(validate.read_json(path, "replay"))
+
+
+def _usable(record: dict) -> bool:
+    """A round counts only if it was valid and every sample is a time (a NaN, infinite,
+    zero or negative sample makes the column `invalid`, never a number)."""
+    from .validate import bad_samples
+    return bool(record["valid"]) and not bad_samples(record["ns"])
 
 
 def derive(replay: dict) -> list:
@@ -34,7 +39,7 @@ def derive(replay: dict) -> list:
             if info["status"] != "ok":
                 cols[name] = {"status": "unavailable", "reason": info.get("reason", "")}
                 continue
-            if not recs or not all(r["valid"] for r in recs):
+            if not recs or not all(_usable(r) for r in recs):
                 cols[name] = {"status": "invalid"}
                 continue
             figures = np.array([float(np.median(r["ns"])) for r in recs])

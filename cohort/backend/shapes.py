@@ -217,7 +217,8 @@ def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
     most = kernel.block // lanes
     if requested != "auto":
         if requested > most:
-            raise ValueError(f"interleave {requested} x lanes {lanes} exceeds the block ({kernel.block})")
+            from .variant import VariantError   # the variant does not fit this kernel: bad input
+            raise VariantError(f"interleave {requested} x lanes {lanes} exceeds the block ({kernel.block})")
         return int(requested)
     base = access_profile(kernel, lanes)
     i = most

@@ -3,7 +3,8 @@
 `parse_variant` accepts a preset (`whole`, `packet`, ...), knobs
 (`lanes=8,full_packet=off,private=thread`), or a preset followed by knob
 overrides (`packet,grain=auto,workers=2`). Knobs not given take the `packet`
-preset's values, with grain=caller and workers=1.
+preset's values, with grain=caller and workers=1. `workers` is at most
+MAX_WORKERS: every worker is a native thread the pool keeps for the process.
 """
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from typing import Optional, Union
 
 class VariantError(ValueError):
     pass
+
+
+MAX_WORKERS = 256     # participants of a launch (the caller and pool threads), the documented limit
 
 
 @dataclass(frozen=True)
@@ -125,8 +129,8 @@ def _knob(key: str, text: str):
         return v
     if key == "workers":
         v = _int(key, text)
-        if v < 1:
-            raise VariantError(f"workers must be at least 1, got {v}")
+        if not 1 <= v <= MAX_WORKERS:
+            raise VariantError(f"workers must be from 1 to {MAX_WORKERS}, got {v}")
         return v
     known = ", ".join(f for f in Variant.__dataclass_fields__)
     raise VariantError(f"unknown knob {key!r}; knobs are {known}")

@@ -256,16 +256,63 @@ def case_to_json(case, **extra) -> dict:
     return doc
 
 
+# A case file is input: its sizes are bounded before anything is allocated (fuzz cases are
+# small; the limit leaves room for hand-written ones), its variants parsed before any compile.
+MAX_THREADS = 1 << 24
+MAX_ELEMENTS = 1 << 24       # per buffer; filling one takes 16 bytes per element
+FILLS = ("data", "finite", "special", "perm")
+EXPECTED = ("agree", "known_failure")
+
+
 def case_from_json(doc: dict):
-    from .generate import BufferSpec, Case
+    """The case of a case document; CorpusError (one line) for anything malformed or too big."""
     if not isinstance(doc, dict) or doc.get("format") != CASE_FORMAT:
         raise CorpusError(f"not a {CASE_FORMAT} document")
+    try:
+        return _case_from_json(doc)
+    except CorpusError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as e:
+        what = f"missing {e}" if isinstance(e, KeyError) else str(e) or type(e).__name__
+        raise CorpusError(f"malformed {CASE_FORMAT} document: {what}") from None
+
+
+def _count(doc, key: str, lo: int, hi: int) -> int:
+    v = doc[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise CorpusError(f"{key} must be an integer in {lo}..{hi}, got {v!r:.40}")
+    return v
+
+
+def _case_from_json(doc: dict):
+    from .generate import BufferSpec, Case
+    n = _count(doc, "n", 1, MAX_THREADS)
+    seed = _count(doc, "inputs_seed", 0, 2 ** 63 - 1)
+    buffers = []
+    for b in doc["buffers"]:
+        length = _count(b, "length", 1, MAX_ELEMENTS)
+        fill = b.get("fill", "data")
+        if fill not in FILLS:
+            raise CorpusError(f"buffer {b.get('name')!r:.40}: unknown fill {fill!r:.40}")
+        buffers.append(BufferSpec(str(b["name"]), _dtype(b["dtype"]), length, fill, int(b.get("stream", 0))))
+    variants = doc.get("variants", "all")
+    if variants != "all":
+        from ..backend.variant import VariantError, parse_variant
+        if not isinstance(variants, list) or not all(isinstance(v, str) for v in variants):
+            raise CorpusError("variants must be \"all\" or a list of variant spellings")
+        for v in variants:
+            try:
+                parse_variant(v)
+            except VariantError as e:
+                raise CorpusError(f"variant {v!r:.80}: {e}") from None
+    if doc.get("expected", "agree") not in EXPECTED:
+        raise CorpusError(f"expected must be one of {', '.join(EXPECTED)}, got {doc.get('expected')!r:.40}")
+    block = _count(doc["kernel"], "block", 1, 1024)
+    if block & (block - 1):
+        raise CorpusError(f"block must be a power of two, got {block}")
     kernel = kernel_from_json(doc["kernel"])
-    buffers = tuple(BufferSpec(b["name"], _dtype(b["dtype"]), int(b["length"]), b.get("fill", "data"),
-                               int(b.get("stream", 0))) for b in doc["buffers"])
     scalars = {name: scalar_from_json(s) for name, s in doc.get("scalars", {}).items()}
-    return Case(kernel, int(doc["n"]), {k: int(v) for k, v in doc.get("consts", {}).items()},
-                buffers, scalars, int(doc["inputs_seed"]))
+    return Case(kernel, n, {k: int(v) for k, v in doc.get("consts", {}).items()}, tuple(buffers), scalars, seed)
 
 
 def case_key(case) -> str:
@@ -310,13 +357,16 @@ def dumps(doc: dict) -> str:
 
 
 def load_case(path: str):
-    """(case, document) from a case file."""
+    """(case, document) from a case file; CorpusError naming the file if it is not one."""
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, ValueError) as e:      # ValueError: JSON and UTF-8 errors
         raise CorpusError(f"{path}: {e}") from None
-    return case_from_json(doc), doc
+    try:
+        return case_from_json(doc), doc
+    except CorpusError as e:
+        raise CorpusError(f"{path}: {e}") from None
 
 
 def case_files(directory: str) -> list:

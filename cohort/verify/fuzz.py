@@ -1110,6 +1110,9 @@ def format_report(r: dict) -> str:
              f"({r['programs_per_second']:.2f}/s), {r['variant_runs']} variant runs, "
              f"{r['discarded']} discarded ({100 * r['discard_rate']:.1f}%), {r['mismatches']} failing variant runs"
              + (" (interrupted)" if r.get("interrupted") else "")]
+    if r["programs"] == 0:
+        lines.append("NOTHING TESTED: no program ran to completion within the time box (the first compiles "
+                     "take seconds); give more --seconds")
     if r["injected_bugs"]:
         lines.append(f"injected bugs: {', '.join(r['injected_bugs'])}")
     lines.append(f"checksum bins per program: {r['bins']}")

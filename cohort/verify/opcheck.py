@@ -28,6 +28,56 @@ def e2e_samples(launch, samples: int):
     return iters, np.array(e2e_loop(launch, iters, samples))
 
 
+def on_caller(variant) -> bool:
+    """Whether a launch of `variant` runs on the calling thread without the runtime
+    (as CompiledKernel.launch decides)."""
+    return variant.grain == "caller" or (variant.workers == 1 and variant.grain != "auto")
+
+
+def launch_path(ck, variant, n: int, choice=None) -> str:
+    """The path a launch of `variant` takes, in words (what `cohort run` checked and timed)."""
+    from ..backend import runtime
+    if variant.grain == "caller":
+        return "calling thread (grain=caller)"
+    if on_caller(variant):
+        return "calling thread (workers=1)"
+    nblocks = -(-int(n) // ck.kernel.block)
+    if variant.grain == "auto":
+        label = choice.label if choice is not None else "not launched yet"
+        return f"runtime auto over {variant.workers} workers, {nblocks} blocks: chose {label}"
+    grain = runtime.grain_for(variant.grain, nblocks, variant.workers)
+    if grain >= nblocks:
+        return f"runtime: one task of {nblocks} blocks (grain {grain}), run on the calling thread"
+    return (f"runtime worker pool: {variant.workers} participants, tasks of {grain} blocks "
+            f"({-(-nblocks // grain)} tasks of {nblocks} blocks)")
+
+
+def _checked_launches(ck, variant, n: int, args: dict, out_buf, ref, op) -> dict:
+    """Launch through `ck.launch`; for grain=auto, every trial launch until auto has
+    chosen and one launch on its choice, each from a poisoned output, each checked
+    (a trial is a real launch: a wrong candidate must not hide behind a later one)."""
+    ck.launch(n, args)
+    if variant.grain != "auto" or on_caller(variant):
+        return {"count": 1, "all_agree": True, "choice": None}
+    from ..backend import runtime
+    choice = runtime.choose(ck.prepare(n, args), variant.workers)   # shared by (entry, n, workers)
+    ok, count = _same(out_buf, ref, op, variant), 1
+    while count < 1000:
+        done = choice.chosen is not None
+        out_buf[...] = np.float32(np.nan)
+        ck.launch(n, args)
+        count += 1
+        ok = ok and _same(out_buf, ref, op, variant)
+        if done:
+            break
+    return {"count": count, "all_agree": bool(ok), "choice": choice}
+
+
+def _same(out_buf, ref, op, variant) -> bool:
+    y = out_buf.reshape(ref.shape)
+    return bool(row_ulps(y, ref) <= op.fast_math_ulps if variant.fast_math else bitwise_equal(y, ref))
+
+
 def reference(op, shape, seed: int):
     """(inputs, interpreter output, seconds)."""
     inputs = op.make_inputs(shape, seed)
@@ -58,9 +108,12 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
     ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
     bufs = ops.allocate(op, shape, inputs)
     guarded = GuardedSet(bufs)
-    prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
-    prepared.run()
-    y = guarded.arrays[op.output].reshape(ref.shape).copy()
+    args = {**guarded.arrays, **launch.scalars}
+    out_buf = guarded.arrays[op.output]
+    # The check launches exactly as the variant's knobs say: CompiledKernel.launch,
+    # which goes through the runtime's pool for grain/workers (DESIGN §5, §6).
+    launches = _checked_launches(ck, variant, launch.n, args, out_buf, ref, op)
+    y = out_buf.reshape(ref.shape).copy()
     bitwise = bitwise_equal(y, ref)
     diff = first_difference(y, ref)
     guards = guarded.status()
@@ -73,23 +126,28 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
         close, agreement = bitwise, "bitwise vs interpreter (NaN == NaN)"
     out.update(
         variant=variant.label, variant_knobs=variant.name, checksum=checksum(y), output=y,
-        agree=bool(close and all(guards.values())), bitwise_equal=bool(bitwise),
-        agreement=agreement, guard_bands=guards,
+        agree=bool(close and launches["all_agree"] and all(guards.values())), bitwise_equal=bool(bitwise),
+        agreement=agreement, guard_bands=guards, launch_path=launch_path(ck, variant, launch.n, launches["choice"]),
+        launches_checked=launches["count"], launches_agree=launches["all_agree"],
         compile_seconds=round(ck.compile_seconds, 6), facts=ck.facts,
     )
     if diff is not None:
         out["first_difference"] = {"index": diff[0], "native": diff[1], "reference": diff[2]}
     if timing and out["agree"]:
-        if variant.grain == "caller" and variant.workers == 1:
+        if on_caller(variant):
+            # the launch path is the compiled entry on the calling thread: time that entry
             from ..backend import timer
             boundary = "native_entry"
+            prepared = ck.prepare(launch.n, args)
             iters = timer.calibrate_iters(prepared.entry, prepared.address)
             ns = timer.time_entry(prepared.entry, prepared.address, iters, samples)
             prepared.raise_error()
         else:
+            # the pool's path, timed at the Python launch boundary (argument checks,
+            # dispatch through the runtime, completion awaited)
             boundary = "runtime_e2e"
-            args = {**guarded.arrays, **launch.scalars}
             iters, ns = e2e_samples(lambda: ck.launch(launch.n, args), samples)
+            out["launch_path"] = launch_path(ck, variant, launch.n, launches["choice"])
         after = guarded.arrays[op.output].reshape(ref.shape)
         same = row_ulps(after, ref) <= op.fast_math_ulps if variant.fast_math else bitwise_equal(after, ref)
         still = same and guarded.intact()

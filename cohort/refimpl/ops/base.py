@@ -1,6 +1,7 @@
 """What every operator carries: kernel, launch geometry, seeded inputs, oracle."""
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Callable
@@ -84,8 +85,9 @@ class Operator:
         self.check(shape)
         limit = 1 << 30
         for name, s in self.buffer_shapes(shape).items():
-            if int(np.prod(s, dtype=np.int64)) >= limit:
-                raise ShapeError(f"{self.name} {text}: buffer {name} would have {int(np.prod(s))} "
+            count = math.prod(int(d) for d in s)     # Python ints: a product that wraps would pass
+            if count >= limit:
+                raise ShapeError(f"{self.name} {text}: buffer {name} would have {count} "
                                  f"elements; at most {limit - 1}")
         return shape
 
