@@ -373,3 +373,17 @@ def test_audit_check_json_on_a_malformed_audit(copy, capsys):
     captured = capsys.readouterr()
     r = json.loads(captured.out.strip().splitlines()[-1])
     assert r["ok"] is False and r["problems"][0].startswith("not a valid audit: audit.json: not readable")
+
+
+@pytest.mark.parametrize("op,shape,ok", [("rmsnorm", "3x63", False), ("layernorm", "3x63", False),
+                                         ("swiglu", "3x63", True), ("attention", "1x4x2x16x32x16x16", True)])
+def test_block_knob_on_operators(capsys, op, shape, ok):
+    """Re-blocking an operator whose rows are blocks would change what it computes (its
+    launch and its reduction tree): exit 2 naming why. Operators that only read global_id
+    re-block freely and still agree bit for bit."""
+    rc = main(["run", op, "--shape", shape, "--variant", "packet,block=8" if ok else "packet,block=64"])
+    out, err = capsys.readouterr()
+    if ok:
+        assert rc == 0 and "bit-identical" in out
+    else:
+        assert rc == 2 and "would change what it computes" in one_line(err)

@@ -52,6 +52,20 @@ def launch_path(ck, variant, n: int, choice=None) -> str:
             f"({-(-nblocks // grain)} tasks of {nblocks} blocks)")
 
 
+def compile_operator(op, launch, variant):
+    """The operator's build for `variant`. A `block` knob re-blocks the kernel; an operator
+    whose meaning depends on its block (one block per row, a block reduction) would then
+    launch other threads and reduce in another tree than its reference: refused, by name."""
+    from ..backend.compiler import UnsupportedVariant, compile_kernel
+    block = op.kernel.ir.block
+    if variant.block not in (None, block) and ops.block_dependent(op.kernel):
+        raise UnsupportedVariant(
+            f"{op.name} ({op.form} form) runs blocks of {block} threads (its rows are blocks and "
+            f"it reduces over the block); block={variant.block} would change what it computes, "
+            f"so operators keep their block (the block knob re-blocks your own kernels)")
+    return compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+
+
 def _checked_launches(ck, variant, n: int, args: dict, out_buf, ref, op) -> dict:
     """Launch through `ck.launch`; for grain=auto, every trial launch until auto has
     chosen and one launch on its choice, each from a poisoned output, each checked
@@ -103,9 +117,8 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
                    agreement=f"interpreter vs float64 oracle, rel_tol {op.rel_tol:g}", output=ref)
         return out
 
-    from ..backend.compiler import compile_kernel
     launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+    ck = compile_operator(op, launch, variant)
     bufs = ops.allocate(op, shape, inputs)
     guarded = GuardedSet(bufs)
     args = {**guarded.arrays, **launch.scalars}

@@ -50,6 +50,22 @@ def get(name: str, form: str = None) -> Operator:
     return op if form is None else op.with_form(form)
 
 
+def block_dependent(kernel) -> bool:
+    """Whether a kernel's meaning depends on its block size: it reads thread_id, block_id
+    or block_size, or reduces over the block. Re-blocking such an operator changes its
+    launch geometry (one block per row) and its reduction tree, not just its schedule."""
+    from ..ir import Collective, Op, stmt_exprs, walk_expr, walk_stmts
+    ir = getattr(kernel, "ir", kernel)
+    for s in walk_stmts(ir.body):
+        if isinstance(s, Collective):
+            return True
+        for e in stmt_exprs(s):
+            for x in walk_expr(e):
+                if x.op in (Op.THREAD_ID, Op.BLOCK_ID, Op.BLOCK_SIZE):
+                    return True
+    return False
+
+
 def allocate(op: Operator, shape, inputs: dict) -> dict:
     """All buffers of one launch, flattened (views of `inputs`), output zeroed."""
     bufs = {n: np.ascontiguousarray(a).reshape(-1) for n, a in inputs.items()}
@@ -81,5 +97,5 @@ def oracle_error(y: np.ndarray, ref: np.ndarray):
     return float(err.max(initial=0.0)), float(rel.max(initial=0.0))
 
 
-__all__ = ["oracle_error", "OPERATORS", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
+__all__ = ["block_dependent", "oracle_error", "OPERATORS", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
            "fmt_shape", "ROW_SIZES", "ATTENTION_SIZES", "UnknownOperator"]
