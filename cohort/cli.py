@@ -51,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--rounds", type=int, default=None)
     bn.add_argument("--samples", type=int, default=None)
     bn.add_argument("--out", default=None, help="result directory (default: out/SUITE)")
+    bn.add_argument("--workers", type=int, default=None,
+                    help="requested workers for runtime-E2E suites (default: the seeds' 8; native suites: 1)")
     bn.add_argument("--json", action="store_true")
 
     t = sub.add_parser("tables", help="re-derive the tables of a replay")
@@ -248,12 +250,20 @@ def cmd_bench(args) -> int:
     if not list(harness.select_cases(suite, only_ops, only_sizes)):
         raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
     out = args.out or os.path.join("out", suite.name)
+    from .audit.environment import dirty_out_reason
+    from .backend.variant import MAX_WORKERS
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise UsageError(f"--workers must be from 1 to {MAX_WORKERS}, got {args.workers}")
+    if args.workers not in (None, 1) and suite.boundary == "native_entry":
+        raise UsageError(f"--workers: suite {suite.name} times one thread at the native entry")
+    if dirty_out_reason(out):
+        raise UsageError(dirty_out_reason(out))
     command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
         f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
         (f" --sizes {args.sizes}" if args.sizes else "")
     bar = _Progress(harness.total_steps(suite, args.rounds, only_ops, only_sizes), f"bench {suite.name}")
     run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
-                            progress=bar)
+                            progress=bar, workers=args.workers)
     bar.close()
     paths = artifacts.write(out, run)
     with open(paths["tables"]) as f:

@@ -5,7 +5,7 @@ import gzip
 import json
 import os
 
-from .tables import plot, render_markdown
+from .tables import plot, render_markdown, render_notes
 
 def write(directory: str, run) -> dict:
     os.makedirs(directory, exist_ok=True)
@@ -18,6 +18,9 @@ def write(directory: str, run) -> dict:
         json.dump(run.audit, f, indent=1)
     with open(paths["tables"], "w") as f:
         f.write(render_markdown(run.replay))
+    paths["notes"] = os.path.join(directory, "notes.md")
+    with open(paths["notes"], "w") as f:
+        f.write(render_notes(run.replay))
     made = plot(run.replay, paths["plot"])
     if made != paths["plot"]:
         paths["plot_note"] = made
