@@ -289,7 +289,12 @@ def cmd_tables(args) -> int:
         replay = load_replay(args.replay)
     except (OSError, ValueError, KeyError) as e:
         raise UsageError(f"cannot read replay {args.replay}: {e}") from None
-    sys.stdout.write(render_markdown(replay))
+    from .audit.tables import ReplayError
+    try:
+        text = render_markdown(replay)
+    except ReplayError as e:   # e.g. a ratio whose sides made unequal calls per sample
+        raise UsageError(f"replay {args.replay} rejected: {e}") from None
+    sys.stdout.write(text)
     return 0
 
 

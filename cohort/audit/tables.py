@@ -35,7 +35,8 @@ def overlaps(r: dict, aa: dict) -> bool:
 
 def stable(r: dict, aa) -> bool:
     """Seed 000's rule: a ratio is a stable difference only if its range over rounds is clear of
-    the A/A control's range and its rounds all go one way (none on the other side of 1)."""
+    the A/A control's range (its group's, over every case and round) and its rounds all go one
+    way (none on the other side of 1)."""
     if r["min"] < 1.0 < r["max"]:
         return False
     return aa is None or not overlaps(r, aa)
@@ -82,10 +83,6 @@ def derive(replay: dict) -> list:
             else:
                 bad = [cols[x]["status"] for x in (c, b)]
                 ratios.append({**r, "status": "invalid" if "invalid" in bad else "unavailable"})
-        aa = next((r for r in ratios if r.get("control") and r["status"] == "ok"), None)
-        for r in ratios:
-            if r["status"] == "ok" and not r.get("control"):
-                r["stable"] = stable(r, aa)
         facts = {n: i.get("facts") or {} for n, i in case["columns"].items()}
         cells.append({"id": case["id"], "group": case["group"], "op": case["op"], "shape": case["shape"],
                       "size": "x".join(map(str, case["shape"])), "boundary": case["boundary"],
@@ -94,7 +91,22 @@ def derive(replay: dict) -> list:
                       "choices": choices, "checksums": checksums,
                       "digests": {n: i.get("code_digest") for n, i in case["columns"].items()
                                   if i["status"] == "ok"}})
+    for group in {c["group"] for c in cells}:   # each ratio against its group's A/A range
+        rows = [c for c in cells if c["group"] == group]
+        aa = group_control_range(rows)
+        for c in rows:
+            for r in c["ratios"]:
+                if r["status"] == "ok" and not r.get("control"):
+                    r["stable"] = stable(r, aa)
     return cells
+
+
+def group_control_range(rows: list):
+    """The A/A control's min-max over a group's cases and rounds (None if it was not timed)."""
+    aa = [r for c in rows for r in c["ratios"] if r.get("control") and r["status"] == "ok"]
+    if not aa:
+        return None
+    return {"min": min(r["min"] for r in aa), "max": max(r["max"] for r in aa), "label": aa[0]["label"]}
 
 
 def _fmt_us(col: dict) -> str:
@@ -146,7 +158,7 @@ def _header(replay: dict, cells: list) -> list:
     out.append(rline)
     out.append("Times are medians over rounds of each round's p50, in µs; ratios are medians of per-round ratios "
                "(never ratios of medians), with their min–max range over rounds and rounds won. A ratio is a "
-               "stable difference only if its range is clear of the case's A/A range and does not straddle 1; "
+               "stable difference only if its range is clear of its group's A/A range and does not straddle 1; "
                "otherwise it is marked \"no stable difference\".")
     if suite.get("calls_per_sample"):
         out.append(f"Calls per sample: {suite['calls_per_sample']}.")
@@ -222,11 +234,11 @@ def render_markdown(replay: dict) -> str:
                                     if note else "") for f, note in forms)
         out.append(f"Operator form: {ftext}. Rounds timed: "
                    f"{', '.join(map(str, sorted({c['rounds_timed'] for c in rows if c.get('rounds_timed')}))) or '—'}.")
-        aa = [r for c in rows for r in c["ratios"] if r.get("control") and r["status"] == "ok"]
+        aa = group_control_range(rows)
         if aa:
-            lo, hi = min(r["min"] for r in aa), max(r["max"] for r in aa)
-            out.append(f"A/A control ({aa[0]['label']}: the same build timed twice in the same design): range "
-                       f"{lo:.3f}–{hi:.3f} over this group's cases and rounds; per case in its columns.")
+            out.append(f"A/A control ({aa['label']}: the same build timed twice in the same design): range "
+                       f"{aa['min']:.3f}–{aa['max']:.3f} over this group's cases and rounds (per case in its "
+                       f"columns); a ratio whose range overlaps it is marked \"no stable difference\".")
         out += _facts_lines(group, rows)
         out += ["", "| " + " | ".join(head) + " |",
                 "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
