@@ -132,6 +132,14 @@ INDUCTOR = Column("inductor", "inductor")
 INDUCTOR_W8 = Column("inductor-w8", "inductor", "simdlen=256")
 
 
+NATIVE_STRATEGIES = (
+    ("whole", "lanes=1: every thread run one after another, scalar code"),
+    ("packet", "lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes"),
+    ("inductor", "TorchInductor's generated C++ kernel (this host's widest vectors), one thread"),
+    ("inductor-w8", "the same Inductor compile with cpp.simdlen=256 (8 lanes)"),
+)
+
+
 def _native():
     return Suite(
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
@@ -144,7 +152,7 @@ def _native():
               "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as the AVX2 "
               "machine of ANCHORS.md). ""Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
               "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
-        roofline=("packet", "inductor"))
+        roofline=("packet", "inductor"), strategies=NATIVE_STRATEGIES)
 
 
 def _private():
@@ -256,7 +264,7 @@ def _quick():
                         (Ratio("packet", "inductor", "packet/Inductor"),
                          Ratio("packet", "whole", "packet/whole", limit=QUICK_PACKET_WHOLE_LIMIT)),
                         control="packet"),),
-                 rounds=4, samples=5, roofline=("packet",),
+                 rounds=4, samples=5, roofline=("packet",), strategies=NATIVE_STRATEGIES,
                  notes=f"A packet/whole median above {QUICK_PACKET_WHOLE_LIMIT} fails the run: the packet path "
                        f"has lost its vectors (a regression guard, generous for a noisy machine).")
 

@@ -35,7 +35,7 @@ def overlaps(r: dict, aa: dict) -> bool:
 
 def stable(r: dict, aa) -> bool:
     """Seed 000's rule: a ratio is a stable difference only if its range over rounds is clear of
-    the A/A control's range (its group's, over every case and round) and its rounds all go one
+    the A/A control's range (its case's: the same design and rounds) and its rounds all go one
     way (none on the other side of 1)."""
     if r["min"] < 1.0 < r["max"]:
         return False
@@ -91,13 +91,11 @@ def derive(replay: dict) -> list:
                       "choices": choices, "checksums": checksums,
                       "digests": {n: i.get("code_digest") for n, i in case["columns"].items()
                                   if i["status"] == "ok"}})
-    for group in {c["group"] for c in cells}:   # each ratio against its group's A/A range
-        rows = [c for c in cells if c["group"] == group]
-        aa = group_control_range(rows)
-        for c in rows:
-            for r in c["ratios"]:
-                if r["status"] == "ok" and not r.get("control"):
-                    r["stable"] = stable(r, aa)
+    for c in cells:   # each ratio against the A/A control of its own case (same design, same rounds)
+        aa = next((r for r in c["ratios"] if r.get("control") and r["status"] == "ok"), None)
+        for r in c["ratios"]:
+            if r["status"] == "ok" and not r.get("control"):
+                r["stable"] = stable(r, aa)
     return cells
 
 
@@ -158,7 +156,8 @@ def _header(replay: dict, cells: list) -> list:
     out.append(rline)
     out.append("Times are medians over rounds of each round's p50, in µs; ratios are medians of per-round ratios "
                "(never ratios of medians), with their min–max range over rounds and rounds won. A ratio is a "
-               "stable difference only if its range is clear of its group's A/A range and does not straddle 1; "
+               "stable difference only if its range is clear of its case's A/A range (the A/A columns of its row) "
+               "and does not straddle 1; "
                "otherwise it is marked \"no stable difference\".")
     if suite.get("calls_per_sample"):
         out.append(f"Calls per sample: {suite['calls_per_sample']}.")
@@ -237,8 +236,8 @@ def render_markdown(replay: dict) -> str:
         aa = group_control_range(rows)
         if aa:
             out.append(f"A/A control ({aa['label']}: the same build timed twice in the same design): range "
-                       f"{aa['min']:.3f}–{aa['max']:.3f} over this group's cases and rounds (per case in its "
-                       f"columns); a ratio whose range overlaps it is marked \"no stable difference\".")
+                       f"{aa['min']:.3f}–{aa['max']:.3f} over this group's cases and rounds; each ratio is read "
+                       f"against its own case's A/A range (its row), overlapping it: \"no stable difference\".")
         out += _facts_lines(group, rows)
         out += ["", "| " + " | ".join(head) + " |",
                 "|" + "|".join(["---"] * 2 + ["---:"] * (len(head) - 2)) + "|"]
