@@ -245,7 +245,8 @@ def test_the_marking_rule_reads_ratios_against_the_aa_range():
     assert stable({"min": 0.60, "max": 0.65}, aa)
     assert not stable({"min": 0.95, "max": 0.98}, aa)          # overlaps the A/A range
     assert not stable({"min": 1.01, "max": 1.30}, aa)
-    assert stable({"min": 1.03, "max": 1.10}, aa)
+    assert stable({"min": 1.05, "max": 1.10}, aa)
+    assert not stable({"min": 1.025, "max": 1.04}, aa)         # within 1/0.97: A and A' are interchangeable
     assert not stable({"min": 0.5, "max": 1.5}, None)          # rounds on both sides of 1
     assert stable({"min": 0.5, "max": 0.9}, None)
 
@@ -372,3 +373,17 @@ def test_bench_workers_is_checked():
         p = subprocess.run([sys.executable, "-m", "cohort.cli", *argv, "--out", "/tmp/never-written"],
                            capture_output=True, text=True)
         assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_ratio_between_the_same_code_at_the_same_grain_is_never_a_stable_difference(quick_run):
+    _, run, _ = quick_run
+    replay = json.loads(json.dumps(run.replay))
+    case = next(c for c in replay["cases"] if c["op"] == "rmsnorm")
+    cell = next(c for c in derive(replay) if c["op"] == "rmsnorm")
+    r = next(r for r in cell["ratios"] if r["label"] == "packet/whole")
+    assert r["same_build"] is False                             # packet vs whole: other code
+    case["columns"]["whole"]["code_digest"] = case["columns"]["packet"]["code_digest"]
+    cell = next(c for c in derive(replay) if c["op"] == "rmsnorm")
+    r = next(r for r in cell["ratios"] if r["label"] == "packet/whole")
+    assert r["same_build"] is True and r["stable"] is False
+    assert "no stable difference (same code, same grain)" in render_markdown(replay)

@@ -39,7 +39,24 @@ def stable(r: dict, aa) -> bool:
     way (none on the other side of 1)."""
     if r["min"] < 1.0 < r["max"]:
         return False
-    return aa is None or not overlaps(r, aa)
+    if aa is None:
+        return True
+    # A and A' are interchangeable, so the floor is the A/A range together with its reciprocal
+    floor = {"min": min(aa["min"], 1.0 / aa["max"]), "max": max(aa["max"], 1.0 / aa["min"])}
+    return not overlaps(r, floor)
+
+
+def _grain_of(info: dict):
+    name = info.get("variant") or ""
+    return next((p.split("=", 1)[1] for p in name.split(",") if p.startswith("grain=")), None)
+
+
+def same_build(case: dict, a: str, b: str) -> bool:
+    """Columns a and b ran byte-identical code under the same grain policy: an A/A in all but name."""
+    ia, ib = case["columns"].get(a, {}), case["columns"].get(b, {})
+    g = _grain_of(ia)
+    return bool(ia.get("code_digest")) and ia.get("code_digest") == ib.get("code_digest") and \
+        g == _grain_of(ib) and g not in AUTO_GRAINS
 
 
 def derive(replay: dict) -> list:
@@ -91,11 +108,12 @@ def derive(replay: dict) -> list:
                       "choices": choices, "checksums": checksums,
                       "digests": {n: i.get("code_digest") for n, i in case["columns"].items()
                                   if i["status"] == "ok"}})
-    for c in cells:   # each ratio against the A/A control of its own case (same design, same rounds)
+    for c, case in zip(cells, replay["cases"]):   # each ratio against its own case's A/A control
         aa = next((r for r in c["ratios"] if r.get("control") and r["status"] == "ok"), None)
         for r in c["ratios"]:
             if r["status"] == "ok" and not r.get("control"):
-                r["stable"] = stable(r, aa)
+                r["same_build"] = same_build(case, r["candidate"], r["baseline"])
+                r["stable"] = stable(r, aa) and not r["same_build"]
     return cells
 
 
@@ -156,8 +174,9 @@ def _header(replay: dict, cells: list) -> list:
     out.append(rline)
     out.append("Times are medians over rounds of each round's p50, in µs; ratios are medians of per-round ratios "
                "(never ratios of medians), with their min–max range over rounds and rounds won. A ratio is a "
-               "stable difference only if its range is clear of its case's A/A range (the A/A columns of its row) "
-               "and does not straddle 1; "
+               "stable difference only if its range is clear of its case's A/A range (the A/A columns of its row, "
+               "taken with its reciprocal: A and A' are interchangeable) and does not straddle 1, and its two "
+               "sides did not run the same code under the same grain; "
                "otherwise it is marked \"no stable difference\".")
     if suite.get("calls_per_sample"):
         out.append(f"Calls per sample: {suite['calls_per_sample']}.")
@@ -247,7 +266,8 @@ def render_markdown(replay: dict) -> str:
                 if r["status"] == "ok":
                     line += [f"{r['ratio']:.3f}", f"{r['min']:.3f}–{r['max']:.3f}", f"{r['won']}/{r['rounds']}"]
                     if not r.get("control"):
-                        line.append("stable" if r["stable"] else "no stable difference")
+                        line.append("no stable difference (same code, same grain)" if r["same_build"] else
+                                    "stable" if r["stable"] else "no stable difference")
                 else:
                     line += ["invalid" if r["status"] == "invalid" else "—", "", ""]
                     if not r.get("control"):
