@@ -91,3 +91,12 @@ def test_an_error_inside_a_task_is_reported(spec):
     ok = runtime.NativeLaunch(ck.prepare(n, {"x": x2, "y": y}), variant)
     ok.launch()
     assert np.array_equal(y, x2[1:])
+
+
+def test_cohort_run_times_pool_variants_at_the_native_launch_entry():
+    from cohort.verify.opcheck import check_operator
+    op = ops.get("rmsnorm")
+    for spec, choice in (("packet,grain=legacy,workers=2", False), ("packet,grain=joint_legacy,workers=2", True)):
+        out = check_operator(op, (17, 65), 0, parse_variant(spec), timing=True, samples=3)
+        assert out["agree"] and out["agree_after_timing"] and out["boundary"] == "runtime_e2e"
+        assert len(out["timing_samples_us"]) == 3 and ("auto_choice" in out) == choice
