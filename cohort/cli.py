@@ -256,8 +256,9 @@ def cmd_bench(args) -> int:
         raise UsageError(f"--workers must be from 1 to {MAX_WORKERS}, got {args.workers}")
     if args.workers not in (None, 1) and suite.boundary == "native_entry":
         raise UsageError(f"--workers: suite {suite.name} times one thread at the native entry")
-    if dirty_out_reason(out):
-        raise UsageError(dirty_out_reason(out))
+    refused = dirty_out_reason(out)
+    if refused:
+        raise UsageError(refused)
     command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
         f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
         (f" --sizes {args.sizes}" if args.sizes else "")
