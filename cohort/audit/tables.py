@@ -399,6 +399,7 @@ def plot(replay: dict, path: str) -> str:
                         label=ratio["label"], color="grey" if ratio.get("control") else None)
         ax.axhline(1.0, color="grey", lw=1)
         ax.set_yscale("log")
+        ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.set_xticks(range(len(rows)))
         ax.set_xticklabels([f"{c['op']} {c['size']}" for c in rows], rotation=80, ha="right", fontsize=6)
         ax.set_ylabel("ratio (log)")
