@@ -202,10 +202,11 @@ GRAIN_STRATEGIES = (
     ("local", "lanes=8 (packet-local), the legacy split"),
     ("joint_legacy", "grain=joint_legacy: per launch, lanes (8 or 1) chosen by measurement - the first "
                      "launches try each candidate 5 times in rotation, the fastest median is kept - with the "
-                     "legacy split only (one task runs on the caller)"),
+                     "legacy split only (a split into one task runs on the caller); in these tables the "
+                     "choice is measured anew before every round and recorded"),
     ("joint_tasks", "grain=auto: lanes (8 or 1) and the task cut chosen together by the same measurement; "
                     "candidates: the whole launch on the caller, the runtime's grain (ceil(blocks / (4 "
-                    "workers)) blocks per task) and the legacy split"),
+                    "workers)) blocks per task) and the legacy split; chosen anew before every round"),
     ("grain_0", "lanes=8, grain 0: the runtime's pick, ceil(blocks / (4 workers)) blocks per task"),
     ("grain_1", "lanes=8, 1 block per task"),
     ("grain_3", "lanes=8, 3 blocks per task"),
