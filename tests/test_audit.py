@@ -387,3 +387,18 @@ def test_a_ratio_between_the_same_code_at_the_same_grain_is_never_a_stable_diffe
     r = next(r for r in cell["ratios"] if r["label"] == "packet/whole")
     assert r["same_build"] is True and r["stable"] is False
     assert "no stable difference (same code, same grain)" in render_markdown(replay)
+
+
+def test_a_form_an_operator_lacks_shows_as_unavailable_not_as_another_form(tmp_path):
+    from cohort.audit.suites import Column, Group, Ratio, Suite
+    cols = (Column("a", "variant", "packet"), Column("b", "variant", "whole"))
+    suite = Suite("t", "t", "native_entry", (Group("g", (("rmsnorm", (3, 63)),), cols, (Ratio("a", "b", "a/b"),),
+                                                   form="no-such-form"),), rounds=2, samples=2)
+    run = harness.run_suite(suite)
+    case = run.replay["cases"][0]
+    assert case["timed_columns"] == [] and run.replay["samples"] == []
+    assert all(c["status"] == "unavailable" and "no form 'no-such-form'" in c["reason"]
+               for c in case["columns"].values())
+    artifacts.write(str(tmp_path), run)
+    assert "| — | — | — |" in (tmp_path / "tables.md").read_text()
+    assert check_directory(str(tmp_path))[0] == []
