@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     bn.add_argument("--rounds", type=int, default=None)
     bn.add_argument("--samples", type=int, default=None)
     bn.add_argument("--out", default=None, help="result directory (default: out/SUITE)")
+    bn.add_argument("--workers", type=int, default=None,
+                    help="requested workers for runtime-E2E suites (default: the seeds' 8; native suites: 1)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--allow-unsafe", action="store_true", help="allow columns built with unsafe=on (no bounds checks)")
 
@@ -291,6 +293,15 @@ def cmd_bench(args) -> int:
         artifacts.check_output(out)        # before any measuring: where the results go must take them
     except artifacts.OutputError as e:
         raise UsageError(f"--out {e}") from None
+    from .audit.environment import dirty_out_reason
+    from .backend.variant import MAX_WORKERS
+    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
+        raise UsageError(f"--workers must be from 1 to {MAX_WORKERS}, got {args.workers}")
+    if args.workers not in (None, 1) and suite.boundary == "native_entry":
+        raise UsageError(f"--workers: suite {suite.name} times one thread at the native entry")
+    refused = dirty_out_reason(out)
+    if refused:
+        raise UsageError(refused)
     command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
         f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
         (f" --sizes {args.sizes}" if args.sizes else "")
@@ -298,7 +309,7 @@ def cmd_bench(args) -> int:
     try:
         try:
             run = harness.run_suite(suite, args.rounds, args.samples, only_ops, only_sizes, command=command,
-                                    progress=bar)
+                                    progress=bar, workers=args.workers)
         finally:
             bar.close()
         paths = artifacts.write(out, run)
@@ -333,7 +344,12 @@ def cmd_tables(args) -> int:
         replay = load_replay(args.replay)
     except InvalidArtifact as e:
         raise UsageError(f"{args.replay} is not a valid replay: {e}") from None
-    sys.stdout.write(render_markdown(replay))
+    from .audit.tables import ReplayError
+    try:
+        text = render_markdown(replay)
+    except ReplayError as e:   # e.g. a ratio whose sides made unequal calls per sample
+        raise UsageError(f"replay {args.replay} rejected: {e}") from None
+    sys.stdout.write(text)
     return 0
 
 

@@ -1,8 +1,8 @@
-"""Writing a suite run to a directory: replay.json.gz, tables.md, ratios.png, audit.json.
+"""Writing a suite run to a directory: replay.json.gz, tables.md, notes.md, ratios.png, audit.json.
 
 Every byte is accounted for: audit.json records a sha256 digest of each other
 artifact it was written with (the replay's canonical JSON content, so that
-recompressing it changes nothing; the bytes of tables.md and ratios.png) and a
+recompressing it changes nothing; the bytes of tables.md, notes.md and ratios.png) and a
 digest of its own canonical content, so `cohort audit check` names any file
 edited after the run. A digest shows an edit, not who made it: it is not a
 signature.
@@ -20,10 +20,11 @@ import shutil
 import tempfile
 
 from . import validate
-from .tables import plot, render_markdown
+from .tables import plot, render_markdown, render_notes
 
 AUDIT_FORMAT = "cohort-audit/2"       # /1: no digests
-FILES = {"replay": "replay.json.gz", "audit": "audit.json", "tables": "tables.md", "plot": "ratios.png"}
+FILES = {"replay": "replay.json.gz", "audit": "audit.json", "tables": "tables.md", "notes": "notes.md",
+         "plot": "ratios.png"}
 # what a result directory may hold (audit.json.gz: a gzipped audit, as docs/ commits)
 RESULT_FILES = frozenset(FILES.values()) | {"audit.json.gz"}
 DIGEST_METHOD = ("sha256; replay.json.gz: of its canonical JSON content (sorted keys, no spaces); other "
@@ -92,6 +93,8 @@ def _write_all(folder: str, run) -> dict:
         json.dump(replay, f)
     with open(paths["tables"], "w", encoding="utf-8") as f:
         f.write(render_markdown(replay))
+    with open(paths["notes"], "w", encoding="utf-8") as f:
+        f.write(render_notes(replay))
     made = plot(replay, paths["plot"])
     audit = dict(run.audit, format=AUDIT_FORMAT, digest_method=DIGEST_METHOD)
     if made != paths["plot"]:
@@ -100,7 +103,7 @@ def _write_all(folder: str, run) -> dict:
         audit["artifacts_skipped"] = {FILES["plot"]: made}
     written = validate.read_json(paths["replay"], "replay")   # the digest is of what was written
     audit["artifacts"] = {FILES["replay"]: validate.digest(validate.canonical(written))}
-    for key in ("tables", "plot"):
+    for key in ("tables", "notes", "plot"):
         if key in paths:
             with open(paths[key], "rb") as f:
                 audit["artifacts"][FILES[key]] = validate.digest(f.read())

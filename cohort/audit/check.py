@@ -24,7 +24,7 @@ from ..verify.checksum import checksum
 from ..verify.guard import GuardedSet
 from . import validate
 from .artifacts import FILES
-from .tables import load_replay, render_markdown
+from .tables import load_replay, render_markdown, render_notes
 
 
 def audit_path(directory: str) -> str:
@@ -134,7 +134,7 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
         if cid not in replay_cases:
             problems.append(f"{cid}: in audit.json but not in the replay")
             continue
-        op = ops.get(case["op"])
+        op = ops.get(case["op"], form=case.get("form"))   # the formulation the case was timed in
         shape = tuple(case["shape"])
         inputs = op.make_inputs(shape, case["seed"])
         for name, a in inputs.items():
@@ -156,9 +156,10 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
             if info["status"] != "ok":
                 continue
             timed = replay_cases[cid]["timed_columns"]
-            if col in timed and counts.get((cid, col), 0) != suite["rounds"]:
+            want = replay_cases[cid].get("rounds", suite["rounds"])   # rounded up to complete designs
+            if col in timed and counts.get((cid, col), 0) != want:
                 problems.append(f"{cid} {col}: {counts.get((cid, col), 0)} rounds in the replay, "
-                                f"suite says {suite['rounds']}")
+                                f"the case says {want}")
             for run in info["runs"]:
                 if not run["agree"]:
                     problems.append(f"{cid} {col} round {run['round']}: recorded as failing its check")
@@ -188,4 +189,9 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
                 problems.append("tables.md differs from the tables re-derived from replay.json.gz")
     else:
         problems.append("tables.md is missing")
+    notes_path = os.path.join(directory, FILES["notes"])
+    if os.path.exists(notes_path):
+        with open(notes_path) as f:
+            if f.read() != render_notes(replay):
+                problems.append("notes.md differs from the notes re-derived from replay.json.gz")
     return problems, notes

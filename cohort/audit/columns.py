@@ -5,6 +5,7 @@ bands) against the reference. A column that cannot run says why; it is then
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 
 import numpy as np
@@ -22,49 +23,84 @@ class Unavailable(Exception):
 
 
 class VariantColumn:
+    """A variant at the suite's boundary: native_entry (the compiled entry in the
+    native timer's loop, one thread), runtime_e2e (the runtime's native launch
+    entry in the same loop: tasks, pool, wait) or python_api (CompiledKernel.launch
+    from a Python loop)."""
     kind = "variant"
 
     def __init__(self, op, shape, inputs, ref: np.ndarray, spec: str, boundary: str, workers: int):
         from ..backend.compiler import UnsupportedVariant, compile_kernel
-        from ..backend.runtime import default_workers
-        from ..backend.variant import parse_variant
+        from ..backend.variant import AUTO_GRAINS, parse_variant
         self.op, self.shape, self.ref = op, shape, ref
         variant = parse_variant(spec)
-        if boundary == "runtime_e2e":
-            variant = replace(variant, workers=workers or default_workers())
+        if boundary in ("runtime_e2e", "python_api"):
+            variant = replace(variant, workers=workers)
         elif variant.grain != "caller" or variant.workers != 1:
             raise ValueError(f"{spec}: the native-entry boundary times one thread on the caller")
         self.variant = variant
+        self.is_auto = variant.grain in AUTO_GRAINS
         launch = op.launch(shape)
         try:
             self.ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
         except UnsupportedVariant as e:
             raise Unavailable(str(e)) from None
         self.compile_seconds = self.ck.compile_seconds
-        self.facts = self.ck.facts
         self.guarded = GuardedSet(ops.allocate(op, shape, inputs))
         self.args = {**self.guarded.arrays, **launch.scalars}
         self.n = launch.n
         self.out = self.guarded.arrays[op.output]
-        self.prepared = self.ck.prepare(self.n, self.args)
         self.boundary = boundary
+        self.choice = None
         if boundary == "native_entry":
             from ..backend import timer
+            self.prepared = self.ck.prepare(self.n, self.args)
             self.prepared.run()
             if self.prepared.fallback:   # the timed entry is the checked build: say so in the facts
                 self.facts = {**self.facts, "fallback": self.prepared.fallback}
-            self.iters = timer.calibrate_iters(self.prepared.entry, self.prepared.address)
+            self._calibrate = lambda: timer.calibrate_iters(self.prepared.entry, self.prepared.address)
             self._sample = lambda k: timer.time_entry(self.prepared.entry, self.prepared.address, self.iters, k)
-        else:
+        elif boundary == "runtime_e2e":
+            from ..backend import runtime
+            self.prepared = self.ck.prepare(self.n, self.args)
+            self.native = runtime.NativeLaunch(self.prepared, variant)   # an auto-style choice is made here
+            self.choice = self.native.choice
+            self.native.launch()
+            self._calibrate = self.native.calibrate
+            self._sample = lambda k: self.native.time(self.iters, k)
+        elif boundary == "python_api":
             call = lambda: self.ck.launch(self.n, self.args)
-            if variant.grain == "auto":   # time the steady state, after auto's trial launches
-                from ..backend import runtime
-                call()
-                self.auto_choice = runtime.settle(self.ck._recent[next(reversed(self.ck._recent))],
-                                                  variant.workers)
-            self.iters = calibrate_e2e(call)
+            call()
+            self.prepared = self.ck._recent[next(reversed(self.ck._recent))]
+            if self.is_auto:
+                self.rechoose()
+            self._calibrate = lambda: calibrate_e2e(call)
             self._sample = lambda k: e2e_loop(call, self.iters, k)
+        else:
+            raise ValueError(f"unknown boundary {boundary!r}")
+        self.facts = self.prepared.code.facts
+        # the code that runs the launch (the whole-block build or the general one); an auto-style
+        # column may run the lanes=1 build it chose instead, named by its choice
+        self.code_digest = code_digest(self.prepared.code)
+        self.iters = self._calibrate()
         self.verdict = "bitwise vs interpreter, guard bands intact"
+
+    def calibrate(self) -> int:
+        """Calls per sample for ~200 µs samples of this column alone."""
+        return self._calibrate()
+
+    def rechoose(self):
+        """An auto-style column measures its choice anew (None for the others); returns it."""
+        if not self.is_auto:
+            return None
+        from ..backend import runtime
+        if self.boundary == "runtime_e2e":
+            self.choice = self.native.choose_again()
+        else:
+            c = runtime.AutoChoice(self.prepared, self.variant.workers, self.variant.grain)
+            self.choice = c.settle(self.prepared)
+            self.prepared._auto = c
+        return self.choice
 
     def reset(self):
         self.out[...] = POISON
@@ -98,6 +134,9 @@ class InductorColumn:
         for item in filter(None, spec.split(",")):   # e.g. "simdlen=256": Inductor's vector width in bits
             key, _, value = item.partition("=")
             config[f"cpp.{key.strip()}"] = int(value)
+        if boundary == "runtime_e2e":   # its Python call would be the python_api boundary, not this one
+            raise Unavailable("Inductor has no native launch entry with a worker pool here; its Python "
+                              "call is timed at the python_api boundary only")
         self.col = inductor.InductorColumn(op.name, shape, inputs, threads=1 if boundary == "native_entry"
                                            else (workers or None), inductor_config=config or None)
         self.compile_seconds = self.col.compile_seconds
@@ -110,15 +149,26 @@ class InductorColumn:
                 raise Unavailable(self.col.native_reason)
             from ..backend import timer
             self.native = native
-            self.iters = timer.calibrate_iters(native.fn_address, native.arg_address)
+            self._calibrate = lambda: timer.calibrate_iters(native.fn_address, native.arg_address)
             self._sample = lambda k: timer.time_entry(native.fn_address, native.arg_address, self.iters, k)
             self._output = self.col.native_output
         else:
             call = self.col.e2e()
-            self.iters = calibrate_e2e(call)
+            self._calibrate = lambda: calibrate_e2e(call)
             self._sample = lambda k: e2e_loop(call, self.iters, k)
             self._output = self.col.e2e_output
+        self.iters = self._calibrate()
         self.verdict = f"float64 oracle, rel err <= {self.tol:g}"
+
+    is_auto = False
+    code_digest = None
+    choice = None
+
+    def calibrate(self) -> int:
+        return self._calibrate()
+
+    def rechoose(self):
+        return None
 
     def reset(self):
         self.col.reset_output(float(POISON))
@@ -131,6 +181,13 @@ class InductorColumn:
         rel = ops.oracle_error(y, self.oracle)[1]
         return {"output_checksum": checksum(y), "guards": {}, "rel_err_vs_oracle": rel,
                 "agree": bool(rel <= self.tol)}
+
+
+def code_digest(code) -> str:
+    """sha256 of a build's LLVM IR with its entry's name replaced (the name carries a hash of the
+    variant's knobs, so two knob sets that produce the same code would differ by the name alone)."""
+    text = code.llvm_ir.replace(code.symbol, "cohort_entry")
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def make_column(col, op, shape, inputs, ref, boundary: str, workers: int):

@@ -22,36 +22,95 @@ class Ratio:
     baseline: str
     label: str
     limit: float = 0.0        # > 0: a median ratio above it fails the run (a regression guard)
+    control: bool = False     # the A/A control: the same build timed as two columns
+
+
+AUTO_GRAINS = ("auto", "joint_legacy")
+FORMS = ("stream", "private")
+# Operators whose only formulation stands for a form they do not register under its name.
+FORM_FALLBACK = {"attention": "attention has one formulation, which already keeps its accumulator "
+                              "acc[Dv] in a private array"}
+
+
+def _is_auto(col: Column) -> bool:
+    return col.kind == "variant" and any(f"grain={g}" in col.spec.replace(" ", "") for g in AUTO_GRAINS)
+
+
+def control_name(name: str) -> str:
+    return name + "'"   # the A/A copy of column A is A'
 
 
 @dataclass(frozen=True)
 class Group:
-    """A block of comparisons sharing columns: one timed comparison per case."""
+    """A block of comparisons sharing columns: one timed comparison per case.
+
+    Every group carries an A/A control (DESIGN §6): its `control` column (by
+    default the first ratio's baseline, or the first fixed-policy variant column
+    of the ratios) is timed a second time as A' in the same design, and A'/A is
+    reported; a ratio whose range overlaps the A/A range is no stable difference.
+    """
     title: str
     cases: tuple              # ((op, shape), ...)
     columns: tuple            # Column, ...
     ratios: tuple             # Ratio, ...
+    form: str = "stream"      # the operators' formulation (Operator.form) every case uses
+    control: str = ""         # the column timed twice for the A/A control ("" : see above)
+
+    def __post_init__(self):
+        if any(r.control for r in self.ratios):
+            return
+        names = {c.name: c for c in self.columns}
+        pick = self.control
+        if not pick:
+            wanted = [r.baseline for r in self.ratios] + [r.candidate for r in self.ratios] + list(names)
+            fixed = [n for n in wanted if n in names and names[n].kind == "variant" and not _is_auto(names[n])]
+            pick = fixed[0] if fixed else next(iter(names))
+        a = names[pick]
+        copy = Column(control_name(a.name), a.kind, a.spec)
+        object.__setattr__(self, "control", pick)
+        object.__setattr__(self, "columns", tuple(self.columns) + (copy,))
+        object.__setattr__(self, "ratios", tuple(self.ratios) + (
+            Ratio(copy.name, a.name, f"A/A {copy.name}/{a.name}", control=True),))
+
+    @property
+    def control_ratio(self) -> Ratio:
+        return next(r for r in self.ratios if r.control)
 
 
 @dataclass(frozen=True)
 class Suite:
     name: str
     title: str
-    boundary: str             # "native_entry" | "runtime_e2e"
+    boundary: str             # "native_entry" | "runtime_e2e" | "python_api"
     groups: tuple
-    rounds: int = 6
+    rounds: int = 6           # rounded up to complete designs (measure.complete_rounds)
     samples: int = 7
-    workers: int = 1
+    workers: int = 1          # requested workers (runtime_e2e / python_api); native entry: 1
     notes: str = ""
     roofline: tuple = ()      # columns compared with this machine's memory and compute bounds
+    design: str = "balanced"  # "balanced" (permutations / Williams) | "reversed" (the seeds' E2E protocol)
+    strategies: tuple = ()    # ((column, what it does), ...): notes.md, next to the tables
 
     def to_json(self) -> dict:
         return {"name": self.name, "title": self.title, "boundary": self.boundary, "rounds": self.rounds,
                 "samples": self.samples, "workers": self.workers, "notes": self.notes,
-                "roofline": list(self.roofline),
-                "groups": [{"title": g.title, "cases": [[op, list(s)] for op, s in g.cases],
+                "roofline": list(self.roofline), "design": self.design,
+                "strategies": [list(s) for s in self.strategies],
+                "groups": [{"title": g.title, "cases": [[op, list(s)] for op, s in g.cases], "form": g.form,
+                            "control": g.control,
                             "columns": [vars(c) for c in g.columns], "ratios": [vars(r) for r in g.ratios]}
                            for g in self.groups]}
+
+
+def operator(name: str, form: str):
+    """(operator in `form`, the form it runs, a note) - or ShapeError when it has no such form."""
+    op = ops.get(name)
+    try:
+        return op.with_form(form), form, ""
+    except ops.ShapeError:
+        if name in FORM_FALLBACK:
+            return op, op.form, FORM_FALLBACK[name]
+        raise
 
 
 def _rows(op_names, sizes, even_for_rope=True):
@@ -73,18 +132,27 @@ INDUCTOR = Column("inductor", "inductor")
 INDUCTOR_W8 = Column("inductor-w8", "inductor", "simdlen=256")
 
 
+NATIVE_STRATEGIES = (
+    ("whole", "lanes=1: every thread run one after another, scalar code"),
+    ("packet", "lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes"),
+    ("inductor", "TorchInductor's generated C++ kernel (this host's widest vectors), one thread"),
+    ("inductor-w8", "the same Inductor compile with cpp.simdlen=256 (8 lanes)"),
+)
+
+
 def _native():
     return Suite(
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
         (Group("native", ALL_SEED_CASES, (WHOLE, PACKET, INDUCTOR),
-               (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole"))),
+               (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole")),
+               control="packet"),
          Group("native, Inductor at 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
-               (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),))),
+               (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),), control="packet")),
         notes="Inductor uses this host's widest vectors (AVX-512, 16 lanes) unless told otherwise; "
               "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as the AVX2 "
               "machine of ANCHORS.md). ""Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
               "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
-        roofline=("packet", "inductor"))
+        roofline=("packet", "inductor"), strategies=NATIVE_STRATEGIES)
 
 
 def _private():
@@ -95,8 +163,17 @@ def _private():
                (Column("baseline", "variant", "packet-thread-private"), Column("candidate", "variant", "packet"),
                 INDUCTOR),
                (Ratio("candidate", "baseline", "candidate/baseline"),
-                Ratio("candidate", "inductor", "candidate/Inductor"))),),
-        notes="baseline: private=thread; candidate: private=cohort (the seeds' cohort private access).")
+                Ratio("candidate", "inductor", "candidate/Inductor")), form="private"),),
+        notes="baseline: private=thread; candidate: private=cohort (the seeds' cohort private access), both "
+              "in the operators' private-state form.",
+        strategies=(("baseline", "packet, private=thread: each lane's private array contiguous on its own, "
+                                 "strided across the lanes of a packet"),
+                    ("candidate", "packet, private=cohort: element-major across the cohort's lanes, so a "
+                                  "packet's lanes touch consecutive private addresses (vector loads/stores)"),
+                    ("inductor", "TorchInductor's generated C++ kernel, one thread")))
+
+
+SEED_WORKERS = 8   # the seeds request 8 CPU workers for every runtime-E2E table
 
 
 def _e2e():
@@ -104,15 +181,37 @@ def _e2e():
              (513, 2051))
     groups = []
     for lanes in (1, 8):
-        cases = _rows(ROW_OPS, sizes) + tuple(("attention", s) for s in ops.get("attention").seed_sizes)
+        cases = _rows(ROW_OPS, sizes)
+        if lanes == 1:   # the seed measures attention at local=1 only
+            cases += tuple(("attention", s) for s in ops.get("attention").seed_sizes)
         groups.append(Group(
             f"local={lanes}", cases,
             (Column("off", "variant", f"lanes={lanes},private=thread,grain=legacy"),
              Column("on", "variant", f"lanes={lanes},private=cohort,grain=legacy")),
-            (Ratio("on", "off", "on/off"),)))
+            (Ratio("on", "off", "on/off"),), form="private", control="off"))
     return Suite("e2e", "Runtime E2E: cohort private access off -> on", "runtime_e2e", tuple(groups),
-                 rounds=6, samples=7, workers=0,
-                 notes="2 columns per comparison: AB/BA orders. workers=0 means the machine's cores.")
+                 rounds=2, samples=7, workers=SEED_WORKERS, design="reversed",
+                 notes="The seeds' protocol: 2 reversed orders of 7 samples (--rounds raises it, in pairs of "
+                       "reversed orders); off = private=thread, on = private=cohort, legacy task grain.",
+                 strategies=(("off", "private=thread: each thread's private array contiguous on its own"),
+                             ("on", "private=cohort: private arrays element-major across a cohort's lanes")))
+
+
+GRAIN_STRATEGIES = (
+    ("whole", "lanes=1 (whole-program), the legacy split: ceil(blocks / workers) blocks per task"),
+    ("local", "lanes=8 (packet-local), the legacy split"),
+    ("joint_legacy", "grain=joint_legacy: per launch, lanes (8 or 1) chosen by measurement - the first "
+                     "launches try each candidate 5 times in rotation, the fastest median is kept - with the "
+                     "legacy split only (a split into one task runs on the caller); in these tables the "
+                     "choice is measured anew before every round and recorded"),
+    ("joint_tasks", "grain=auto: lanes (8 or 1) and the task cut chosen together by the same measurement; "
+                    "candidates: the whole launch on the caller, the runtime's grain (ceil(blocks / (4 "
+                    "workers)) blocks per task) and the legacy split; chosen anew before every round"),
+    ("grain_0", "lanes=8, grain 0: the runtime's pick, ceil(blocks / (4 workers)) blocks per task"),
+    ("grain_1", "lanes=8, 1 block per task"),
+    ("grain_3", "lanes=8, 3 blocks per task"),
+    ("grain_4294967295", "lanes=8, the whole launch on the calling thread (the seeds' grain 4294967295)"),
+)
 
 
 def _grain():
@@ -121,18 +220,37 @@ def _grain():
     validation = _rows(ROW_OPS, ((3, 1024), (129, 768), (257, 1538), (4096, 1024))) + \
         tuple(("attention", s) for s in ops.get("attention").seed_sizes)
     policy_cols = (Column("whole", "variant", "whole,grain=legacy"), Column("local", "variant", "packet,grain=legacy"),
+                   Column("joint_legacy", "variant", "packet,grain=joint_legacy"),
                    Column("joint_tasks", "variant", "packet,grain=auto"))
+    seed_ratio = (Ratio("joint_tasks", "joint_legacy", "joint_tasks/joint_legacy"),)
     fixed = _rows(ROW_OPS, ((17, 66), (129, 768), (1024, 4096)))
     fixed_cols = (Column("grain_0", "variant", "packet,grain=0"), Column("grain_1", "variant", "packet,grain=1"),
                   Column("grain_3", "variant", "packet,grain=3"),
                   Column("grain_4294967295", "variant", "packet,grain=caller"))
     return Suite(
         "grain", "Task grain: runtime E2E", "runtime_e2e",
-        (Group("pilot", pilot, policy_cols, (Ratio("joint_tasks", "local", "joint_tasks/local"),)),
-         Group("validation", validation, policy_cols, (Ratio("joint_tasks", "local", "joint_tasks/local"),)),
-         Group("fixed-grain", fixed, fixed_cols, (Ratio("grain_4294967295", "grain_0", "caller/grain_0"),))),
-        rounds=6, samples=7, workers=0,
-        notes="joint_tasks = grain=auto (lanes and grain chosen together). workers=0 means the machine's cores.")
+        (Group("pilot", pilot, policy_cols, seed_ratio, control="local"),
+         Group("validation", validation, policy_cols, seed_ratio, control="local"),
+         Group("fixed-grain", fixed, fixed_cols, (Ratio("grain_4294967295", "grain_0", "caller/grain_0"),),
+               control="grain_0")),
+        rounds=10, samples=7, workers=SEED_WORKERS,
+        notes="Candidate strategies: see notes.md. joint_tasks = grain=auto (lanes and grain chosen together), "
+              "joint_legacy = lanes chosen with the legacy split; both choose anew each round, and what they "
+              "chose is listed per case.",
+        strategies=GRAIN_STRATEGIES)
+
+
+def _api():
+    pilot = (("rmsnorm", (17, 65)), ("rmsnorm", (64, 256)), ("rmsnorm", (1024, 4096)))
+    return Suite(
+        "api", "Python API launches (not the seeds' runtime E2E)", "python_api",
+        (Group("python api", pilot, (Column("local", "variant", "packet,grain=legacy"),
+                                     Column("joint_tasks", "variant", "packet,grain=auto")),
+               (Ratio("joint_tasks", "local", "joint_tasks/local"),), control="local"),),
+        rounds=6, samples=7, workers=SEED_WORKERS,
+        notes="CompiledKernel.launch called from a Python loop: argument checks (cached), the policy and the "
+              "pool, plus the Python call itself. Useful for users; never compared with the native boundaries.",
+        strategies=GRAIN_STRATEGIES[1:2] + GRAIN_STRATEGIES[3:4])
 
 
 # packet/whole measured on the development VM (docs/native): rmsnorm 17x65 0.08, rope 64x256
@@ -145,8 +263,9 @@ def _quick():
     return Suite("quick", "Quick check (CI)", "native_entry",
                  (Group("quick", cases, (WHOLE, PACKET, INDUCTOR),
                         (Ratio("packet", "inductor", "packet/Inductor"),
-                         Ratio("packet", "whole", "packet/whole", limit=QUICK_PACKET_WHOLE_LIMIT))),),
-                 rounds=3, samples=5, roofline=("packet",),
+                         Ratio("packet", "whole", "packet/whole", limit=QUICK_PACKET_WHOLE_LIMIT)),
+                        control="packet"),),
+                 rounds=4, samples=5, roofline=("packet",), strategies=NATIVE_STRATEGIES,
                  notes=f"A packet/whole median above {QUICK_PACKET_WHOLE_LIMIT} fails the run: the packet path "
                        f"has lost its vectors (a regression guard, generous for a noisy machine).")
 
@@ -163,7 +282,7 @@ def _safety():
               "Needs --allow-unsafe. Single thread.")
 
 
-SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _quick(), _safety())}
+SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _api(), _quick(), _safety())}
 
 
 def get(name: str) -> Suite:

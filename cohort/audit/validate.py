@@ -154,8 +154,8 @@ def variant_spelling(text, where: str):
 
 # ---------------------------------------------------------------- replays
 
-BOUNDARIES = ("native_entry", "runtime_e2e")
-ARTIFACT_NAMES = ("replay.json.gz", "tables.md", "ratios.png")    # what an audit may account for
+BOUNDARIES = ("native_entry", "runtime_e2e", "python_api")
+ARTIFACT_NAMES = ("replay.json.gz", "tables.md", "notes.md", "ratios.png")    # what an audit may account for
 STATUSES = ("ok", "unavailable")
 
 

@@ -187,7 +187,7 @@ class CompiledKernel:
 
     def run_prepared(self, p: "PreparedLaunch"):
         v = self.variant
-        if v.grain == "caller" or (v.workers == 1 and v.grain != "auto"):
+        if v.grain == "caller" or (v.workers == 1 and v.grain not in ("auto", "joint_legacy")):
             p.run()
             return
         auto = p.__dict__.get("_auto")

@@ -20,6 +20,19 @@ A futex wake is a system call; it is made only when someone sleeps (the
 sleeper announces itself, then re-checks before sleeping: seq_cst on both
 sides, so either the waker sees the sleeper or the sleeper sees the news).
 Worker record (int64 slots): [0] pool, [1] participant id (1..), [2] first generation.
+
+`cohort_runtime_launch` is the runtime's launch entry (DESIGN §6, runtime
+E2E): from a runtime record prepared once, each call cuts the launch into
+tasks by the grain policy, runs it on the caller when that gives one task
+(or the policy is `caller`, or one worker), else publishes the job to the
+pool and takes part; it returns when every block is done. No Python runs
+between launches, so the native timer can call it in its loop.
+Runtime record (int64 slots):
+  [0] pool record     [1] entry            [2] block count
+  [3] policy: -1 caller, -2 legacy (ceil(blocks / workers)), 0 the runtime's
+      pick (ceil(blocks / (4 workers))), N >= 1 blocks per task
+  [4] workers         [5] argument block   [6] argument slots used
+  [7] scratch base of the pool's participants   [8] scratch bytes each
 """
 
 MAX_ARGS = 64
@@ -230,6 +243,76 @@ woken:
   store atomic i32 0, ptr %cwp seq_cst, align 8
   br label %exit
 exit:
+  ret void
+}
+
+; The runtime's launch entry (see the module notes for the record).
+define void @cohort_runtime_launch(ptr %rec) {
+entry:
+  %pool = load ptr, ptr %rec
+  %fp = getelementptr i64, ptr %rec, i64 1
+  %fn = load ptr, ptr %fp
+  %nbp = getelementptr i64, ptr %rec, i64 2
+  %nb = load i64, ptr %nbp
+  %polp = getelementptr i64, ptr %rec, i64 3
+  %pol = load i64, ptr %polp
+  %wp = getelementptr i64, ptr %rec, i64 4
+  %w0 = load i64, ptr %wp
+  %wlow = icmp slt i64 %w0, 1
+  %w = select i1 %wlow, i64 1, i64 %w0
+  %ap = getelementptr i64, ptr %rec, i64 5
+  %args = load ptr, ptr %ap
+  %wm1 = sub i64 %w, 1
+  %legn = add i64 %nb, %wm1
+  %leg = udiv i64 %legn, %w
+  %w4 = mul i64 %w, 4
+  %w4m1 = sub i64 %w4, 1
+  %zn = add i64 %nb, %w4m1
+  %zg = udiv i64 %zn, %w4
+  %iszero = icmp eq i64 %pol, 0
+  %isleg = icmp eq i64 %pol, -2
+  %g1 = select i1 %iszero, i64 %zg, i64 %pol
+  %g2 = select i1 %isleg, i64 %leg, i64 %g1
+  %small = icmp slt i64 %g2, 1
+  %g = select i1 %small, i64 1, i64 %g2
+  %iscaller = icmp eq i64 %pol, -1
+  %alone = icmp sle i64 %w, 1
+  %onetask = icmp sge i64 %g, %nb
+  %c1 = or i1 %iscaller, %alone
+  %c = or i1 %c1, %onetask
+  br i1 %c, label %caller, label %pooled
+caller:
+  %b = getelementptr i64, ptr %args, i64 1
+  store i64 0, ptr %b
+  %e = getelementptr i64, ptr %args, i64 2
+  store i64 %nb, ptr %e
+  call void %fn(ptr %args)
+  ret void
+pooled:
+  %p2 = call ptr @slot(ptr %pool, i64 2)
+  store ptr %fn, ptr %p2
+  %p3 = call ptr @slot(ptr %pool, i64 3)
+  store i64 %nb, ptr %p3
+  %p4 = call ptr @slot(ptr %pool, i64 4)
+  store i64 %g, ptr %p4
+  %p8 = call ptr @slot(ptr %pool, i64 8)
+  store i64 %w, ptr %p8
+  %sbp = getelementptr i64, ptr %rec, i64 7
+  %sb = load i64, ptr %sbp
+  %p9 = call ptr @slot(ptr %pool, i64 9)
+  store i64 %sb, ptr %p9
+  %szp = getelementptr i64, ptr %rec, i64 8
+  %sz = load i64, ptr %szp
+  %p10 = call ptr @slot(ptr %pool, i64 10)
+  store i64 %sz, ptr %p10
+  %nsp = getelementptr i64, ptr %rec, i64 6
+  %ns = load i64, ptr %nsp
+  %p11 = call ptr @slot(ptr %pool, i64 11)
+  store i64 %ns, ptr %p11
+  %bytes = mul i64 %ns, 8
+  %tmpl = call ptr @slot(ptr %pool, i64 16)
+  call void @llvm.memcpy.p0.p0.i64(ptr %tmpl, ptr %args, i64 %bytes, i1 false)
+  call void @cohort_pool_launch(ptr %pool)
   ret void
 }
 

@@ -13,6 +13,12 @@ Grain policies:
   legacy  an even split: one task of ceil(blocks / workers) blocks per worker
   auto    lanes and grain together (the seeds' joint_tasks), measured on the
           first launches, see `AutoChoice`
+  joint_legacy  lanes (this variant's or whole) chosen the same way, with the
+          legacy split only (the seeds' joint_legacy)
+
+`NativeLaunch` binds a prepared launch to the runtime's native launch entry
+(pool_ir's `cohort_runtime_launch`): the runtime-E2E boundary the native
+timer calls, with no Python between launches.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ import time
 import numpy as np
 
 from . import jit, pool_ir
+from .variant import AUTO_GRAINS
 
 _lib: dict = {}
 _lib_lock = threading.Lock()
@@ -34,7 +41,8 @@ def _native():
     with _lib_lock:
         if not _lib:
             linked = jit.compile_module(pool_ir.IR, ["cohort_pool_launch", "cohort_pool_start",
-                                                     "cohort_pool_stop", "cohort_worker"])
+                                                     "cohort_pool_stop", "cohort_worker",
+                                                     "cohort_runtime_launch"])
             a = linked.addresses
             _lib["keep"] = linked
             _lib["launch"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(a["cohort_pool_launch"])
@@ -42,6 +50,8 @@ def _native():
                                              ctypes.c_void_p)(a["cohort_pool_start"])
             _lib["stop"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)(
                 a["cohort_pool_stop"])
+            _lib["runtime_launch_address"] = a["cohort_runtime_launch"]
+            _lib["runtime_launch"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(a["cohort_runtime_launch"])
         return _lib
 
 
@@ -137,7 +147,7 @@ def grain_for(policy, nblocks: int, workers: int) -> int:
 def run(prepared, variant):
     """Run a prepared launch as `variant`'s grain and workers say."""
     workers = variant.workers
-    if variant.grain == "auto":
+    if variant.grain in AUTO_GRAINS:
         return run_auto(prepared, variant)
     if variant.grain == "caller" or workers == 1:
         return prepared.run()
@@ -147,21 +157,23 @@ def run(prepared, variant):
     pool(workers).run(prepared, grain, workers)
 
 
-# The seeds' joint_tasks: lanes and grain chosen together, by measurement.
-# The first launches of a (code, n, workers) try each candidate - this
-# variant's lanes or whole (lanes=1), on the caller or on the pool with the
-# runtime's grain or the legacy split - TRIALS times each in rotation (every
-# trial is a real launch: outputs do not depend on the choice), then the
-# fastest median is kept.
+# The seeds' joint_tasks (auto) and joint_legacy: chosen by measurement.
+# The first launches of a (code, n, workers, policy) try each candidate - this
+# variant's lanes or whole (lanes=1); for auto on the caller or on the pool
+# with the runtime's grain or the legacy split, for joint_legacy with the
+# legacy split only - TRIALS times each in rotation (every trial is a real
+# launch: outputs do not depend on the choice), then the fastest median is kept.
 TRIALS = 5
 _auto: dict = {}
 _auto_lock = threading.Lock()
 
 
 class AutoChoice:
-    def __init__(self, prepared, workers: int):
+    def __init__(self, prepared, workers: int, policy: str = "auto"):
         from .compiler import compile_kernel
-        self.workers = workers
+        if policy not in AUTO_GRAINS:
+            raise ValueError(f"policy must be one of {AUTO_GRAINS}, got {policy!r}")
+        self.workers, self.policy = workers, policy
         code = prepared.code
         entries = [("lanes=%d" % code.variant.lanes, code.entry, code.entry_fn)]
         if code.variant.lanes != 1:
@@ -171,6 +183,13 @@ class AutoChoice:
         nb = prepared.nblocks
         self.candidates = []
         for label, entry, fn in entries:
+            if policy == "joint_legacy":
+                g = grain_for("legacy", nb, workers)
+                if workers > 1 and g < nb:
+                    self.candidates.append((f"{label},grain=legacy({g})", entry, fn, g))
+                else:   # the legacy split gives one task: it runs on the caller
+                    self.candidates.append((f"{label},caller", entry, fn, None))
+                continue
             self.candidates.append((f"{label},caller", entry, fn, None))
             if workers > 1 and nb > 1:
                 for g in sorted({grain_for(0, nb, workers), grain_for("legacy", nb, workers)}):
@@ -198,33 +217,120 @@ class AutoChoice:
             return prepared.run(fn=fn)
         pool(self.workers).run(prepared, grain, self.workers, entry=entry)
 
+    def settle(self, prepared, limit: int = 1000) -> str:
+        for _ in range(limit):
+            if self.chosen is not None:
+                break
+            self.run(prepared)
+        return self.label
+
     @property
     def label(self) -> str:
         return self.chosen[0] if self.chosen else "measuring"
 
 
-def choose(prepared, workers: int) -> AutoChoice:
+def choose(prepared, workers: int, policy: str = "auto") -> AutoChoice:
     hit = prepared.__dict__.get("_auto")
-    if hit is not None and hit.workers == workers:
+    if hit is not None and hit.workers == workers and hit.policy == policy:
         return hit
-    key = (prepared.entry, prepared.n, workers)
+    key = (prepared.entry, prepared.n, workers, policy)
     with _auto_lock:
         hit = _auto.get(key)
         if hit is None:
-            hit = _auto[key] = AutoChoice(prepared, workers)
+            hit = _auto[key] = AutoChoice(prepared, workers, policy)
     prepared._auto = hit
     return hit
 
 
-def settle(prepared, workers: int, limit: int = 1000) -> str:
-    """Launch until `auto` has made its choice (benchmarks time the steady state)."""
-    choice = choose(prepared, workers)
-    for _ in range(limit):
-        if choice.chosen is not None:
-            break
-        choice.run(prepared)
-    return choice.label
+def settle(prepared, workers: int, limit: int = 1000, policy: str = "auto") -> str:
+    """Launch until the policy has made its choice (benchmarks time the steady state)."""
+    return choose(prepared, workers, policy).settle(prepared, limit)
 
 
 def run_auto(prepared, variant):
-    choose(prepared, variant.workers).run(prepared)
+    choose(prepared, variant.workers, variant.grain).run(prepared)
+
+
+# ---------------------------------------------------------------- the native launch entry
+
+_POLICY = {"caller": -1, "legacy": -2}
+
+
+class NativeLaunch:
+    """One prepared launch bound to the runtime's native launch entry
+    (`cohort_runtime_launch`, see pool_ir): the record is built once; each call
+    of the entry is one whole launch - cut into tasks, dispatched, awaited.
+
+    For auto and joint_legacy the choice is made first (`choose_again`: a fresh
+    measurement, as a new process would make it) and written into the record:
+    the timed launches run what was chosen, as the steady state of the Python
+    API does.
+    """
+
+    def __init__(self, prepared, variant):
+        lib = _native()
+        self.prepared, self.variant = prepared, variant
+        self.workers = max(1, int(variant.workers))
+        self.fn_address = lib["runtime_launch_address"]
+        self.record = np.zeros(9, np.int64)
+        per = prepared.code.scratch_bytes
+        self.scratch = np.zeros(per * self.workers + 64, np.uint8)   # the pool participants' own
+        if prepared.args.size > pool_ir.MAX_ARGS:
+            raise ValueError(f"kernel has too many parameters for the pool ({prepared.args.size} slots)")
+        r = self.record
+        r[1] = prepared.entry
+        r[2] = prepared.nblocks
+        r[4] = self.workers
+        r[5] = prepared.args.ctypes.data
+        r[6] = prepared.args.size
+        base = self.scratch.ctypes.data
+        r[7] = base + (-base) % 64
+        r[8] = per
+        self.address = r.ctypes.data
+        self.choice = None
+        if variant.grain in AUTO_GRAINS:
+            self.choose_again()
+        else:
+            r[3] = _POLICY.get(variant.grain, variant.grain if isinstance(variant.grain, int) else None)
+        self._pool = None
+
+    def choose_again(self) -> str:
+        """A new measured choice (auto / joint_legacy); returns its label, e.g. 'lanes=8,grain=3'."""
+        c = AutoChoice(self.prepared, self.workers, self.variant.grain)
+        c.settle(self.prepared)
+        label, entry, _, grain = c.chosen
+        self.record[1] = entry
+        self.record[3] = -1 if grain is None else grain
+        self.choice = label
+        return label
+
+    def _bind(self) -> "WorkerPool":
+        p = pool(self.workers)
+        if p is not self._pool:
+            self._pool = p
+            self.record[0] = p.record.ctypes.data
+        return p
+
+    def launch(self):
+        """One launch through the native entry (errors inside any task are raised here)."""
+        p = self._bind()
+        with p.lock:
+            _lib["runtime_launch"](self.address)
+        self.prepared.raise_error()
+
+    def time(self, iters: int, samples: int) -> np.ndarray:
+        """The native timer calling the launch entry: ns per launch, one figure per sample."""
+        from . import timer
+        p = self._bind()
+        with p.lock:   # the pool runs one job at a time; no Python launch may interleave
+            ns = timer.time_entry(self.fn_address, self.address, iters, samples)
+        self.prepared.raise_error()
+        return ns
+
+    def calibrate(self, target_ns: float = 2e5) -> int:
+        from . import timer
+        p = self._bind()
+        with p.lock:
+            n = timer.calibrate_iters(self.fn_address, self.address, target_ns)
+        self.prepared.raise_error()
+        return n

@@ -3,8 +3,10 @@
 A JIT-compiled loop calls `void f(void *arg)` through its function pointer
 `iters` times between two `clock_gettime(CLOCK_MONOTONIC)` reads, `samples`
 times over. The timed region holds no Python, no runtime, no allocation. Any
-C function with that signature can be timed: our entries, or a trampoline
-that calls another system's kernels (TorchInductor's) with raw pointers.
+C function with that signature can be timed: our entries, the runtime's
+launch entry (`cohort_runtime_launch` with a runtime record: the runtime-E2E
+boundary, runtime.NativeLaunch.time), or a trampoline that calls another
+system's kernels (TorchInductor's) with raw pointers.
 """
 from __future__ import annotations
 

@@ -20,14 +20,6 @@ from .checksum import bitwise_equal, checksum, first_difference, row_ulps
 from .guard import GuardedSet
 
 
-def e2e_samples(launch, samples: int):
-    """Runtime E2E boundary: a launch from the Python API (arguments checked, the
-    pool dispatched, completion awaited), outputs preallocated. -> (iters, ns per launch)."""
-    from ..audit.measure import calibrate_e2e, e2e_loop
-    iters = calibrate_e2e(launch)
-    return iters, np.array(e2e_loop(launch, iters, samples))
-
-
 def on_caller(variant) -> bool:
     """Whether a launch of `variant` runs on the calling thread without the runtime
     (as CompiledKernel.launch decides)."""
@@ -156,10 +148,13 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
             ns = timer.time_entry(prepared.entry, prepared.address, iters, samples)
             prepared.raise_error()
         else:
-            # the pool's path, timed at the Python launch boundary (argument checks,
-            # dispatch through the runtime, completion awaited)
-            boundary = "runtime_e2e"
-            iters, ns = e2e_samples(lambda: ck.launch(launch.n, args), samples)
+            from ..backend import runtime
+            boundary = "runtime_e2e"   # the runtime's native launch entry in the native timer's loop
+            native = runtime.NativeLaunch(ck.prepare(launch.n, args), variant)
+            iters = native.calibrate()
+            ns = native.time(iters, samples)
+            if native.choice:
+                out["auto_choice"] = native.choice
             out["launch_path"] = launch_path(ck, variant, launch.n, launches["choice"])
         after = guarded.arrays[op.output].reshape(ref.shape)
         same = row_ulps(after, ref) <= op.fast_math_ulps if variant.fast_math else bitwise_equal(after, ref)
