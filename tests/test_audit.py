@@ -321,7 +321,7 @@ def _stub_private_form(monkeypatch):
     from dataclasses import replace
     from cohort.refimpl import ops
     op = ops.OPERATORS["rmsnorm"]
-    if "private" not in [f for f, _ in op.forms]:
+    if "private" not in [f[0] for f in op.forms]:
         monkeypatch.setitem(ops.OPERATORS, "rmsnorm", replace(op, forms=op.forms + (("private", op.kernel),)))
 
 

@@ -136,10 +136,18 @@ def operator_case(doc: dict, where: str):
     _need(all(isinstance(d, int) and not isinstance(d, bool) for d in shape) and 0 < len(shape) <= 16,
           where, f"shape must be a list of integers, got {shape!r:.80}")
     try:
-        op = ops.get(name, form=doc.get("form")) if doc.get("form") is not None else ops.get(name)
+        op = ops.get(name)
         op.parse_shape(ops.fmt_shape(shape))
     except (ops.UnknownOperator, ops.ShapeError) as e:
         raise InvalidArtifact(f"{where}: {e}") from None
+    form = doc.get("form")
+    if form is not None:
+        _need(isinstance(form, str), where, f"form must be a string, got {form!r:.40}")
+        try:
+            op = op.with_form(form)
+        except ops.ShapeError as e:   # a form the operator lacks: its columns cannot have run
+            ran = [n for n, c in (doc.get("columns") or {}).items() if isinstance(c, dict) and c.get("status") == "ok"]
+            _need(not ran, where, f"{e}, yet column {ran[0]!r:.40} ran" if ran else "")
     return op, tuple(shape)
 
 
@@ -215,7 +223,9 @@ def replay(doc) -> dict:
             w = _dict(c["work"], f"{where} work")
             for k in ("bytes", "flops"):
                 _int(w, k, f"{where} work", 0, 1 << 62)
-        cases[cid] = (cols, set(timed))
+        # a case times whole balanced designs: its own round count (the suite's is the request)
+        case_rounds = _int(c, "rounds", where, 0 if not timed else 1, MAX_ROUNDS) if "rounds" in c else rounds
+        cases[cid] = (cols, set(timed), case_rounds)
     seen = {}
     for i, s in enumerate(_list(_key(doc, "samples", "replay"), "replay samples")):
         where = f"replay sample record {i}"
@@ -223,7 +233,7 @@ def replay(doc) -> dict:
         cid, col = _str(s, "case", where), _str(s, "column", where)
         _need(cid in cases, where, f"case {cid!r:.80} is not in the replay's cases")
         _need(col in cases[cid][1], where, f"column {col!r:.40} of {cid} is not a timed column")
-        rnd = _int(s, "round", where, 0, rounds)
+        rnd = _int(s, "round", where, 0, cases[cid][2])
         _int(s, "position", where, 0, 1 << 20)
         _bool(s, "valid", where)
         ns = _list(_key(s, "ns", where), f"{where} ns")
@@ -233,11 +243,11 @@ def replay(doc) -> dict:
         key = (cid, col, rnd)
         _need(key not in seen, where, f"{cid} {col} round {rnd} appears twice")
         seen[key] = True
-    for cid, (_, timed) in cases.items():
+    for cid, (_, timed, case_rounds) in cases.items():
         for col in timed:
-            have = sum(1 for r in range(rounds) if (cid, col, r) in seen)
-            _need(have == rounds, f"replay case {cid!r:.80}",
-                  f"column {col!r:.40} has {have} of the suite's {rounds} rounds of samples")
+            have = sum(1 for r in range(case_rounds) if (cid, col, r) in seen)
+            _need(have == case_rounds, f"replay case {cid!r:.80}",
+                  f"column {col!r:.40} has {have} of the case's {case_rounds} rounds of samples")
     if doc.get("machine") is not None:
         _machine(doc["machine"])
     return doc
