@@ -205,7 +205,7 @@ def _print_run(op, r: dict):
         print(f"  native {verdict}; guard bands {bands}")
         checked = r.get("launches_checked", 1)
         print(f"  launched via {r.get('launch_path', '?')}"
-              + (f"; {checked} launches checked (auto's trials and its choice): "
+              + (f"; {checked} launches checked (the policy's trials and its choice): "
                  + ("all agree" if r.get("launches_agree", True) else "one or more DIFFER from the interpreter")
                  if checked > 1 else ""))
         if "first_difference" in r:
@@ -219,7 +219,7 @@ def _print_run(op, r: dict):
               f"{'yes' if f['uses_vector_instructions'] else 'no'}, direct CFG {f['direct_cfg']}")
         if "time_us" in r:
             where = "native entry (the calling thread's compiled entry)" if r["boundary"] == "native_entry" \
-                else "runtime E2E, timed at the Python launch boundary (argument checks, runtime dispatch, wait)"
+                else "runtime E2E: the runtime's native launch entry in the native timer (tasks, pool, wait; no Python)"
             print(f"  {where}: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
                   f"x {r['timing_iters']} calls)")
         for path in r.get("dumped", []):

@@ -23,7 +23,8 @@ from .guard import GuardedSet
 def on_caller(variant) -> bool:
     """Whether a launch of `variant` runs on the calling thread without the runtime
     (as CompiledKernel.launch decides)."""
-    return variant.grain == "caller" or (variant.workers == 1 and variant.grain != "auto")
+    from ..backend.variant import AUTO_GRAINS
+    return variant.grain == "caller" or (variant.workers == 1 and variant.grain not in AUTO_GRAINS)
 
 
 def launch_path(ck, variant, n: int, choice=None) -> str:
@@ -34,9 +35,9 @@ def launch_path(ck, variant, n: int, choice=None) -> str:
     if on_caller(variant):
         return "calling thread (workers=1)"
     nblocks = -(-int(n) // ck.kernel.block)
-    if variant.grain == "auto":
+    if variant.grain in ("auto", "joint_legacy"):
         label = choice.label if choice is not None else "not launched yet"
-        return f"runtime auto over {variant.workers} workers, {nblocks} blocks: chose {label}"
+        return f"runtime {variant.grain} over {variant.workers} workers, {nblocks} blocks: chose {label}"
     grain = runtime.grain_for(variant.grain, nblocks, variant.workers)
     if grain >= nblocks:
         return f"runtime: one task of {nblocks} blocks (grain {grain}), run on the calling thread"
@@ -63,10 +64,10 @@ def _checked_launches(ck, variant, n: int, args: dict, out_buf, ref, op) -> dict
     chosen and one launch on its choice, each from a poisoned output, each checked
     (a trial is a real launch: a wrong candidate must not hide behind a later one)."""
     ck.launch(n, args)
-    if variant.grain != "auto" or on_caller(variant):
+    if variant.grain not in ("auto", "joint_legacy") or on_caller(variant):
         return {"count": 1, "all_agree": True, "choice": None}
     from ..backend import runtime
-    choice = runtime.choose(ck.prepare(n, args), variant.workers)   # shared by (entry, n, workers)
+    choice = runtime.choose(ck.prepare(n, args), variant.workers, variant.grain)   # shared by (entry, n, workers, policy)
     ok, count = _same(out_buf, ref, op, variant), 1
     while count < 1000:
         done = choice.chosen is not None
