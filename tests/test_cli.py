@@ -160,7 +160,7 @@ def test_run_time_times_the_checked_pool_path(capsys, monkeypatch):
     r = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert r["boundary"] == "runtime_e2e" and r["agree_after_timing"] and r["timing_iters"] >= 1
     assert main(["run", "rmsnorm", "--shape", "64x256", "--variant", "packet,grain=1,workers=2", "--time"]) == 0
-    assert "Python launch boundary" in capsys.readouterr().out
+    assert "runtime's native launch entry" in capsys.readouterr().out
 
 
 def test_workers_has_a_documented_limit():
