@@ -392,3 +392,25 @@ def test_cli_bench_refuses_unsafe_columns_unless_asked_and_run_says_unsafe(capsy
     out = capsys.readouterr().out
     assert "unsafe build" in out and "bit-identical" in out
     assert main(["run", "rmsnorm", "--shape", "17x65", "--variant", "packet,checked=on,unsafe=on"]) == 2
+
+
+@kernel(block=32)
+def copy(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    y[i] = x[i]
+
+
+@pytest.mark.parametrize("variant", DEFAULTS)
+def test_a_proof_holds_for_its_own_launch_only(variant):
+    """A build remembers its proof in the argument block (context.py, slot 6); a pooled block
+    refilled for a launch with a short buffer is proven again and refused, never run on the
+    earlier launch's proof."""
+    ck = compile_kernel(copy, None, variant, n=64)
+    for _ in range(3):
+        x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+        ck.launch(64, {"x": x, "y": y})
+        assert bitwise_equal(y, x) and ck.last_prepared.fallback is None
+        guarded_set = GuardedSet({"x": np.arange(64, dtype=np.float32), "y": np.zeros(40, np.float32)})
+        with pytest.raises(KernelRuntimeError, match="out of bounds"):
+            ck.launch(64, guarded_set.arrays)
+        assert guarded_set.intact()

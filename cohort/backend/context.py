@@ -5,6 +5,7 @@ serve all): `void entry(int64_t *args)`, where `args` holds 64-bit slots
 
     [0] n (threads)   [1] first block   [2] end block   [3] error record (int64[4]*)
     [4] scratch memory for private arrays   [5] its size in bytes
+    [6] the bounds proof of this block: 0, or the tag of the safe build that proved it
     then per buffer parameter: data pointer, length (elements)
     then per scalar parameter: its 32 bits, zero-extended
 
@@ -14,6 +15,9 @@ or (a build specialised for launches of whole blocks) a partial last block.
 The default (safe) build writes ERR_UNPROVEN, before touching any memory,
 when it cannot prove a launch's affine indices in bounds (bounds.py); its
 data-dependent accesses are checked one by one, as in `checked` builds.
+A proof holds for one argument block: the build writes its tag into slot 6,
+and later calls with the same block skip the proof. Whoever writes n, a
+pointer, a length or a scalar into a block sets slot 6 to 0 (LaunchPlan.fill).
 Private arrays live in the caller's scratch memory, not on the stack: a
 kernel's private arrays may need megabytes per block, and a stack overflow
 is a crash, not an error.
@@ -34,7 +38,8 @@ I1 = ir.IntType(1)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
 
-SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, SLOT_FIRST_PARAM = 0, 1, 2, 3, 4, 5, 6
+SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, SLOT_PROOF = 0, 1, 2, 3, 4, 5, 6
+SLOT_FIRST_PARAM = 7
 ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_PARTIAL_BLOCK = 0, 1, 2, 3, 4, 5
 ERR_UNPROVEN = 6     # safe builds: an index bound failed for this launch; nothing ran, rerun checked
 SCRATCH_ALIGN = 64

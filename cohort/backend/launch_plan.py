@@ -29,7 +29,7 @@ import numpy as np
 from ..refimpl.ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind
 from ..refimpl.launch_check import written_buffers
 from . import jit
-from .context import SLOT_BEGIN, SLOT_END, SLOT_N, abi_slots
+from .context import SLOT_BEGIN, SLOT_END, SLOT_N, SLOT_PROOF, abi_slots
 
 
 class _ArrayHead(ctypes.Structure):
@@ -444,6 +444,7 @@ class LaunchPlan:
         mv[SLOT_N] = n
         mv[SLOT_BEGIN] = 0
         mv[SLOT_END] = nblocks
+        mv[SLOT_PROOF] = 0     # a new launch: its bounds are proven again (context.py)
         if p.n != n:
             p.__dict__.pop("_auto", None)   # auto's choice is per launch size
         p.n, p.nblocks, p.buffers = n, nblocks, buffers

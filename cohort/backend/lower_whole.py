@@ -9,17 +9,20 @@ allocas that LLVM promotes to registers. Private arrays are thread-major.
 """
 from __future__ import annotations
 
+import hashlib
+
 from llvmlite import ir
 
 from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private,
                           PStore, Store, walk_expr, walk_stmts, stmt_exprs)
+from ..refimpl.printer import format_kernel
 from ..refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from collections import Counter
 
 from .bounds import Bounds
 from .context import (ERR_LOAD_OOB, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, ERR_UNPROVEN, I1, I32T,
-                      I64, I8, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
+                      I64, I8, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_PROOF, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx,
                       abi_slots, mem_type, private_layout)
 from . import inject
 from .lower_ops import LOWER, bitcast, convert
@@ -171,10 +174,20 @@ class WholeLowering:
         self.counts["bounds_unprovable"] = len(self.bounds.accesses) - proven
         if not proven:
             return
-        ok = self.bounds.emit(b, self.n64, self.B, self.lens, self.scalar_bits)
-        with b.if_then(b.not_(ok), likely=False):
-            b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
-            b.ret_void()
+        # once per argument block: a block proven for this kernel carries the kernel's tag (pool
+        # tasks of one launch share a copy of the block, so each job proves once). The tag names
+        # the kernel, not the build: every safe build of a kernel proves the same accesses
+        # (Bounds reads the kernel alone), and builds that differ only in layout stay identical.
+        text = format_kernel(self.k)
+        tag = self.i64(int(hashlib.sha256(text.encode()).hexdigest()[:15], 16) | 1)
+        memo = b.gep(self.fn.args[0], [self.i64(SLOT_PROOF)], source_etype=I64)
+        seen = b.load_atomic(memo, "monotonic", 8, typ=I64)
+        with b.if_then(b.icmp_unsigned("!=", seen, tag), likely=False):
+            ok = self.bounds.emit(b, self.n64, self.B, self.lens, self.scalar_bits)
+            with b.if_then(b.not_(ok), likely=False):
+                b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
+                b.ret_void()
+            b.atomic_rmw("xchg", memo, tag, "monotonic")
 
     def fail_if(self, bad, kind: int, stmt, index64):
         """Checked builds: record the error and leave the entry."""
