@@ -183,7 +183,12 @@ class WholeLowering:
         memo = b.gep(self.fn.args[0], [self.i64(SLOT_PROOF)], source_etype=I64)
         seen = b.load_atomic(memo, "monotonic", 8, typ=I64)
         with b.if_then(b.icmp_unsigned("!=", seen, tag), likely=False):
-            ok = self.bounds.emit(b, self.n64, self.B, self.lens, self.scalar_bits)
+            # the lengths loaded here, in the cold path: loaded at the top they would stay live
+            # in registers through the whole entry (measured: +13% at rmsnorm 17x65)
+            slots, args = abi_slots(self.k), self.fn.args[0]
+            lens = {name: b.load(b.gep(args, [self.i64(slots[name][1])], source_etype=I64), typ=I64, align=8)
+                    for name in self.lens}
+            ok = self.bounds.emit(b, self.n64, self.B, lens, self.scalar_bits)
             with b.if_then(b.not_(ok), likely=False):
                 b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
                 b.ret_void()
