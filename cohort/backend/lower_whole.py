@@ -190,7 +190,8 @@ class WholeLowering:
                     for name in self.lens}
             ok = self.bounds.emit(b, self.n64, self.B, lens, self.scalar_bits)
             with b.if_then(b.not_(ok), likely=False):
-                b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
+                err = b.inttoptr(b.load(b.gep(args, [self.i64(SLOT_ERR)], source_etype=I64), typ=I64, align=8), PTR)
+                b.cmpxchg(err, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
                 b.ret_void()
             b.atomic_rmw("xchg", memo, tag, "monotonic")
 
