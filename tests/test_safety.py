@@ -414,3 +414,18 @@ def test_a_proof_holds_for_its_own_launch_only(variant):
         with pytest.raises(KernelRuntimeError, match="out of bounds"):
             ck.launch(64, guarded_set.arrays)
         assert guarded_set.intact()
+
+
+@pytest.mark.parametrize("name", [n for n, op in ops.OPERATORS.items() if op.forms])
+def test_every_operator_form_is_proven_without_fallback(name):
+    """Every form of every operator runs its safe build itself: the bounds proof covers its
+    launches (a form that always fell back would time the checked build instead)."""
+    for form in [ops.get(name).form] + [f[0] for f in ops.get(name).forms]:
+        op = ops.get(name, form=form)
+        for shape in _case_sizes(name) + [(3, 64) if name == "rope" else (3, 63)]:
+            launch = op.launch(shape)
+            for variant in ("whole", "packet"):
+                ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+                p = ck.prepare(launch.n, {**ops.allocate(op, shape, op.make_inputs(shape, 0)), **launch.scalars})
+                p.run()
+                assert p.fallback is None, (name, form, shape, variant)
