@@ -4,22 +4,15 @@ checked before any work. Every case: its exit code and one line, never a traceba
 import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from cohort.audit import artifacts, harness, suites
-from cohort.audit.suites import Column, Group, Ratio, Suite
 from cohort.cli import main
 
-TINY = Suite("tiny", "Tiny", "native_entry",
-             (Group("g", (("rmsnorm", (3, 63)),), (Column("whole", "variant", "whole"),
-                                                   Column("packet", "variant", "packet")),
-                    (Ratio("packet", "whole", "packet/whole"),)),),
-             rounds=3, samples=3)
-CASE = "g/rmsnorm/3x63"
+from conftest import TINY, TINY_CASE as CASE, read_replay, write_replay
 
 
 def one_line(text: str) -> str:
@@ -32,20 +25,6 @@ def cli(*argv):
     """The real process: exit code and stderr, as a user sees them."""
     p = subprocess.run([sys.executable, "-m", "cohort.cli", *argv], capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout, p.stderr
-
-
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny") / "result"
-    artifacts.write(str(d), harness.run_suite(TINY, command="cohort bench tiny"))
-    return d
-
-
-@pytest.fixture
-def copy(result, tmp_path):
-    d = tmp_path / "copy"
-    shutil.copytree(result, d)
-    return d
 
 
 @pytest.fixture
@@ -62,16 +41,6 @@ def nothing_is_built(monkeypatch):
     monkeypatch.setattr(compiler, "compile_kernel", refuse)
     for name, op in list(ops.OPERATORS.items()):
         monkeypatch.setitem(ops.OPERATORS, name, replace(op, make_inputs=refuse))
-
-
-def read_replay(d):
-    with gzip.open(d / "replay.json.gz", "rt") as f:
-        return json.load(f)
-
-
-def write_replay(d, replay):
-    with gzip.open(d / "replay.json.gz", "wt") as f:
-        json.dump(replay, f)
 
 
 # ---------------------------------------------------------------- output paths, before any work

@@ -6,49 +6,16 @@ import gzip
 import json
 import math
 import os
-import shutil
 
 import pytest
 
 from cohort.audit import artifacts, harness, suites
 from cohort.audit.check import check_directory
-from cohort.audit.suites import Column, Group, Ratio, Suite
 from cohort.audit.tables import derive, render_markdown
 from cohort.audit.validate import InvalidArtifact, audit_self_digest
 from cohort.cli import main
 
-# two variant columns on one small case: seconds to run, no Inductor, no roofline measurement
-TINY = Suite("tiny", "Tiny", "native_entry",
-             (Group("g", (("rmsnorm", (3, 63)),), (Column("whole", "variant", "whole"),
-                                                   Column("packet", "variant", "packet")),
-                    (Ratio("packet", "whole", "packet/whole"),)),),
-             rounds=3, samples=3)
-CASE = "g/rmsnorm/3x63"
-
-
-@pytest.fixture(scope="module")
-def result(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny") / "result"
-    run = harness.run_suite(TINY, command="cohort bench tiny")
-    artifacts.write(str(d), run)
-    return d
-
-
-@pytest.fixture
-def copy(result, tmp_path):
-    d = tmp_path / "copy"
-    shutil.copytree(result, d)
-    return d
-
-
-def read_replay(d):
-    with gzip.open(d / "replay.json.gz", "rt") as f:
-        return json.load(f)
-
-
-def write_replay(d, replay):
-    with gzip.open(d / "replay.json.gz", "wt") as f:
-        json.dump(replay, f)
+from conftest import TINY, TINY_CASE as CASE, read_replay, write_replay
 
 
 def edit_audit(d, fn):
