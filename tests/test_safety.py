@@ -47,7 +47,14 @@ def scatter(x: Buffer[f32], j: Buffer[i32], y: Buffer[f32]):
 @kernel(block=32)
 def guarded(x: Buffer[f32], y: Buffer[f32]):
     i = global_id()
-    if i < len(x):
+    if i < len(x):              # narrows i for the accesses below: proven (bounds.py)
+        y[i] = x[i] * 2.0 + 1.0
+
+
+@kernel(block=32)
+def guarded_opaque(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    if 2 * i < 2 * len(x):      # the same guard, but no variable on either side: nothing narrowed
         y[i] = x[i] * 2.0 + 1.0
 
 
@@ -155,17 +162,18 @@ def _agree(kfn, variant, n, args, consts=None):
 
 @pytest.mark.parametrize("variant", DEFAULTS + ["packet,grain=1,workers=2", "whole,grain=2,workers=2"])
 def test_guarded_access_beyond_the_proof_runs_correctly(variant):
-    """n > len(x): the affine proof fails (guards are ignored), so the launch reruns with
-    the checked build, bit-identical to the interpreter; the switch is kept and visible."""
+    """n > len(x): the affine proof fails (this guard names no variable, so nothing is
+    narrowed), so the launch reruns with the checked build, bit-identical to the
+    interpreter; the switch is kept and visible."""
     rng = np.random.default_rng(8)
     for n in _sizes(3):
         args = {"x": rng.standard_normal(n - 20).astype(np.float32), "y": rng.standard_normal(n).astype(np.float32)}
-        p = _agree(guarded, variant, n, args)
+        p = _agree(guarded_opaque, variant, n, args)
         assert p.fallback and "checked" in p.fallback
         assert p.code.variant.checked and p.entry == p.code.entry
         p.run()                                  # later runs go straight to the checked build
         # a launch the proof covers runs the safe build itself
-        ok = _agree(guarded, variant, n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32)})
+        ok = _agree(guarded_opaque, variant, n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32)})
         assert ok.fallback is None and not ok.code.variant.checked
 
 
@@ -174,13 +182,13 @@ def test_pooled_launches_fall_back_per_launch(variant):
     """Through launch() (pooled argument blocks): a fallback launch of the whole-block build
     never hands its checked twin to a later launch of another size, and a later launch the
     proof covers runs the safe build again."""
-    ck = compile_kernel(guarded, None, variant, n=64)
+    ck = compile_kernel(guarded_opaque, None, variant, n=64)
     rng = np.random.default_rng(3)
     for n, xlen in [(64, 40), (64, 40), (50, 30), (64, 64), (50, 50), (64, 40), (50, 20)]:
         x = rng.standard_normal(xlen).astype(np.float32)
         y, ref = np.zeros(n, np.float32), np.zeros(n, np.float32)
         ck.launch(n, {"x": x, "y": y})
-        interpret(guarded.ir, n, {"x": x, "y": ref})
+        interpret(guarded_opaque.ir, n, {"x": x, "y": ref})
         assert bitwise_equal(y, ref), (n, xlen)
         assert (ck.last_prepared.fallback is None) == (xlen >= n), (n, xlen)
 
@@ -285,7 +293,7 @@ def test_empty_launch_and_wrapping_index():
 # and, when it fails, the checked rerun must give the interpreter's verdict and outputs.
 
 from cohort.refimpl import ir as kir  # noqa: E402
-from cohort.refimpl.ir import Assign, DType, For, Kernel, Op, Param, ParamKind, Store  # noqa: E402
+from cohort.refimpl.ir import Assign, DType, For, If, Kernel, Op, Param, ParamKind, Store  # noqa: E402
 
 I32, F32 = DType.I32, DType.F32
 
@@ -330,16 +338,28 @@ def _random_kernel(seed: int) -> Kernel:
     start = _random_index(rng, base, 2)
     stop = kir.binary(Op.ADD, start, kir.const(int(rng.integers(0, 5)), I32))
     with_vars = base + [lambda: kir.var("a", I32), lambda: kir.var("j", I32)]
+    load = kir.load("x", _random_index(rng, with_vars, 3), F32)
+    # a guard comparing a variable with an index expression narrows that variable for the
+    # accesses it covers (an if's branch, its else branch, or a select's arm)
+    v = kir.var(["a", "j"][rng.integers(2)], I32)
+    w = _random_index(rng, base + [lambda: kir.builtin(Op.BUFLEN, "x")] * 3, 2)
+    cmp = [Op.LT, Op.LE, Op.GT, Op.GE][rng.integers(4)]
+    cond = kir.binary(cmp, v, w) if rng.random() < 0.5 else kir.binary(cmp, w, v)
+    acc = kir.var("acc", F32)
+    shape = rng.integers(4)
+    if shape == 3:
+        load = kir.select(cond, load, kir.const(0.0, F32))
+    update = Assign("acc", kir.binary(Op.ADD, acc, load))
+    step = If(cond, (update,)) if shape == 1 else If(cond, (), (update,)) if shape == 2 else update
     body = [Assign("a", _random_index(rng, base, 3)),
             Assign("acc", kir.const(0.0, F32)),
-            For("j", start, stop, kir.const(1, I32),
-                (Assign("acc", kir.binary(Op.ADD, kir.var("acc", F32), kir.load("x", _random_index(rng, with_vars, 3), F32))),)),
+            For("j", start, stop, kir.const(1, I32), (step,)),
             Store("y", kir.builtin(Op.GLOBAL_ID), kir.var("acc", F32))]
     params = (Param("x", ParamKind.BUFFER, F32), Param("y", ParamKind.BUFFER, F32), Param("s", ParamKind.SCALAR, I32))
     return Kernel(f"rand{seed}", params, tuple(body), 8)
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_random_affine_indices_never_escape(seed):
     k = _random_kernel(seed)
     rng = np.random.default_rng(1000 + seed)
@@ -429,3 +449,68 @@ def test_every_operator_form_is_proven_without_fallback(name):
                 p = ck.prepare(launch.n, {**ops.allocate(op, shape, op.make_inputs(shape, 0)), **launch.scalars})
                 p.run()
                 assert p.fallback is None, (name, form, shape, variant)
+
+
+# ------------------------------------------------------------------ guards narrow the proof
+
+@kernel(block=32)
+def guarded_select(x: Buffer[f32], y: Buffer[f32], cols: Const[int]):
+    t = global_id()
+    tail = t + cols                      # past the end for every thread but the guard's
+    y[t] = x[tail] if tail < len(x) else 0.0
+
+
+@kernel(block=32)
+def guarded_else(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    if i >= len(x):
+        y[i] = 0.0
+    else:
+        y[i] = x[i]
+
+
+@kernel(block=32)
+def guard_then_reassigned(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    if i < len(x):
+        i = i + 64                       # assigned inside the guarded branch: i is not narrowed
+        y[global_id()] = x[i]  # MARK-REASSIGNED
+
+
+@kernel(block=32)
+def guard_on_another_path(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    v = 0.0
+    if i < len(x):
+        v = x[i]
+    y[i] = v + x[i]  # MARK-UNGUARDED
+
+
+@pytest.mark.parametrize("variant", DEFAULTS)
+def test_guards_narrow_the_proof(variant):
+    """`if v < e`, its else branch and a select's arms narrow v for the accesses they guard:
+    the launch runs the safe build itself (no fallback), bit-identical to the interpreter."""
+    rng = np.random.default_rng(11)
+    for n in _sizes(5):
+        args = {"x": rng.standard_normal(n - 20).astype(np.float32), "y": rng.standard_normal(n).astype(np.float32)}
+        for kfn in (guarded, guarded_else):
+            assert _agree(kfn, variant, n, {k: v.copy() for k, v in args.items()}).fallback is None, kfn.__name__
+        ck = compile_kernel(guarded_select, {"cols": 5}, variant, n=n)
+        y, ref = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        ck.launch(n, {"x": args["x"], "y": y})
+        interpret(guarded_select.ir, n, {"x": args["x"], "y": ref}, {"cols": 5})
+        assert bitwise_equal(y, ref) and ck.last_prepared.fallback is None
+
+
+@pytest.mark.parametrize("variant", DEFAULTS)
+@pytest.mark.parametrize("kfn,mark", [(guard_then_reassigned, "MARK-REASSIGNED"), (guard_on_another_path, "MARK-UNGUARDED")])
+def test_guards_never_narrow_what_they_do_not_cover(variant, kfn, mark):
+    """A variable assigned inside the guarded branch, or an access reached outside the guard,
+    is not narrowed: out of bounds is still reported, guard bands intact."""
+    n = 64
+    guarded_set = GuardedSet({"x": np.ones(n - 10, np.float32), "y": np.zeros(n, np.float32)})
+    with pytest.raises(KernelRuntimeError, match="out of bounds") as e:
+        compile_kernel(kfn, None, variant, n=n).launch(n, guarded_set.arrays)
+    line = next(i for i, l in enumerate(open(__file__).read().splitlines(), 1) if mark in l and "def " not in l)
+    assert f"line {line}" in str(e.value)
+    assert guarded_set.intact()

@@ -12,9 +12,13 @@ data-dependent: such accesses keep a per-access check in the safe build.
 
 For each boundable access the prologue computes the interval [lo, hi] of its
 index over the WHOLE launch (every block, every thread gid < n), in i64,
-once per entry call, and checks 0 <= lo and hi < len(buf). The interval is
-conservative: `if` guards are ignored, a loop variable spans [start.lo,
-stop.hi - 1] (step > 0). Any node whose interval leaves its type's range
+once per argument block, and checks 0 <= lo and hi < len(buf). The interval
+is conservative: a loop variable spans [start.lo, stop.hi - 1] (step > 0);
+a guard narrows a variable only where it is sound: `v < e` (<=, >, >=, and
+`and`/`not`/the else branch) with v a variable that nothing in the guarded
+region assigns, for the accesses inside that `if` branch or select arm and
+on no other path (an access reached on several paths keeps the guards common
+to all). Any other guard is ignored. Any node whose interval leaves its type's range
 (where the kernel's i32/u32 arithmetic would wrap) fails the proof, so every
 interval is of the value the kernel really computes; on in-range operands
 no i64 operation here overflows (u32 products are limited to factors of at
@@ -32,12 +36,28 @@ from collections import defaultdict
 
 from llvmlite import ir
 
-from ..refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, Op, ParamKind, Store, stmt_exprs, walk_expr, walk_stmts
+from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Store, stmt_exprs,
+                          walk_stmts)
 
 I64 = ir.IntType(64)
 RANGE = {DType.I32: (-(2 ** 31), 2 ** 31 - 1), DType.U32: (0, 2 ** 32 - 1)}
 _LEAVES = {Op.CONST, Op.PARAM, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN}
 _ARITH = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.MIN, Op.MAX}
+
+
+_COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE}
+_NEGATED = {Op.LT: Op.GE, Op.LE: Op.GT, Op.GT: Op.LE, Op.GE: Op.LT}
+_FLIPPED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}    # a < b  is  b > a
+
+
+def _assigned(body) -> set:
+    names = set()
+    for s in walk_stmts(body):
+        if isinstance(s, (Assign, Collective)):
+            names.add(s.name)
+        elif isinstance(s, For):
+            names.add(s.var)
+    return names
 
 
 def _const_int(e: Expr):
@@ -64,16 +84,86 @@ class Bounds:
         self._var: dict = {}
         self._busy: set = set()
         self.accesses = []                   # (key: Store or LOAD node, buffer, index expr)
-        seen = set()
-        for s in walk_stmts(kernel.body):
-            if isinstance(s, Store):
-                self.accesses.append((s, s.buf, s.index))
-            for e in stmt_exprs(s):
-                for node in walk_expr(e):
-                    if node.op is Op.LOAD and id(node) not in seen:
-                        seen.add(id(node))
-                        self.accesses.append((node, node.arg, node.src[0]))
+        self.guards = {}                     # id(key) -> the guards every path to it passes
+        self._visited = set()
+        self._visit_stmts(kernel.body, ())
         self.proven = {id(key) for key, _, index in self.accesses if self.boundable(index)}
+
+    # ------------------------------------------------------------ guards
+    # A guard is (cond, polarity, names assigned inside the guarded region): an `if`'s
+    # branch, or a select's arm (which the backends evaluate lazily: a branch in whole
+    # builds, a masked arm in packets). An access reached on several paths keeps only
+    # the guards common to all of them.
+    def _record(self, key, buf: str, index: Expr, guards: tuple):
+        k = id(key)
+        if k in self.guards:
+            self.guards[k] = tuple(g for g in self.guards[k] if any(g[0] is h[0] and g[1] == h[1] for h in guards))
+            return
+        self.guards[k] = guards
+        self.accesses.append((key, buf, index))
+
+    def _visit_stmts(self, body, guards: tuple):
+        for s in body:
+            for e in stmt_exprs(s):
+                self._visit_expr(e, guards)
+            if isinstance(s, Store):
+                self._record(s, s.buf, s.index, guards)
+            if isinstance(s, If):
+                for branch, polarity in ((s.then, True), (s.orelse, False)):
+                    assigned = frozenset(_assigned(branch))
+                    self._visit_stmts(branch, guards + ((s.cond, polarity, assigned),))
+            elif isinstance(s, For):
+                self._visit_stmts(s.body, guards)
+
+    def _visit_expr(self, e: Expr, guards: tuple):
+        key = (id(e), tuple((id(g[0]), g[1]) for g in guards))
+        if key in self._visited:
+            return
+        self._visited.add(key)
+        if e.op is Op.SELECT:
+            self._visit_expr(e.src[0], guards)
+            self._visit_expr(e.src[1], guards + ((e.src[0], True, frozenset()),))
+            self._visit_expr(e.src[2], guards + ((e.src[0], False, frozenset()),))
+            return
+        if e.op is Op.LOAD:
+            self._record(e, e.arg, e.src[0], guards)
+        for x in e.src:
+            self._visit_expr(x, guards)
+
+    def bounds_of(self, key) -> list:
+        """What the guards of an access say of its variables: (name, side, bound expr, offset),
+        meaning name <= bound + offset (side "hi") or name >= bound + offset (side "lo"). Only
+        a variable no statement of the guarded region assigns, compared with an integer
+        expression that is itself boundable."""
+        out = []
+        for cond, polarity, assigned in self.guards.get(id(key), ()):
+            out += self._facts(cond, polarity, assigned)
+        return out
+
+    def _facts(self, cond: Expr, polarity: bool, assigned) -> list:
+        if cond.op is Op.NOT and cond.dtype is DType.BOOL:
+            return self._facts(cond.src[0], not polarity, assigned)
+        if cond.op is Op.AND and cond.dtype is DType.BOOL and polarity:   # both hold
+            return self._facts(cond.src[0], True, assigned) + self._facts(cond.src[1], True, assigned)
+        if cond.op is Op.OR and cond.dtype is DType.BOOL and not polarity:  # neither holds
+            return self._facts(cond.src[0], False, assigned) + self._facts(cond.src[1], False, assigned)
+        if cond.op not in _COMPARE or not cond.src[0].dtype.is_int:
+            return []
+        op = cond.op if polarity else _NEGATED[cond.op]
+        out = []
+        for v, other, flip in ((cond.src[0], cond.src[1], False), (cond.src[1], cond.src[0], True)):
+            if v.op is not Op.VAR or v.arg in assigned or not self.boundable(v) or not self.boundable(other):
+                continue
+            o = _FLIPPED[op] if flip else op        # as `v o other`
+            if o is Op.LT:
+                out.append((v.arg, "hi", other, -1))
+            elif o is Op.LE:
+                out.append((v.arg, "hi", other, 0))
+            elif o is Op.GT:
+                out.append((v.arg, "lo", other, 1))
+            elif o is Op.GE:
+                out.append((v.arg, "lo", other, 0))
+        return out
 
     # ------------------------------------------------------------ static
     def boundable(self, e: Expr) -> bool:
@@ -136,10 +226,13 @@ class Bounds:
 
 
 class _Emitter:
-    def __init__(self, bounds: Bounds, b, n64, block: int, lens: dict, scalars: dict):
+    def __init__(self, bounds: Bounds, b, n64, block: int, lens: dict, scalars: dict, bad=None, narrow=None,
+                 outer=None):
         self.bd, self.b, self.n, self.B, self.lens, self.scalars = bounds, b, n64, block, lens, scalars
         self.memo, self.vars = {}, {}
-        self.bad = []
+        self.bad = [] if bad is None else bad
+        self.narrow = narrow or {}     # variable -> its interval under the access's guards
+        self.outer = outer             # the unguarded emitter (for guard bounds and variables)
 
     def c(self, v: int):
         return ir.Constant(I64, v)
@@ -156,12 +249,31 @@ class _Emitter:
         for key, buf, index in self.bd.accesses:
             if id(key) not in self.bd.proven:
                 continue
-            lo, hi = self.interval(index)
+            lo, hi = self.guarded(key).interval(index)
             inside = b.and_(b.icmp_signed(">=", lo, self.c(0)), b.icmp_signed("<", hi, self.lens[buf]))
             ok = b.and_(ok, b.or_(inside, b.icmp_signed(">", lo, hi)))
         for bad in self.bad:
             ok = b.and_(ok, b.not_(bad))
         return ok
+
+    def guarded(self, key) -> "_Emitter":
+        """The emitter for an access: this one, or one whose variables are narrowed by the
+        access's guards (v < e: v <= e.hi - 1; v >= e: v >= e.lo; ...). A guard holds on every
+        path to the access and its variable is not assigned between them, so the narrowed
+        interval still covers every index the access is reached with."""
+        facts = self.bd.bounds_of(key)
+        if not facts:
+            return self
+        narrow = {}
+        for name, side, bound, offset in facts:
+            lo, hi = narrow.get(name) or self.var(name)
+            blo, bhi = self.interval(bound)
+            if side == "hi":
+                hi = self.smin(hi, self.b.add(bhi, self.c(offset)))
+            else:
+                lo = self.smax(lo, self.b.add(blo, self.c(offset)))
+            narrow[name] = (lo, hi)
+        return _Emitter(self.bd, self.b, self.n, self.B, self.lens, self.scalars, self.bad, narrow, self)
 
     def interval(self, e: Expr):
         r = self.memo.get(id(e))
@@ -299,6 +411,10 @@ class _Emitter:
         return None
 
     def var(self, name: str):
+        if name in self.narrow:
+            return self.narrow[name]
+        if self.outer is not None:     # an unnarrowed variable: its interval as computed outside
+            return self.outer.var(name)
         r = self.vars.get(name)
         if r is None:
             parts = []

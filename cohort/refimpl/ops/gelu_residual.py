@@ -31,16 +31,13 @@ def gelu_residual_private(x: Buffer[f32], r: Buffer[f32], y: Buffer[f32], cols: 
     # full items in every thread, one guarded partial item loaded whole (see rmsnorm_private)
     full = cols // block_size()
     tail = t + full * block_size()
-    # the partial item's place, clamped: equal to tail wherever a `tail < cols` guard
-    # lets it be used; the clamp lets the launch's bounds proof hold (it ignores guards)
-    last = min(tail, cols - 1)
     tx = private(f32, cols // block_size() + 1)
     tr = private(f32, cols // block_size() + 1)
     for k in range(full):
         tx[k] = x[base + t + k * block_size()]
         tr[k] = r[base + t + k * block_size()]
-    tx[full] = x[base + last] if tail < cols else 0.0
-    tr[full] = r[base + last] if tail < cols else 0.0
+    tx[full] = x[base + tail] if tail < cols else 0.0
+    tr[full] = r[base + tail] if tail < cols else 0.0
     for k in range(full):
         v = tx[k]
         tx[k] = 0.5 * v * (1.0 + erf(v * SQRT1_2)) + tr[k]
@@ -50,7 +47,7 @@ def gelu_residual_private(x: Buffer[f32], r: Buffer[f32], y: Buffer[f32], cols: 
     for k in range(full):
         y[base + t + k * block_size()] = tx[k]
     if tail < cols:
-        y[base + last] = tx[full]
+        y[base + tail] = tx[full]
 
 
 _erf64 = np.frompyfunc(math.erf, 1, 1)

@@ -41,13 +41,10 @@ def layernorm_private(x: Buffer[f32], w: Buffer[f32], b: Buffer[f32], y: Buffer[
     # full items in every thread, one guarded partial item (see rmsnorm_private)
     full = cols // block_size()
     tail = t + full * block_size()
-    # the partial item's place, clamped: equal to tail wherever a `tail < cols` guard
-    # lets it be used; the clamp lets the launch's bounds proof hold (it ignores guards)
-    last = min(tail, cols - 1)
     items = private(f32, cols // block_size() + 1)
     for k in range(full):
         items[k] = x[base + t + k * block_size()]
-    items[full] = x[base + last] if tail < cols else 0.0
+    items[full] = x[base + tail] if tail < cols else 0.0
     s = 0.0
     for k in range(full):
         s += items[k]
@@ -68,7 +65,7 @@ def layernorm_private(x: Buffer[f32], w: Buffer[f32], b: Buffer[f32], y: Buffer[
         j = t + k * block_size()
         y[base + j] = (items[k] - mean) * rstd * w[j] + b[j]
     if tail < cols:
-        y[base + last] = (items[full] - mean) * rstd * w[last] + b[last]
+        y[base + tail] = (items[full] - mean) * rstd * w[tail] + b[tail]
 
 
 def oracle(inp):

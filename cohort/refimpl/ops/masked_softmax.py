@@ -44,16 +44,13 @@ def masked_softmax_private(x: Buffer[f32], mask: Buffer[bool], y: Buffer[f32], c
     # full items in every thread, one guarded partial item (see rmsnorm_private)
     full = cols // block_size()
     tail = t + full * block_size()
-    # the partial item's place, clamped: equal to tail wherever a `tail < cols` guard
-    # lets it be used; the clamp lets the launch's bounds proof hold (it ignores guards)
-    last = min(tail, cols - 1)
     items = private(f32, cols // block_size() + 1)
     keep = private(bool, cols // block_size() + 1)
     for k in range(full):
         items[k] = x[base + t + k * block_size()]
         keep[k] = mask[base + t + k * block_size()]
-    items[full] = x[base + last] if tail < cols else 0.0
-    keep[full] = mask[base + last] if tail < cols else False
+    items[full] = x[base + tail] if tail < cols else 0.0
+    keep[full] = mask[base + tail] if tail < cols else False
     m = -INF
     for k in range(full):
         if keep[k]:
@@ -78,9 +75,9 @@ def masked_softmax_private(x: Buffer[f32], mask: Buffer[bool], y: Buffer[f32], c
             y[base + j] = 0.0
     if tail < cols:
         if keep[full]:
-            y[base + last] = exp(items[full] - mx) / total
+            y[base + tail] = exp(items[full] - mx) / total
         else:
-            y[base + last] = 0.0
+            y[base + tail] = 0.0
 
 
 def make_inputs(s, seed):

@@ -39,13 +39,10 @@ def rmsnorm_private(x: Buffer[f32], w: Buffer[f32], y: Buffer[f32], cols: Const[
     # one unused item when B divides cols. Every pass guards the partial item.
     full = cols // block_size()
     tail = t + full * block_size()
-    # the partial item's place, clamped: equal to tail wherever a `tail < cols` guard
-    # lets it be used; the clamp lets the launch's bounds proof hold (it ignores guards)
-    last = min(tail, cols - 1)
     items = private(f32, cols // block_size() + 1)
     for k in range(full):
         items[k] = x[row * cols + t + k * block_size()]
-    items[full] = x[row * cols + last] if tail < cols else 0.0
+    items[full] = x[row * cols + tail] if tail < cols else 0.0
     acc = 0.0
     for k in range(full):
         v = items[k]
@@ -59,7 +56,7 @@ def rmsnorm_private(x: Buffer[f32], w: Buffer[f32], y: Buffer[f32], cols: Const[
         j = t + k * block_size()
         y[row * cols + j] = items[k] * r * w[j]
     if tail < cols:
-        y[row * cols + last] = items[full] * r * w[last]
+        y[row * cols + tail] = items[full] * r * w[tail]
 
 
 def oracle(inp):

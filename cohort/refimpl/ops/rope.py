@@ -38,9 +38,6 @@ def rope_private(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f
     # full items in every thread, one guarded partial item loaded whole (see rmsnorm_private)
     full = half // block_size()
     tail = t + full * block_size()
-    # the partial item's place, clamped: equal to tail wherever a `tail < half` guard
-    # lets it be used; the clamp lets the launch's bounds proof hold (it ignores guards)
-    last = min(tail, half - 1)
     xe = private(f32, cols // 2 // block_size() + 1)
     xo = private(f32, cols // 2 // block_size() + 1)
     tc = private(f32, cols // 2 // block_size() + 1)
@@ -51,10 +48,10 @@ def rope_private(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f
         xo[k] = x[xb + 2 * p + 1]
         tc[k] = cos[cb + p]
         ts[k] = sin[cb + p]
-    xe[full] = x[xb + 2 * last] if tail < half else 0.0
-    xo[full] = x[xb + 2 * last + 1] if tail < half else 0.0
-    tc[full] = cos[cb + last] if tail < half else 0.0
-    ts[full] = sin[cb + last] if tail < half else 0.0
+    xe[full] = x[xb + 2 * tail] if tail < half else 0.0
+    xo[full] = x[xb + 2 * tail + 1] if tail < half else 0.0
+    tc[full] = cos[cb + tail] if tail < half else 0.0
+    ts[full] = sin[cb + tail] if tail < half else 0.0
     for k in range(full):
         x0 = xe[k]
         x1 = xo[k]
@@ -74,8 +71,8 @@ def rope_private(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f
         y[xb + 2 * p] = xe[k]
         y[xb + 2 * p + 1] = xo[k]
     if tail < half:
-        y[xb + 2 * last] = xe[full]
-        y[xb + 2 * last + 1] = xo[full]
+        y[xb + 2 * tail] = xe[full]
+        y[xb + 2 * tail + 1] = xo[full]
 
 
 def check(s):

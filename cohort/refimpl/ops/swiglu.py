@@ -26,16 +26,13 @@ def swiglu_private(a: Buffer[f32], b: Buffer[f32], y: Buffer[f32], cols: Const[i
     # full items in every thread, one guarded partial item loaded whole (see rmsnorm_private)
     full = cols // block_size()
     tail = t + full * block_size()
-    # the partial item's place, clamped: equal to tail wherever a `tail < cols` guard
-    # lets it be used; the clamp lets the launch's bounds proof hold (it ignores guards)
-    last = min(tail, cols - 1)
     ta = private(f32, cols // block_size() + 1)
     tb = private(f32, cols // block_size() + 1)
     for k in range(full):
         ta[k] = a[base + t + k * block_size()]
         tb[k] = b[base + t + k * block_size()]
-    ta[full] = a[base + last] if tail < cols else 0.0
-    tb[full] = b[base + last] if tail < cols else 0.0
+    ta[full] = a[base + tail] if tail < cols else 0.0
+    tb[full] = b[base + tail] if tail < cols else 0.0
     for k in range(full):
         v = ta[k]
         ta[k] = v * sigmoid(v) * tb[k]
@@ -45,7 +42,7 @@ def swiglu_private(a: Buffer[f32], b: Buffer[f32], y: Buffer[f32], cols: Const[i
     for k in range(full):
         y[base + t + k * block_size()] = ta[k]
     if tail < cols:
-        y[base + last] = ta[full]
+        y[base + tail] = ta[full]
 
 
 def oracle(inp):
