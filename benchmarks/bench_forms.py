@@ -13,29 +13,9 @@ intact, after each of its rounds.
 import argparse
 import os
 
+from bench_packet import column  # a timed column at the native entry that checks its own output
 from cohort.audit.measure import run_rounds
-from cohort.backend import timer
-from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ops
-from cohort.verify.checksum import bitwise_equal
-from cohort.verify.guard import GuardedSet
-
-
-def column(op, shape, inputs, ref, variant):
-    launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
-    guarded = GuardedSet(ops.allocate(op, shape, inputs))
-    prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
-    prepared.run()
-
-    def verify(*_):
-        y = guarded.arrays[op.output].reshape(ref.shape)
-        if not (bitwise_equal(y, ref) and guarded.intact()):
-            raise SystemExit(f"{op.name}/{op.form} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
-        return True
-    verify()
-    iters = timer.calibrate_iters(prepared.entry, prepared.address)
-    return (lambda n: timer.time_entry(prepared.entry, prepared.address, iters, n)), verify, ck
 
 
 def even_c(text):

@@ -31,7 +31,7 @@ def column(op, shape, inputs, ref, variant):  # noqa: C901
     def verify(*_):
         y = guarded.arrays[op.output].reshape(ref.shape)
         if not (bitwise_equal(y, ref) and guarded.intact()):
-            raise SystemExit(f"{op.name} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
+            raise SystemExit(f"{op.name}/{op.form} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
         return True
     verify()
     iters = timer.calibrate_iters(prepared.entry, prepared.address)
