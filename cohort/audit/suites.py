@@ -4,7 +4,7 @@ seeds 000-002). A suite names its timing boundary, its cases, its columns
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..refimpl import ops
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..refimpl.errors import KernelError
 from ..refimpl.frontend import KernelFunction
 from ..refimpl.interpreter import KernelRuntimeError
-from ..refimpl.ir import DType, Kernel, ParamKind, walk_stmts
+from ..refimpl.ir import Kernel, ParamKind, walk_stmts
 from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
