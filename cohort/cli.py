@@ -44,11 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--save", metavar="DIR", help="write every input and output as NAME.npy, plus meta.json")
     r.add_argument("--time", action="store_true",
                    help="time the path that was checked (median, microseconds): the native entry when the "
-                        "launch runs on the calling thread, else the runtime's launch from Python")
+                        "launch runs on the calling thread, else the runtime's native launch entry")
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
-    bn.add_argument("suite", help="native, private, e2e, grain, quick or safety")
+    bn.add_argument("suite", help="native, private, e2e, grain, api, quick or safety")
     bn.add_argument("--ops", default="", help="comma-separated operators (default: the suite's)")
     bn.add_argument("--sizes", default="", help="comma-separated shapes (default: the suite's)")
     bn.add_argument("--rounds", type=int, default=None)
