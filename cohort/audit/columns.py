@@ -71,7 +71,7 @@ class VariantColumn:
         elif boundary == "python_api":
             call = lambda: self.ck.launch(self.n, self.args)
             call()
-            self.prepared = self.ck._recent[next(reversed(self.ck._recent))]
+            self.prepared = self.ck.last_prepared
             if self.is_auto:
                 self.rechoose()
             self._calibrate = lambda: calibrate_e2e(call)

@@ -118,12 +118,6 @@ class CompiledKernel:
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.code.kernel.name} [{self.variant.label}]>"
 
-    @property
-    def _recent(self) -> dict:
-        """The latest launch's PreparedLaunch as the last entry of a dict (the shape older callers read)."""
-        p = self.last_prepared
-        return {} if p is None else {0: p}
-
     def assembly(self) -> str:
         return self.code.assembly()
 
