@@ -35,7 +35,8 @@ from cohort.backend import compiler, timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ir, mathlib, semantics
 from cohort.refimpl.interpreter import interpret
-from cohort.refimpl.ir import GROUPS, DType, Expr, IRTypeError, Kernel, Op, Param, ParamKind, Store
+from cohort.refimpl.ir import DType, Expr, IRTypeError, Kernel, Op, Param, ParamKind, Store
+from cohort.refimpl.opdefs import GROUPS
 from cohort.verify.checksum import bitwise_equal
 from cohort.verify.differential import compare
 

@@ -159,6 +159,10 @@ def test_literal_bits_and_sharing_survive():
       "nodes": [], "body": [{"kind": "assign", "name": "a", "value": 3}]}, "missing node"),
     ({"format": corpus.KERNEL_FORMAT, "name": "k", "block": 8, "params": [],
       "nodes": [{"op": "CONST", "dtype": "f128", "arg": 1}], "body": []}, "unknown dtype"),
+    ({"format": corpus.KERNEL_FORMAT, "name": "k", "block": 8, "params": [],
+      "nodes": [{"op": "BUFLEN", "dtype": "i32", "arg": 3}], "body": []}, "BUFLEN takes a buffer name, got 3"),
+    ({"format": corpus.KERNEL_FORMAT, "name": "k", "block": 8, "params": [],
+      "nodes": [{"op": "THREAD_ID", "dtype": "i32", "arg": "x"}], "body": []}, "THREAD_ID takes no argument"),
 ])
 def test_bad_documents_are_rejected_with_a_reason(doc, match):
     with pytest.raises(corpus.CorpusError, match=match):

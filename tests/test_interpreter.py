@@ -687,7 +687,7 @@ def test_count_flops_counts_active_threads_float_arithmetic_only():
     from cohort import exp, f32, global_id, kernel
     from cohort.refimpl.interpreter import count_flops
     from cohort.refimpl.mathlib import template
-    from cohort.refimpl.interpreter import FLOP_OPS
+    from cohort.refimpl.opdefs import FLOP_OPS
     from cohort.refimpl.ir import walk_expr
 
     @kernel(block=8)

@@ -38,10 +38,12 @@ from llvmlite import ir
 
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Store, stmt_exprs,
                           walk_stmts)
+from ..refimpl.opdefs import OPDEFS
 
 I64 = ir.IntType(64)
 RANGE = {DType.I32: (-(2 ** 31), 2 ** 31 - 1), DType.U32: (0, 2 ** 32 - 1)}
-_LEAVES = {Op.CONST, Op.PARAM, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN}
+# leaves whose value the launch fixes (literals, parameters, built-ins): each has a known interval
+_LEAVES = frozenset(op for op, d in OPDEFS.items() if d.scope is not None)
 _ARITH = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.ABS, Op.MIN, Op.MAX}
 
 
@@ -279,8 +281,9 @@ class _Emitter:
         r = self.memo.get(id(e))
         if r is None:
             r = self.memo[id(e)] = self._interval(e)
-            if e.dtype in RANGE and e.op not in (Op.CONST, Op.BLOCK_SIZE):
+            if e.dtype in RANGE and OPDEFS[e.op].scope != "kernel":
                 # outside its type's range the kernel's value wrapped: no longer this interval
+                # (a value known when compiling, a literal or the block size, is in range)
                 rlo, rhi = RANGE[e.dtype]
                 self.bad.append(self.b.or_(self.b.icmp_signed("<", r[0], self.c(rlo)),
                                            self.b.icmp_signed(">", r[1], self.c(rhi))))

@@ -18,6 +18,7 @@ from typing import Optional
 from . import inject
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store,
                           walk_expr)
+from ..refimpl.opdefs import OPDEFS
 
 BIG_ALIGN = 1 << 30
 
@@ -110,16 +111,14 @@ class ShapeAnalysis:
         if op is Op.CONST:
             v = e.arg if e.dtype.is_int else 0
             return Shape(0, abs(v) if v else BIG_ALIGN)
-        if op in (Op.PARAM, Op.BLOCK_ID, Op.NUM_THREADS, Op.BUFLEN):
-            return UNIFORM
+        if OPDEFS[op].scope in ("launch", "block"):
+            return UNIFORM              # a packet lies inside one block of one launch
         if op is Op.BLOCK_SIZE:
             return Shape(0, self.k.block)
         if op in (Op.THREAD_ID, Op.GLOBAL_ID):
             return Shape(1, W)          # packet p of a block holds threads p*W .. p*W+W-1
         if op is Op.VAR:
             return self.vars.get(e.arg) or UNIFORM
-        if op in (Op.LOAD, Op.MATH, Op.SQRT) or op in (Op.NEG, Op.NOT, Op.ABS) and not e.dtype.is_int:
-            return UNIFORM if all(s.uniform for s in src) else VARYING
         if op is Op.PLOAD:
             return VARYING              # private arrays hold per-thread values
         if e.dtype.is_int and op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.SHL, Op.NEG, Op.CAST):

@@ -11,6 +11,7 @@ import ast
 import builtins
 import inspect
 import textwrap
+import types
 from typing import Optional
 
 from . import ir
@@ -18,12 +19,21 @@ from .errors import KernelError
 from .ir import (Assign, Collective, DType, Expr, For, If, IRTypeError, Kernel, Loc, Op, Param,
                  ParamKind, Private, PStore, Store)
 from .lang import BufferType, ConstType, ScalarType, _Builtin
+from .opdefs import GROUPS, RECORDS
 from .spec import validate
 
-_BINOPS = {ast.Add: Op.ADD, ast.Sub: Op.SUB, ast.Mult: Op.MUL, ast.Div: Op.DIV, ast.FloorDiv: Op.DIV,
-           ast.Mod: Op.MOD, ast.BitAnd: Op.AND, ast.BitOr: Op.OR, ast.BitXor: Op.XOR,
-           ast.LShift: Op.SHL, ast.RShift: Op.SHR}
-_CMPOPS = {ast.Lt: Op.LT, ast.LtE: Op.LE, ast.Gt: Op.GT, ast.GtE: Op.GE, ast.Eq: Op.EQ, ast.NotEq: Op.NE}
+# Python's operator symbols; which operation each one is comes from the registry's
+# spellings, the same ones the printer writes
+_PY_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
+               ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>",
+               ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+_INFIX = {sp.text: d.op for d in RECORDS for sp in (d.spelling, d.int_spelling)
+          if sp is not None and sp.form == "infix"}
+_BINOPS = {node: _INFIX[sym] for node, sym in _PY_SYMBOLS.items() if _INFIX[sym] not in GROUPS["compare"]}
+_CMPOPS = {node: _INFIX[sym] for node, sym in _PY_SYMBOLS.items() if _INFIX[sym] in GROUPS["compare"]}
+# Python's own built-ins that are kernel operations: min, max, abs, len
+_PY_CALLS = {getattr(builtins, d.spelling.text): d for d in RECORDS
+             if d.spelling.form == "call" and hasattr(builtins, d.spelling.text)}
 
 
 class FrontendError(KernelError):
@@ -456,17 +466,8 @@ class _Emitter:
         if not isinstance(n.func, (ast.Name, ast.Attribute)):
             self.err("unsupported call", n)
         obj = self.resolve(n.func)
-        if obj in (min, max):
-            a, b = (self.expr(x) for x in self.call_args(n, 2))
-            return ir.binary(Op.MIN if obj is min else Op.MAX, a, b)
-        if obj is abs:
-            return ir.unary(Op.ABS, ir.lift(self.expr(self.call_args(n, 1)[0])))
-        if obj is len:
-            a = self.call_args(n, 1)[0]
-            if not (isinstance(a, ast.Name) and a.id in self.params
-                    and self.params[a.id].kind is ParamKind.BUFFER):
-                self.err("len() takes a buffer parameter", n)
-            return ir.builtin(Op.BUFLEN, a.id)
+        if isinstance(obj, types.BuiltinFunctionType) and obj in _PY_CALLS:
+            return self.python_call(_PY_CALLS[obj], n)
         if not isinstance(obj, _Builtin):
             self.err(f"{ast.unparse(n.func)}() is not a kernel built-in", n)
         kind = obj.kind
@@ -498,6 +499,18 @@ class _Emitter:
         if kind == "private":
             self.err("private() must be assigned to a name at the top level of the kernel body", n)
         self.err(f"unsupported built-in {obj.name}", n)
+
+
+    def python_call(self, d, n: ast.Call):
+        """min(a, b), max(a, b), abs(x), len(buf): the operation `d` spelled as a Python built-in."""
+        if d.arg == "buffer":   # the operand is a buffer's name, not a value
+            a = self.call_args(n, 1)[0]
+            if not (isinstance(a, ast.Name) and a.id in self.params
+                    and self.params[a.id].kind is ParamKind.BUFFER):
+                self.err(f"{d.spelling.text}() takes a buffer parameter", n)
+            return ir.builtin(d.op, a.id)
+        vals = [self.expr(x) for x in self.call_args(n, d.arity)]
+        return ir.unary(d.op, ir.lift(vals[0])) if d.arity == 1 else ir.binary(d.op, *vals)
 
 
 _MISSING = object()

@@ -15,16 +15,10 @@ from typing import Optional
 
 import numpy as np
 
-from . import mathlib
-from .ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind,
-                 Private, PStore, Store, walk_stmts)
-from .semantics import (LaneError, REDUCE_IDENTITY, apply, convert, first_lane,
-                        tree_reduce)
+from .ir import Assign, Collective, DType, Expr, For, If, Kernel, Private, PStore, Store, walk_stmts
+from .opdefs import EVALUATE
+from .semantics import REDUCE_IDENTITY, first_lane, tree_reduce
 from .specialize import specialize
-
-# float32 arithmetic counted as work (roofline compute bounds): the IEEE operations,
-# inside math templates too; compares, selects, conversions and bit tricks are not
-FLOP_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.SQRT, Op.MIN, Op.MAX})
 
 
 class KernelRuntimeError(Exception):
@@ -62,6 +56,9 @@ class _Memory:
 
 
 class Interpreter:
+    """One launch. Expressions are evaluated through the registry's entries
+    (opdefs.EVALUATE), statements by `run_block`."""
+
     flops = None                # set to 0 to count float32 arithmetic ops of active threads
 
     def __init__(self, kernel: Kernel, n: int, buffers: dict, scalars: dict, checker=None):
@@ -98,64 +95,11 @@ class Interpreter:
         return np.broadcast_to(v, self.gid.shape).copy() if v.ndim == 0 else v
 
     def ev(self, e: Expr, mask, memo: dict):
+        """The value of `e` on every lane (memoised per node): its registry entry computes it."""
         r = memo.get(id(e))
         if r is None:
-            r = memo[id(e)] = self._ev(e, mask, memo)
+            r = memo[id(e)] = EVALUATE[e.op](self, e, mask, memo)
         return r
-
-    def _ev(self, e: Expr, mask, memo):
-        op = e.op
-        if op is Op.CONST:
-            return np.asarray(e.arg, e.dtype.np)[()]
-        if op is Op.VAR:
-            return self.env[e.arg]
-        if op is Op.PARAM:
-            return self.scalars[e.arg]
-        if op is Op.ARG:
-            return memo[("arg", e.arg)]
-        if op is Op.THREAD_ID:
-            return self.tid
-        if op is Op.BLOCK_ID:
-            return self.bid
-        if op is Op.GLOBAL_ID:
-            return self.gid
-        if op is Op.BLOCK_SIZE:
-            return np.int32(self.B)
-        if op is Op.NUM_THREADS:
-            return np.int32(self.n)
-        if op is Op.BUFLEN:
-            return np.int32(len(self.buffers[e.arg]))
-        if op is Op.SELECT:
-            # a and b are evaluated only on the lanes that take them (like C's ?:),
-            # so `x[i] if i < n else 0.0` never touches x out of bounds.
-            c = self.ev(e.src[0], mask, memo)
-            ma, mb = mask & c, mask & ~c
-            a = self.ev(e.src[1], ma, dict(memo)) if np.any(ma) else np.zeros((), e.dtype.np)[()]
-            b = self.ev(e.src[2], mb, dict(memo)) if np.any(mb) else np.zeros((), e.dtype.np)[()]
-            return np.where(c, a, b)
-        if op is Op.LOAD:
-            return self.load(e, self.ev(e.src[0], mask, memo), mask)
-        if op is Op.PLOAD:
-            arr = self.privates[e.arg]
-            raw = self.ev(e.src[0], mask, memo)
-            if self.checker is not None:
-                self.checker.check(e, raw, mask, self)
-            idx = self.check_index(raw, arr.shape[1], mask, "load", e.arg, "private array")
-            return arr[np.arange(len(arr)), idx]
-        if op is Op.CAST:
-            return convert(self.ev(e.src[0], mask, memo), e.src[0].dtype, e.dtype)
-        if op is Op.BITCAST:
-            return np.asarray(self.ev(e.src[0], mask, memo)).view(e.dtype.np)
-        if op is Op.MATH:
-            x = self.ev(e.src[0], mask, memo)
-            return self.ev(mathlib.template(e.arg), mask, {("arg", 0): x})
-        srcs = [self.ev(s, mask, memo) for s in e.src]
-        if self.flops is not None and op in FLOP_OPS and e.src[0].dtype is DType.F32:
-            self.flops += int(np.count_nonzero(np.broadcast_to(mask, self.gid.shape)))
-        try:
-            return apply(op, e.src[0].dtype, srcs, mask)
-        except LaneError as err:
-            self.fail(str(err), err.lane)
 
     # ------------------------------------------------------------ memory
     def check_index(self, idx, length: int, mask, what: str, name: str, kind: str):
@@ -194,6 +138,13 @@ class Interpreter:
         if buf.dtype == np.bool_:   # any nonzero byte is True, whatever bytes the caller put there
             return buf.view(np.uint8)[safe] != 0
         return buf[safe]
+
+    def pload(self, e: Expr, idx, mask):
+        arr = self.privates[e.arg]
+        if self.checker is not None:
+            self.checker.check(e, idx, mask, self)
+        safe = self.check_index(idx, arr.shape[1], mask, "load", e.arg, "private array")
+        return arr[np.arange(len(arr)), safe]
 
     def store(self, s: Store, mask, memo):
         buf = self.buffers[s.buf]
@@ -334,7 +285,7 @@ def interpret(kernel: Kernel, n: int, args: dict, consts: Optional[dict] = None,
 
 def count_flops(kernel: Kernel, n: int, args: dict, consts: Optional[dict] = None) -> int:
     """Run `kernel` like `interpret` and return the float32 arithmetic operations its
-    active threads executed (FLOP_OPS; collectives' trees not included)."""
+    active threads executed (opdefs.FLOP_OPS; collectives' trees not included)."""
     from .launch_check import check_args
     k = specialize(kernel, consts or {})
     buffers, scalars = check_args(k, n, args)

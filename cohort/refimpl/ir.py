@@ -4,7 +4,8 @@ A kernel is a tuple of statements over expressions. Expressions are immutable
 DAG nodes (`Expr`); the same node may be shared, so evaluators memoise by
 identity. Statements carry a source location for error messages.
 
-Type rules live in `result_dtype` and nowhere else: the frontend, the
+Each operation's meaning and facts live in its record in `opdefs.py`; the type
+rules are applied by `result_dtype` and nowhere else: the frontend, the
 validator and the fuzzer's builder all call it.
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ I32_MIN, I32_MAX, U32_MAX = -(2 ** 31), 2 ** 31 - 1, 2 ** 32 - 1
 
 
 class Op(enum.Enum):
+    """Every operation, in labelled groups; opdefs.OPDEFS holds one record for each."""
     # leaves
     CONST = enum.auto()        # arg: Python value (float/int/bool)
     PARAM = enum.auto()        # arg: name of a scalar or Const parameter
@@ -97,20 +99,6 @@ class Op(enum.Enum):
     PLOAD = enum.auto()        # arg: private array name; src (index,)
     # math library
     MATH = enum.auto()         # arg: function name; src (x,); defined in mathlib
-
-
-GROUPS = {
-    "leaf": {Op.CONST, Op.PARAM, Op.VAR, Op.ARG},
-    "builtin": {Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN},
-    "unary": {Op.NEG, Op.NOT, Op.ABS, Op.SQRT},
-    "arith": {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.MAX},
-    "bitwise": {Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR},
-    "compare": {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE},
-    "convert": {Op.SELECT, Op.CAST, Op.BITCAST},
-    "memory": {Op.LOAD, Op.PLOAD},
-    "math": {Op.MATH},
-}
-BINARY = GROUPS["arith"] | GROUPS["bitwise"] | GROUPS["compare"]
 
 
 class Reduce(enum.Enum):
@@ -163,56 +151,20 @@ def result_dtype(op: Op, srcs: tuple, dtype: Optional[DType] = None) -> DType:
     """The dtype of `op` applied to sources of dtypes `srcs`; raises IRTypeError.
 
     `dtype` is the requested dtype for ops that carry one (CAST, BITCAST, leaves).
+    The rule is the op's signature in the registry (opdefs.py).
     """
-    def need(cond: bool, msg: str):
-        if not cond:
-            raise IRTypeError(msg)
+    return _opdefs()[op].result_dtype(srcs, dtype)
 
-    name = op.name.lower()
-    if op in GROUPS["leaf"] or op in (Op.LOAD, Op.PLOAD):
-        need(dtype is not None, f"{name} needs a dtype")
-        if op in (Op.LOAD, Op.PLOAD):
-            need(len(srcs) == 1 and srcs[0].is_int, f"index must be i32 or u32, got {srcs[0].value}")
-        return dtype
-    if op in (Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN):
-        return DType.I32
-    if op is Op.NEG or op is Op.ABS:
-        need(srcs[0].is_number, f"{name} needs a number, got {srcs[0].value}")
-        return srcs[0]
-    if op is Op.NOT:
-        need(srcs[0] is not DType.F32, "not/~ needs a bool or an integer, got f32")
-        return srcs[0]
-    if op is Op.SQRT or op is Op.MATH:
-        need(srcs[0] is DType.F32, f"{name} needs f32, got {srcs[0].value}")
-        return DType.F32
-    if op in BINARY:
-        a, b = srcs
-        need(a is b, f"operands of {name} have different types {a.value} and {b.value}"
-                     " (convert one with f32(), i32() or u32())")
-        if op in GROUPS["compare"]:
-            need(a.is_number or op in (Op.EQ, Op.NE), f"{name} needs numbers, got bool")
-            return DType.BOOL
-        if op in (Op.AND, Op.OR, Op.XOR):
-            need(a is not DType.F32, f"{name} needs bool or integer operands, got f32")
-            return a
-        if op in (Op.MOD, Op.SHL, Op.SHR):
-            need(a.is_int, f"{name} needs integer operands, got {a.value}")
-            return a
-        need(a.is_number, f"{name} needs numbers, got bool")
-        return a
-    if op is Op.SELECT:
-        c, a, b = srcs
-        need(c is DType.BOOL, f"select condition must be bool, got {c.value}")
-        need(a is b, f"select branches have different types {a.value} and {b.value}")
-        return a
-    if op is Op.CAST:
-        need(dtype is not None, "cast needs a target dtype")
-        return dtype
-    if op is Op.BITCAST:
-        need(dtype is not None and dtype is not DType.BOOL and srcs[0] is not DType.BOOL,
-             "bitcast is between f32, i32 and u32")
-        return dtype
-    raise IRTypeError(f"unknown op {op}")
+
+def _opdefs() -> dict:
+    global _OPDEFS
+    if _OPDEFS is None:   # the registry is built on this module, so it is imported on first use
+        from .opdefs import OPDEFS
+        _OPDEFS = OPDEFS
+    return _OPDEFS
+
+
+_OPDEFS = None
 
 
 # ---------------------------------------------------------------- constructors

@@ -7,6 +7,7 @@ works too) and emits IR. Called outside a kernel they raise.
 from __future__ import annotations
 
 from .ir import DType, Op, Reduce
+from .opdefs import OPDEFS
 
 
 class _Builtin:
@@ -61,11 +62,17 @@ Buffer = _BufferFactory()
 Const = _ConstFactory()
 f32, i32, u32 = ScalarType(DType.F32), ScalarType(DType.I32), ScalarType(DType.U32)
 
-thread_id = _Builtin("thread_id", "builtin", Op.THREAD_ID)
-block_id = _Builtin("block_id", "builtin", Op.BLOCK_ID)
-global_id = _Builtin("global_id", "builtin", Op.GLOBAL_ID)
-block_size = _Builtin("block_size", "builtin", Op.BLOCK_SIZE)
-num_threads = _Builtin("num_threads", "builtin", Op.NUM_THREADS)
+
+def _launch_builtin(op: Op) -> _Builtin:
+    """A built-in of no arguments, named as the registry spells it (and the printer writes it)."""
+    return _Builtin(OPDEFS[op].spelling.text, "builtin", op)
+
+
+thread_id = _launch_builtin(Op.THREAD_ID)
+block_id = _launch_builtin(Op.BLOCK_ID)
+global_id = _launch_builtin(Op.GLOBAL_ID)
+block_size = _launch_builtin(Op.BLOCK_SIZE)
+num_threads = _launch_builtin(Op.NUM_THREADS)
 
 block_sum = _Builtin("block_sum", "collective", Reduce.SUM)
 block_max = _Builtin("block_max", "collective", Reduce.MAX)

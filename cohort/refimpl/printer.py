@@ -1,19 +1,13 @@
 """A readable printer. Its output is valid frontend source: printing a kernel
 and parsing the text again gives a kernel with the same meaning (shared
-subexpressions are printed once per use)."""
+subexpressions are printed once per use). How each operation is written is its
+registry record's `spelling` (opdefs.py); this file implements each form once."""
 from __future__ import annotations
 
 import math
 
-from .ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private, PStore,
-                 Store)
-
-_INFIX = {Op.ADD: ("+", 11), Op.SUB: ("-", 11), Op.MUL: ("*", 12), Op.MOD: ("%", 12),
-          Op.AND: ("&", 8), Op.OR: ("|", 6), Op.XOR: ("^", 7), Op.SHL: ("<<", 10), Op.SHR: (">>", 10),
-          Op.LT: ("<", 5), Op.LE: ("<=", 5), Op.GT: (">", 5), Op.GE: (">=", 5), Op.EQ: ("==", 5),
-          Op.NE: ("!=", 5)}
-_CALL0 = {Op.THREAD_ID: "thread_id", Op.BLOCK_ID: "block_id", Op.GLOBAL_ID: "global_id",
-          Op.BLOCK_SIZE: "block_size", Op.NUM_THREADS: "num_threads"}
+from .ir import Assign, Collective, DType, Expr, For, If, Kernel, ParamKind, Private, PStore, Store
+from .opdefs import OPDEFS
 
 
 def _literal(v, dt: DType) -> str:
@@ -29,56 +23,61 @@ def _literal(v, dt: DType) -> str:
 
 
 def format_expr(e: Expr, prec: int = 0) -> str:
-    op = e.op
-    if op is Op.CONST:
-        s = _literal(e.arg, e.dtype)
-        return f"({s})" if s.startswith("-") and prec > 13 else s
-    if op in (Op.VAR, Op.PARAM):
-        return e.arg
-    if op is Op.ARG:
-        return f"$arg{e.arg}"
-    if op in _CALL0:
-        return f"{_CALL0[op]}()"
-    if op is Op.BUFLEN:
-        return f"len({e.arg})"
-    if op in (Op.LOAD, Op.PLOAD):
-        return f"{e.arg}[{format_expr(e.src[0])}]"
-    if op is Op.MATH:
-        return f"{e.arg}({format_expr(e.src[0])})"
-    if op is Op.SQRT:
-        return f"sqrt({format_expr(e.src[0])})"
-    if op is Op.ABS:
-        return f"abs({format_expr(e.src[0])})"
-    if op in (Op.MIN, Op.MAX):
-        return f"{op.name.lower()}({format_expr(e.src[0])}, {format_expr(e.src[1])})"
-    if op is Op.CAST and e.dtype is DType.BOOL:  # no bool() in kernels: conversion to bool is x != 0
-        if e.src[0].dtype is DType.BOOL:
-            return format_expr(e.src[0], prec)
-        s = f"{format_expr(e.src[0], 6)} != {'0.0' if e.src[0].dtype is DType.F32 else '0'}"
-        return f"({s})" if prec > 5 else s
-    if op is Op.CAST:
+    """`e` as source, parenthesised where an operator binding at `prec` needs it."""
+    d = OPDEFS[e.op]
+    sp = d.spelling_for(e)
+    return _FORMS[sp.form](e, sp, prec)
+
+
+def _form_literal(e, sp, prec):
+    s = _literal(e.arg, e.dtype)
+    return f"({s})" if s.startswith("-") and prec > 13 else s
+
+
+def _form_call(e, sp, prec):
+    # `len(x)`: the arg is the first argument; `exp(x)`: the arg is the function
+    name, args = (sp.text, [] if e.arg is None else [e.arg]) if sp.text else (e.arg, [])
+    return f"{name}({', '.join(args + [format_expr(s) for s in e.src])})"
+
+
+def _form_convert(e, sp, prec):
+    if e.dtype is not DType.BOOL:
         return f"{e.dtype.value}({format_expr(e.src[0])})"
-    if op is Op.BITCAST:
-        return f"bitcast({format_expr(e.src[0])}, {e.dtype.value})"
-    if op is Op.NEG:
-        s = f"-{format_expr(e.src[0], 14)}"
-        return f"({s})" if prec > 13 else s
-    if op is Op.NOT:
-        if e.dtype is DType.BOOL:
-            s = f"not {format_expr(e.src[0], 4)}"
-            return f"({s})" if prec > 3 else s
-        return f"~{format_expr(e.src[0], 14)}"
-    if op is Op.SELECT:
-        s = f"{format_expr(e.src[1], 2)} if {format_expr(e.src[0], 2)} else {format_expr(e.src[2], 1)}"
-        return f"({s})" if prec > 0 else s
-    if op is Op.DIV:
-        sym, p = ("/" if e.dtype is DType.F32 else "//"), 12
-    else:
-        sym, p = _INFIX[op]
+    if e.src[0].dtype is DType.BOOL:
+        return format_expr(e.src[0], prec)
+    # no bool() in kernels: conversion to bool is x != 0
+    s = f"{format_expr(e.src[0], 6)} != {'0.0' if e.src[0].dtype is DType.F32 else '0'}"
+    return f"({s})" if prec > 5 else s
+
+
+def _form_prefix(e, sp, prec):
+    s = f"{sp.text}{format_expr(e.src[0], min(sp.prec + 1, 14))}"
+    return f"({s})" if prec > sp.prec else s
+
+
+def _form_ternary(e, sp, prec):
+    s = f"{format_expr(e.src[1], 2)} if {format_expr(e.src[0], 2)} else {format_expr(e.src[2], 1)}"
+    return f"({s})" if prec > 0 else s
+
+
+def _form_infix(e, sp, prec):
     # comparisons do not chain in our output: parenthesise nested ones
-    right = p + 1
-    s = f"{format_expr(e.src[0], p + (1 if p == 5 else 0))} {sym} {format_expr(e.src[1], right)}"
+    p = sp.prec
+    s = f"{format_expr(e.src[0], p + (1 if p == 5 else 0))} {sp.text} {format_expr(e.src[1], p + 1)}"
     return f"({s})" if prec > p else s
+
+
+_FORMS = {
+    "literal": _form_literal,
+    "name": lambda e, sp, prec: f"{sp.text}{e.arg}",
+    "call": _form_call,
+    "index": lambda e, sp, prec: f"{e.arg}[{format_expr(e.src[0])}]",
+    "prefix": _form_prefix,
+    "infix": _form_infix,
+    "ternary": _form_ternary,
+    "convert": _form_convert,
+    "reinterpret": lambda e, sp, prec: f"{sp.text}({format_expr(e.src[0])}, {e.dtype.value})",
+}
 
 
 def _param(p) -> str:

@@ -1,8 +1,10 @@
 """Exact elementwise semantics of every non-control operation (DESIGN §3).
 
-One entry per operation, over NumPy arrays (or NumPy scalars) of one dtype.
-The interpreter, the constant folder and the tests all use this table; the
-backend's lowering table mirrors it entry for entry.
+`ALU` has one entry per unary, arithmetic, bitwise and comparison operation,
+over NumPy arrays (or NumPy scalars) of one dtype; `convert` is CAST, and
+`tree_reduce` the collectives' fixed tree. Each operation's registry record (opdefs.py)
+applies its entry, for the interpreter and the constant folder alike; the
+backend's lowering table (lower_ops.LOWER) mirrors it entry for entry.
 
 Lanes that are masked off may hold any value; operations that can fail
 (integer division, shifts) check only the lanes in `mask` and compute a

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import mathlib
 from .errors import KernelError
-from .ir import (Assign, Collective, DType, Expr, For, GROUPS, I32_MAX, I32_MIN, IRTypeError, If,
-                 Kernel, Loc, Op, ParamKind, Private, PStore, Store, U32_MAX, result_dtype, walk_expr)
+from .ir import (Assign, Collective, DType, Expr, For, I32_MAX, I32_MIN, IRTypeError, If, Kernel, Loc, Op,
+                 ParamKind, Private, PStore, Store, U32_MAX, walk_expr)
+from .opdefs import OPDEFS
 
 MAX_PRIVATE = 1 << 16
 MAX_BLOCK = 1024          # as on GPUs; per-thread state of a block lives on the native stack
-_CONSTANT_OPS = {Op.CONST, Op.BLOCK_SIZE} | GROUPS["arith"] | GROUPS["bitwise"] | {Op.NEG, Op.CAST}
 
 
 def is_compile_time(e: Expr, kernel: Kernel) -> bool:
@@ -25,7 +26,7 @@ def is_compile_time(e: Expr, kernel: Kernel) -> bool:
             p = kernel.param(node.arg)
             if p is None or p.kind is not ParamKind.CONST:
                 return False
-        elif node.op not in _CONSTANT_OPS:
+        elif not OPDEFS[node.op].compile_time:
             return False
     return True
 
@@ -150,49 +151,49 @@ class _Checker:
 
     # ------------------------------------------------------------ expressions
     def expr(self, e: Expr, defined: set):
-        from . import mathlib
         if not isinstance(e, Expr):
             self.err(f"expected an expression, got {e!r}")
         for node in walk_expr(e):
-            op = node.op
-            if len(node.src) != _ARITY.get(op, 2 if op in _BIN else 1):
-                self.err(f"{op.name.lower()} has {len(node.src)} operands")
-            try:
-                want = result_dtype(op, tuple(s.dtype for s in node.src), node.dtype)
+            d = OPDEFS.get(node.op)
+            if d is None:
+                self.err(f"unknown operation {node.op!r}")
+            try:   # the operand count, then the types
+                want = d.result_dtype(tuple(s.dtype for s in node.src), node.dtype)
             except IRTypeError as ex:
                 self.err(str(ex))
             if want is not node.dtype:
-                self.err(f"{op.name.lower()} yields {want.value}, node says {node.dtype.value}")
-            if op is Op.CONST:
+                self.err(f"{d.name} yields {want.value}, node says {node.dtype.value}")
+            # what the node's arg names must exist and have the node's type
+            if d.arg == "literal":
                 self.const(node)
-            elif op is Op.VAR:
+            elif d.arg == "variable":
                 if node.arg not in defined:
                     why = "is never assigned" if node.arg not in self.types else \
                         "may be used before it is assigned on every path"
                     self.err(f"variable {node.arg} {why}")
                 if self.types[node.arg] is not node.dtype:
                     self.err(f"variable {node.arg} is {self.types[node.arg].value}, read as {node.dtype.value}")
-            elif op is Op.PARAM:
+            elif d.arg == "parameter":
                 p = self.k.param(node.arg)
                 if p is None or p.kind is ParamKind.BUFFER:
                     self.err(f"{node.arg} is not a scalar or constant parameter")
                 if p.dtype is not node.dtype:
                     self.err(f"parameter {node.arg} is {p.dtype.value}, read as {node.dtype.value}")
-            elif op is Op.LOAD or op is Op.BUFLEN:
+            elif d.arg == "buffer":
                 p = self.k.param(node.arg)
                 if p is None or p.kind is not ParamKind.BUFFER:
                     self.err(f"{node.arg} is not a buffer parameter")
-                if op is Op.LOAD and p.dtype is not node.dtype:
+                if d.signature.result == "given" and p.dtype is not node.dtype:
                     self.err(f"buffer {node.arg} is {p.dtype.value}, loaded as {node.dtype.value}")
-            elif op is Op.PLOAD:
+            elif d.arg == "private":
                 if node.arg not in self.privates:
                     self.err(f"{node.arg} is not a private array")
                 if self.privates[node.arg] is not node.dtype:
                     self.err(f"private {node.arg} is {self.privates[node.arg].value}")
-            elif op is Op.MATH:
+            elif d.arg == "function":
                 if node.arg not in mathlib.FUNCTIONS:
                     self.err(f"unknown math function {node.arg}")
-            elif op is Op.ARG:
+            elif d.arg == "placeholder":
                 self.err("math placeholder outside the math library")
 
     def const(self, node: Expr):
@@ -203,11 +204,6 @@ class _Checker:
               (I32_MIN <= v <= I32_MAX if dt is DType.I32 else 0 <= v <= U32_MAX))
         if not ok:
             self.err(f"literal {v!r} is not a valid {dt.value}")
-
-
-_BIN = GROUPS["arith"] | GROUPS["bitwise"] | GROUPS["compare"]
-_ARITY = {op: 0 for op in GROUPS["leaf"] | GROUPS["builtin"]}
-_ARITY[Op.SELECT] = 3
 
 
 def _is_f32(v: float) -> bool:

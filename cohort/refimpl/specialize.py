@@ -2,20 +2,21 @@
 
 Like torch.compile(dynamic=False), a kernel is compiled per constant set. The
 result has no Const parameters; loop steps and private sizes are literals.
-Folding uses the exact semantics table, so it never changes a bit.
+Folding applies each operation's registry `lanes` function, the interpreter's
+own, so it never changes a bit.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from .errors import KernelError
 from .ir import (Collective, Expr, For, I32_MAX, I32_MIN, If, Kernel, Op, ParamKind, Private,
                  PStore, Store, Assign, DType, const)
-from .semantics import LaneError, apply, convert
+from .opdefs import OPDEFS
+from .semantics import LaneError
 from .spec import validate
-
-_NOFOLD = {Op.VAR, Op.PARAM, Op.ARG, Op.LOAD, Op.PLOAD, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID,
-           Op.NUM_THREADS, Op.BUFLEN, Op.MATH, Op.SELECT}
 
 
 def fold(e: Expr, binding: dict, block: int, memo: dict) -> Expr:
@@ -31,8 +32,8 @@ def fold(e: Expr, binding: dict, block: int, memo: dict) -> Expr:
     else:
         src = tuple(fold(s, binding, block, memo) for s in e.src)
         r = e if all(a is b for a, b in zip(src, e.src)) else Expr(e.op, e.dtype, src, e.arg)
-        if e.op not in _NOFOLD and all(s.op is Op.CONST for s in src):
-            r = _fold_node(r)
+        if OPDEFS[e.op].lanes is not None and all(s.op is Op.CONST for s in src):
+            r = _fold_node(r)   # a function of its operands' values alone, all of them known
         elif e.op is Op.SELECT and src[0].op is Op.CONST:
             r = src[1] if src[0].arg else src[2]
     memo[id(e)] = r
@@ -40,16 +41,10 @@ def fold(e: Expr, binding: dict, block: int, memo: dict) -> Expr:
 
 
 def _fold_node(e: Expr) -> Expr:
-    import numpy as np
     vals = [np.asarray(s.arg, s.dtype.np)[()] for s in e.src]
     try:
         with np.errstate(all="ignore"):
-            if e.op is Op.CAST:
-                v = convert(vals[0], e.src[0].dtype, e.dtype)
-            elif e.op is Op.BITCAST:
-                v = np.asarray(vals[0]).view(e.dtype.np)
-            else:
-                v = apply(e.op, e.src[0].dtype, vals, True)
+            v = OPDEFS[e.op].lanes(e, vals, True)
     except LaneError:
         return e  # e.g. a constant division by zero: left for the run time to report
     return Expr(Op.CONST, e.dtype, (), np.asarray(v).item())

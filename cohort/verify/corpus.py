@@ -32,6 +32,7 @@ import numpy as np
 
 from ..refimpl.ir import (Assign, Collective, DTYPE_BY_NAME, DType, Expr, For, If, Kernel, Loc, Op,
                           Param, ParamKind, Private, PStore, Reduce, Store)
+from ..refimpl.opdefs import OPDEFS
 
 KERNEL_FORMAT = "cohort-kernel/1"
 CASE_FORMAT = "cohort-case/1"
@@ -126,7 +127,7 @@ class _Nodes:
             doc = {"op": node.op.name, "dtype": node.dtype.value}
             if node.src:
                 doc["src"] = [self.index[id(s)] for s in node.src]
-            if node.op is Op.CONST:
+            if OPDEFS[node.op].arg == "literal":
                 doc["arg"] = _const_to_json(node.arg, node.dtype)
             elif node.arg is not None:
                 if not isinstance(node.arg, (str, int)) or isinstance(node.arg, bool):
@@ -178,6 +179,15 @@ def kernel_to_json(k: Kernel) -> dict:
     }
 
 
+def _arg_problem(kind: Optional[str], arg) -> Optional[str]:
+    """What is wrong with a node's `arg` for the registry's kind of arg (opdefs.OpDef.arg), if anything."""
+    if kind is None:
+        return None if arg is None else "no argument"
+    if kind == "placeholder":
+        return None if isinstance(arg, int) and not isinstance(arg, bool) else "an index"
+    return None if isinstance(arg, str) else f"a {kind} name"
+
+
 def kernel_from_json(doc: dict) -> Kernel:
     """The kernel of a `kernel_to_json` document (not validated: call spec.validate)."""
     if not isinstance(doc, dict) or doc.get("format") != KERNEL_FORMAT:
@@ -194,9 +204,11 @@ def kernel_from_json(doc: dict) -> Kernel:
             if not isinstance(j, int) or not 0 <= j < i:
                 raise CorpusError(f"node {i}: source {j!r} is not an earlier node")
             src.append(built[j])
-        arg = nd.get("arg")
-        if op is Op.CONST:
+        arg, kind = nd.get("arg"), OPDEFS[op].arg
+        if kind == "literal":
             arg = _const_from_json(arg, dt)
+        elif _arg_problem(kind, arg):
+            raise CorpusError(f"node {i}: {op.name} takes {_arg_problem(kind, arg)}, got {arg!r}")
         built.append(Expr(op, dt, tuple(src), arg))
 
     def node(j):

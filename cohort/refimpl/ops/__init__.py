@@ -54,14 +54,15 @@ def block_dependent(kernel) -> bool:
     """Whether a kernel's meaning depends on its block size: it reads thread_id, block_id
     or block_size, or reduces over the block. Re-blocking such an operator changes its
     launch geometry (one block per row) and its reduction tree, not just its schedule."""
-    from ..ir import Collective, Op, stmt_exprs, walk_expr, walk_stmts
+    from ..ir import Collective, stmt_exprs, walk_expr, walk_stmts
+    from ..opdefs import OPDEFS
     ir = getattr(kernel, "ir", kernel)
     for s in walk_stmts(ir.body):
         if isinstance(s, Collective):
             return True
         for e in stmt_exprs(s):
             for x in walk_expr(e):
-                if x.op in (Op.THREAD_ID, Op.BLOCK_ID, Op.BLOCK_SIZE):
+                if OPDEFS[x.op].blocking:
                     return True
     return False
 
