@@ -1,6 +1,6 @@
 """Physical lower bounds for a measured time, measured on the machine the suite runs on.
 
-- Memory bound (ANCHORS.md's definition): the minimal bytes of a launch (every
+- Memory bound (DESIGN §7, physical bounds): the minimal bytes of a launch (every
   input read once, the output written once) at the single-thread copy bandwidth
   of the smallest cache level the working set fits in, or DRAM's: the best of a
   copy with ordinary and one with non-temporal stores over buffers sized for
@@ -94,7 +94,7 @@ loop:
   %m{j} = phi <{w} x float> [splat (float 1.0), %entry], [%c{j}, %loop]
 """ for j in range(10)) + "".join(f"""  %b{j} = fadd <{w} x float> %a{j}, splat (float 0x3E7AD7F2A0000000)
   %c{j} = fmul <{w} x float> %m{j}, splat (float 0x3FF0000020000000)
-""" for j in range(10)) + f"""  %i1 = add i64 %i, 1
+""" for j in range(10)) + """  %i1 = add i64 %i, 1
   %more = icmp slt i64 %i1, %n
   br i1 %more, label %loop, label %done
 done:

@@ -44,7 +44,7 @@ def control_name(name: str) -> str:
 class Group:
     """A block of comparisons sharing columns: one timed comparison per case.
 
-    Every group carries an A/A control (DESIGN §6): its `control` column (by
+    Every group carries an A/A control (DESIGN §7): its `control` column (by
     default the first ratio's baseline, or the first fixed-policy variant column
     of the ratios) is timed a second time as A' in the same design, and A'/A is
     reported; a ratio whose range overlaps the A/A range is no stable difference.
@@ -149,8 +149,8 @@ def _native():
          Group("native, Inductor at 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
                (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),), control="packet")),
         notes="Inductor uses this host's widest vectors (AVX-512, 16 lanes) unless told otherwise; "
-              "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as the AVX2 "
-              "machine of ANCHORS.md). ""Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
+              "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as an AVX2 "
+              "machine). Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
               "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
         roofline=("packet", "inductor"), strategies=NATIVE_STRATEGIES)
 

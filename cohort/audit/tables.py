@@ -10,7 +10,6 @@ calls per sample is rejected (ReplayError), not tabulated.
 """
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 
 import numpy as np
@@ -341,7 +340,7 @@ def render_roofline(replay: dict, cells: list) -> list:
     out = ["## Roofline: against this machine's bounds", "",
            f"Measured at the start of this run, one thread: read/copy bandwidth per level in GB/s {lv} (copy: "
            f"the best of ordinary and non-temporal stores); peak float32 rate in GFLOP/s {peak} (independent "
-           f"vector adds and multiplies). Memory bound (ANCHORS.md's): input plus output bytes at the copy "
+           f"vector adds and multiplies). Memory bound (DESIGN §7): input plus output bytes at the copy "
            f"bandwidth of the smallest cache level holding them (a kernel reading more than it writes can beat a "
            f"copy a little inside the caches). Compute bound: the float32 operations the interpreter counts for "
            f"the launch "
