@@ -11,3 +11,8 @@ from .refimpl.lang import (INF, NAN, Buffer, Const, bitcast, block_id, block_max
                            private, sigmoid, sin, sqrt, tanh, thread_id, u32)
 
 __version__ = "0.1.0"
+
+__all__ = ["KernelFunction", "kernel", "KernelRuntimeError", "interpret", "KernelError",
+           "INF", "NAN", "Buffer", "Const", "bitcast", "block_id", "block_max", "block_min", "block_size",
+           "block_sum", "cos", "erf", "exp", "f32", "global_id", "i32", "log", "num_threads", "private",
+           "sigmoid", "sin", "sqrt", "tanh", "thread_id", "u32"]

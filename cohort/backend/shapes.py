@@ -16,8 +16,7 @@ from math import gcd
 from typing import Optional
 
 from . import inject
-from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store,
-                          walk_expr)
+from ..refimpl.ir import Assign, Collective, Expr, For, If, Kernel, Op, PStore, Store, walk_expr
 from ..refimpl.opdefs import OPDEFS
 
 BIG_ALIGN = 1 << 30
@@ -190,7 +189,7 @@ _RANK = {"uniform": 0, "contiguous": 1, "strided": 2, "gather": 3, "scatter": 3}
 
 def access_profile(kernel: Kernel, width: int) -> dict:
     """How every access and `if` of a kernel would be lowered at a vector width."""
-    from ..refimpl.ir import Private, walk_stmts, stmt_exprs
+    from ..refimpl.ir import walk_stmts, stmt_exprs
     sa = ShapeAnalysis(kernel, width)
     prof = {}
     for s in walk_stmts(kernel.body):
@@ -210,8 +209,9 @@ def access_profile(kernel: Kernel, width: int) -> dict:
 
 
 def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
-    """How many packets of a cohort to run side by side (DESIGN §5 allows any
-    order of a cohort's packets). `auto`: the most that lowers every access and
+    """How many packets of a cohort to run side by side (the `interleave` knob of
+    DESIGN §5: DESIGN §3 orders only each thread's own operations, so a cohort's
+    packets may run in any order). `auto`: the most that lowers every access and
     `if` as well as one packet does (g // 16 is uniform over 8 lanes, not 32)."""
     most = kernel.block // lanes
     if requested != "auto":

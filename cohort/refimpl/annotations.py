@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .interpreter import KernelRuntimeError
-
 
 def claimed_stride(kind: str, access):
     """The index stride across lanes an access's lowering relies on, or None."""

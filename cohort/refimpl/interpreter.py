@@ -4,7 +4,8 @@ A launch runs vectorised over all its threads at once: every value is a NumPy
 array with one entry per thread (or a NumPy scalar when uniform), every
 statement runs under an explicit boolean mask of the threads executing it.
 There is no Python loop over threads. Threads run in lock step, which is one
-of the schedules the contract allows (DESIGN §5); anything whose result would
+of the schedules the contract allows (DESIGN §3 orders each thread's own
+operations, nothing across threads); anything whose result would
 depend on the schedule (two threads storing to one address, a thread loading
 an address another thread stores to, unless a collective of their block orders
 the two) is an error rather than an answer.

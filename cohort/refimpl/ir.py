@@ -11,7 +11,7 @@ validator and the fuzzer's builder all call it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -263,7 +263,7 @@ def pload(arr: str, index: Expr, dtype: DType) -> Expr:
 
 
 def builtin(op: Op, arg=None) -> Expr:
-    return Expr(op, DType.I32, (), arg)
+    return Expr(op, result_dtype(op, ()), (), arg)
 
 
 # ---------------------------------------------------------------- statements
