@@ -500,7 +500,6 @@ class _Emitter:
             self.err("private() must be assigned to a name at the top level of the kernel body", n)
         self.err(f"unsupported built-in {obj.name}", n)
 
-
     def python_call(self, d, n: ast.Call):
         """min(a, b), max(a, b), abs(x), len(buf): the operation `d` spelled as a Python built-in."""
         if d.arg == "buffer":   # the operand is a buffer's name, not a value
