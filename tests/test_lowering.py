@@ -72,9 +72,8 @@ def test_the_mask_is_a_context_restored_on_the_way_out(variant):
     cond = llir.Constant(L.vty(llir.IntType(1)), None)
     with L.masked(cond, merge=False) as m:
         assert L.mask is m and L.cmask is None
-        with pytest.raises(RuntimeError):
-            with L.masked(cond):
-                assert L.cmask is not None
-                raise RuntimeError("leave the context early")
+        with pytest.raises(RuntimeError), L.masked(cond):
+            assert L.cmask is not None
+            raise RuntimeError("leave the context early")
         assert L.mask is m and L.cmask is None
     assert L.mask is None and L.cmask is None

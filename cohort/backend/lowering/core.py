@@ -15,9 +15,10 @@ block, as Triton specialises on divisibility) has no masked path at all and
 refuses any other launch. At width 1 no packet is ever partial.
 
 Statements (stmts.py), expressions (exprs.py, one rule per Op), loops
-(loops.py), memory access classes (memory.py), collectives and safety checks
-(checks.py) are written once; lanes.py holds the few helpers that differ at
-width 1 (where they are the identity) and the mask.
+(loops.py), memory access classes (memory.py), collectives (collectives.py)
+and safety checks (checks.py) are written once, each module one part of the
+`Lowering` class, all reading the state set up here; lanes.py holds the few
+helpers that differ at width 1 (where they are the identity) and the mask.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from llvmlite import ir
 from ...refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, ParamKind, Private, walk_stmts
 from .. import inject
 from ..bounds import Bounds
-from ..context import (ERR_PARTIAL_BLOCK, ERR_SCRATCH, I1, I32T, I64, I8, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N,
+from ..context import (ERR_PARTIAL_BLOCK, ERR_SCRATCH, I1, I8, I32T, I64, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N,
                        SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx, abi_slots, mem_type, private_layout)
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
 from .checks import Checks
@@ -201,8 +202,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
         for p, (stmts, coll) in enumerate(self.phases):
-            self.counted_loop(self.i32(0), npk, lambda q: self.packet_phase(q, base, stmts, coll),
-                              f"phase{p}.packet")
+            self.counted_loop(self.i32(0), npk, lambda q, stmts=stmts, coll=coll: self.packet_phase(
+                q, base, stmts, coll), f"phase{p}.packet")
             if coll is not None:
                 self.collective(coll, npk)
 

@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from ...refimpl.ir import DType, Expr, PStore, Store
 from .. import inject
-from ..context import ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I64, I8, PTR, mem_type, vector_const
+from ..context import ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I8, I32T, I64, PTR, mem_type, vector_const
 from ..shapes import Access, classify
 
 

@@ -11,7 +11,7 @@ from llvmlite import ir
 
 from ...refimpl.ir import Assign, DType, Expr, For, If, Op, Private, PStore, Store, walk_expr
 from ...refimpl.printer import format_expr
-from ..context import ERR_STORE_OOB, I32T, I8, mem_type, vector_const
+from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
 from ..shapes import Access
 
 
@@ -74,9 +74,8 @@ class StmtLowering:
         self.annotate(s, "if", "", None, "masked")
         for body, cond in ((s.then, c), (s.orelse, b.not_(c))):
             if body:
-                with self.masked(cond) as m:
-                    with b.if_then(self.any(m)):
-                        self.stmts(body)
+                with self.masked(cond) as m, b.if_then(self.any(m)):
+                    self.stmts(body)
 
     # ------------------------------------------------------------ interleaved stores
     def interleaved_group(self, body, i):
