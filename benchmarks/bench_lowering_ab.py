@@ -13,10 +13,13 @@ rounds of the per-round ratio B/A, its range over the rounds, and each
 side's median time.
 
 `--code` compares the generated code instead (no timing): instructions of the
-optimised IR and of the assembly, per cell, A against B.
+optimised IR and of the assembly, per cell, A against B. `--compile` times
+compiles instead of launches (same rounds and order, nothing cached): the
+whole compile and its Python part (lowering: total minus LLVM's parse,
+optimise and codegen), median of `samples` compiles per cell and round.
 
     python benchmarks/bench_lowering_ab.py /work/main /work/wt/lowering [--rounds 6] [--samples 7]
-        [--ops rmsnorm,rope] [--variants whole,packet] [--code]
+        [--ops rmsnorm,rope] [--variants whole,packet] [--code | --compile]
 """
 import argparse
 import json
@@ -27,15 +30,15 @@ import sys
 import tempfile
 
 CHILD = r"""
-import hashlib, json, os, sys
+import json, os, statistics, sys, time
 import numpy as np
-from cohort.backend import timer
+from cohort.backend import compiler, timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ops
 from cohort.verify.checksum import bitwise_equal
 from cohort.verify.guard import GuardedSet
 
-cells, samples, refdir, code_only = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "1"
+cells, samples, refdir, mode = json.loads(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def reference(op, shape, inputs):
     path = os.path.join(refdir, f"{op.name}-{ops.fmt_shape(shape)}.npy")
@@ -58,13 +61,29 @@ def ir_instructions(text):
             n += 1
     return n
 
+def compile_times(op, launch, variant):
+    totals, lowers = [], []
+    for _ in range(samples):
+        compiler._cache.clear(); compiler._bound.clear(); compiler._handles.clear()
+        t = time.perf_counter()
+        ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+        total = time.perf_counter() - t
+        llvm = ck.code.linked.seconds["total"]
+        totals.append(total)
+        lowers.append(total - llvm)
+    return {"total": statistics.median(totals), "lower": statistics.median(lowers)}
+
 out = {}
+compile_kernel(ops.get("rope").kernel, ops.get("rope").launch((3, 64)).consts, "whole")   # LLVM's set-up, untimed
 for name, shape, variant in cells:
     op, shape = ops.get(name), tuple(shape)
     launch = op.launch(shape)
-    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
     key = f"{name}|{ops.fmt_shape(shape)}|{variant}"
-    if code_only:
+    if mode == "compile":
+        out[key] = compile_times(op, launch, variant)
+        continue
+    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+    if mode == "code":
         out[key] = {"ir": ir_instructions(ck.llvm_ir), "asm": ck.facts["asm_instructions"]}
         continue
     inputs = op.make_inputs(shape, 0)
@@ -85,10 +104,10 @@ print(json.dumps(out))
 """
 
 
-def run_child(checkout: str, cells: list, samples: int, refdir: str, code: bool) -> dict:
+def run_child(checkout: str, cells: list, samples: int, refdir: str, mode: str) -> dict:
     env = dict(os.environ, PYTHONPATH=os.path.abspath(checkout))
-    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cells), str(samples), refdir, "1" if code else "0"],
-                       capture_output=True, text=True, env=env, cwd=os.path.abspath(checkout))
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(cells), str(samples), refdir, mode],
+                       capture_output=True, text=True, env=env, cwd=os.path.abspath(checkout), check=False)
     if r.returncode != 0:
         raise SystemExit(f"{checkout}: the child failed:\n{r.stderr.strip()[-2000:]}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -109,12 +128,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--samples", type=int, default=7)
     ap.add_argument("--code", action="store_true", help="compare instruction counts, no timing")
+    ap.add_argument("--compile", action="store_true", help="time compiles instead of launches")
     args = ap.parse_args()
+    mode = "code" if args.code else "compile" if args.compile else "launch"
     cells = cells_of(args.ops.split(","), args.variants.split(","))
     checkouts = {"A": args.old, "B": args.new}
     with tempfile.TemporaryDirectory(prefix="cohort-ab-") as refdir:
         if args.code:
-            res = {side: run_child(path, cells, 1, refdir, True) for side, path in checkouts.items()}
+            res = {side: run_child(path, cells, 1, refdir, mode) for side, path in checkouts.items()}
             print(f"{'op':15s} {'shape':20s} {'variant':8s} {'IR A':>6s} {'IR B':>6s} {'asm A':>6s} {'asm B':>6s} "
                   f"{'asm B-A':>7s}")
             tot = {"A": 0, "B": 0}
@@ -130,25 +151,32 @@ def main():
         rounds = []
         for r in range(args.rounds):
             order = ("A", "B") if r % 2 == 0 else ("B", "A")
-            got = {side: run_child(checkouts[side], cells, args.samples, refdir, False) for side in order}
+            got = {side: run_child(checkouts[side], cells, args.samples, refdir, mode) for side in order}
             rounds.append(got)
             print(f"round {r + 1}/{args.rounds} done ({'/'.join(order)})", file=sys.stderr, flush=True)
-    print(f"A = {args.old}\nB = {args.new}\n{args.rounds} rounds x {args.samples} samples; "
-          f"ratio = median over rounds of B/A (p50 each), range over rounds")
-    print(f"{'op':15s} {'shape':20s} {'variant':8s} {'A us':>9s} {'B us':>9s} {'B/A':>7s} {'range':>13s}")
-    ratios_all = []
+    print(f"A = {args.old}\nB = {args.new}\n{args.rounds} rounds x {args.samples} "
+          f"{'compiles' if args.compile else 'samples'}; ratio = median over rounds of B/A, range over rounds")
+    fields = ("total", "lower") if args.compile else ("p50",)
+    heads = " ".join(f"{f'A {f} {unit}':>12s} {f'B {f} {unit}':>12s} {'B/A':>6s} {'range':>13s}"
+                     for f, unit in zip(fields, ("ms", "ms") if args.compile else ("us",)))
+    print(f"{'op':15s} {'shape':20s} {'variant':8s} {heads}")
+    scale = 1e3 if args.compile else 1e-3
+    overall = {f: [] for f in fields}
     for key in rounds[0]["A"]:
-        a = [rd["A"][key]["p50"] for rd in rounds]
-        b = [rd["B"][key]["p50"] for rd in rounds]
-        ratios = [y / x for x, y in zip(a, b)]
-        med = statistics.median(ratios)
-        ratios_all.append(med)
         name, shape, variant = key.split("|")
-        print(f"{name:15s} {shape:20s} {variant:8s} {statistics.median(a) / 1e3:9.2f} {statistics.median(b) / 1e3:9.2f} "
-              f"{med:7.3f} {min(ratios):6.3f}-{max(ratios):<6.3f}", flush=True)
-    print(f"cells: {len(ratios_all)}; median of the cells' ratios {statistics.median(ratios_all):.3f}, "
-          f"geometric mean {statistics.geometric_mean(ratios_all):.3f}, "
-          f"range {min(ratios_all):.3f}-{max(ratios_all):.3f}")
+        cols = []
+        for f in fields:
+            a = [rd["A"][key][f] for rd in rounds]
+            b = [rd["B"][key][f] for rd in rounds]
+            ratios = [y / x for x, y in zip(a, b)]
+            med = statistics.median(ratios)
+            overall[f].append(med)
+            cols.append(f"{statistics.median(a) * scale:12.2f} {statistics.median(b) * scale:12.2f} {med:6.3f} "
+                        f"{min(ratios):6.3f}-{max(ratios):<6.3f}")
+        print(f"{name:15s} {shape:20s} {variant:8s} " + " ".join(cols), flush=True)
+    for f, meds in overall.items():
+        print(f"{f}: {len(meds)} cells; median of the cells' ratios {statistics.median(meds):.3f}, "
+              f"geometric mean {statistics.geometric_mean(meds):.3f}, range {min(meds):.3f}-{max(meds):.3f}")
 
 
 if __name__ == "__main__":
