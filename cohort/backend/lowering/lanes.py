@@ -96,20 +96,28 @@ class Lanes:
         return c if m is None else self.b.and_(m, c)
 
     @contextmanager
-    def masked(self, cond, merge: bool = True):
+    def masked(self, cond, merge: bool = True, narrowed=None):
         """Narrow the effects to the lanes where `cond` holds (None: no narrowing).
         `merge`: the narrowing is control flow (an `if`, a loop's running lanes), so
         assignments in it merge with the old value; a lazy select arm assigns nothing,
-        and lanes beyond the launch are dead."""
+        and lanes beyond the launch are dead. `narrowed`: the new mask, when the
+        caller has it already (mask & cond)."""
         saved = self.mask, self.cmask
         if cond is not None:
-            self.mask = self.and_mask(self.mask, cond)
+            self.mask = narrowed if narrowed is not None else self.and_mask(self.mask, cond)
             if merge:
                 self.cmask = self.and_mask(self.cmask, cond)
         try:
             yield self.mask
         finally:
             self.mask, self.cmask = saved
+
+    @contextmanager
+    def masked_if_any(self, cond):
+        """Control flow narrowed to `cond`'s lanes, skipped when none of them is on."""
+        m = self.and_mask(self.mask, cond)
+        with self.b.if_then(self.any(m)), self.masked(cond, narrowed=m):
+            yield
 
     # ------------------------------------------------------------ intrinsics
     def intrinsic(self, name: str, ret, args):

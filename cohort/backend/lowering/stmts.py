@@ -74,7 +74,7 @@ class StmtLowering:
         self.annotate(s, "if", "", None, "masked")
         for body, cond in ((s.then, c), (s.orelse, b.not_(c))):
             if body:
-                with self.masked(cond) as m, b.if_then(self.any(m)):
+                with self.masked_if_any(cond):
                     self.stmts(body)
 
     # ------------------------------------------------------------ interleaved stores
