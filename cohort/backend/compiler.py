@@ -41,6 +41,7 @@ from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB
                       abi_slots, private_layout)
 from .facts import code_facts
 from .launch_plan import LaunchPlan
+from .lowering import Lowering
 from .variant import Variant, parse_variant
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -272,10 +273,9 @@ class PreparedLaunch:
                 raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: an entry built for launches of whole "
                                          f"blocks of {self.ck.kernel.block} was called with n = {index}")
             stmt = self.code.stmt_table[sid]
-            length = ""
             raise KernelRuntimeError(
                 f"kernel {self.ck.kernel.name}, {stmt.loc}: {_ERR_KIND.get(kind, 'access')} index {index} "
-                f"out of bounds{length} (thread {thread}, block {thread // self.ck.kernel.block}) "
+                f"out of bounds (thread {thread}, block {thread // self.ck.kernel.block}) "
                 f"[native, {self.ck.variant.label}{', checked fallback' if self.fallback else ''}]")
 
 
@@ -421,28 +421,19 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
         raise KernelError(k.name, None, f"private arrays need {scratch} bytes per block of {k.block} threads; "
                                         f"the native backend allows at most {MAX_SCRATCH_BYTES}")
     symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
-    if variant.lanes == 1:
-        from .lower_whole import WholeLowering
-        lowering = WholeLowering(k, symbol, fast_math=variant.fast_math, checked=variant.checked,
-                                 unsafe=variant.unsafe)
-    else:
-        if k.block < variant.lanes:
-            raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
-                                     f"{variant.lanes} (a block must hold whole packets)")
-        from .lower_packet import PacketLowering
-        lowering = PacketLowering(k, symbol, variant, checked=variant.checked, full_blocks=full_blocks)
+    if k.block < variant.lanes:
+        raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
+                                 f"{variant.lanes} (a block must hold whole packets)")
+    lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
     module = lowering.lower()
-    text = str(module)
-    attrs = getattr(lowering, "fn_attributes", None)
-    if attrs:
-        text = _with_function_attributes(text, symbol, attrs)
-    linked = jit.compile_module(text, [symbol], getattr(lowering, "tuning", None))
+    text = _with_function_attributes(str(module), symbol, lowering.fn_attributes)
+    linked = jit.compile_module(text, [symbol], lowering.tuning)
     ck = NativeCode(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                     time.perf_counter() - t0)
     ck.scratch_bytes = scratch
     ck.full_blocks = lowering.full_blocks
-    ck.annotations = getattr(lowering, "annotations", {})
-    ck.lowering_counts = dict(getattr(lowering, "counts", {}))
-    ck.lowering_counts["interleave"] = getattr(lowering, "interleave", 1)
-    ck.annotation_lanes = getattr(lowering, "W", 1)   # the lane groups the annotations speak of
+    ck.annotations = lowering.lane_claims
+    ck.lowering_counts = dict(lowering.counts)
+    ck.lowering_counts["interleave"] = lowering.interleave
+    ck.annotation_lanes = lowering.W   # the lane groups the annotations speak of
     return ck

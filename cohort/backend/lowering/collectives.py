@@ -1,0 +1,120 @@
+"""Phases and collectives (DESIGN §2, §3).
+
+The body is cut after each top-level collective into phases. Each phase runs
+the block's packets (threads, at width 1) one after another; then the phase's
+collective combines the block's values in the fixed tree of DESIGN §3.
+Variables that live across a phase boundary are kept per thread in a
+[B x T] array; all others are plain allocas that LLVM promotes to registers.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...refimpl.ir import Assign, Collective, DType, For, Op, stmt_exprs, walk_expr, walk_stmts
+from ...refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
+from .. import inject
+from ..context import I32T, vector_const
+from ..lower_ops import LOWER
+
+
+def tree_steps(B: int, lo: int) -> list:
+    """The strides s = B/2, B/4, ..., lo of the fixed reduction tree (DESIGN §3)."""
+    steps = []
+    s = B // 2
+    while s >= lo:
+        steps.append(s)
+        s //= 2
+    return steps[::-1] if inject.active("tree_order") else steps
+
+
+def split_phases(body) -> list:
+    """[(statements, collective or None), ...]: the body cut after each top-level collective."""
+    phases, cur = [], []
+    for s in body:
+        if isinstance(s, Collective):
+            phases.append((tuple(cur), s))
+            cur = []
+        else:
+            cur.append(s)
+    phases.append((tuple(cur), None))
+    return phases
+
+
+def names_in(stmts, coll=None) -> set:
+    """Variable names a phase reads or writes."""
+    names = set()
+    for s in walk_stmts(stmts):
+        if isinstance(s, (Assign, Collective)):
+            names.add(s.name)
+        if isinstance(s, For):
+            names.add(s.var)
+        for e in stmt_exprs(s):
+            names.update(n.arg for n in walk_expr(e) if n.op is Op.VAR)
+    if coll is not None:
+        names.update(n.arg for n in walk_expr(coll.value) if n.op is Op.VAR)
+    return names
+
+
+def assigned_in(stmts) -> set:
+    return {s.name for s in walk_stmts(stmts) if isinstance(s, Assign)}
+
+
+class CollectiveLowering:
+    # A value living across a collective is kept per thread; when its shape is
+    # uniform or affine only lane 0 is stored, and the lanes rebuilt from it.
+    def load_cross(self, n: str):
+        b, dt = self.b, self.types[n]
+        shape = self.shape_of_var(n)
+        if shape is None or shape.stride is None or dt is DType.BOOL:
+            return self.load_lanes(self.arrays[n], self.t0, dt)
+        v0 = b.load(self.elem(self.arrays[n], self.t0, dt), typ=self.sx.ty(dt), align=4)
+        v = self.splat(v0, dt)
+        if shape.stride:
+            v = b.add(v, vector_const(self.cx.ty(dt), [shape.stride * l for l in range(self.W)]))
+        return v
+
+    def store_cross(self, n: str, v):
+        dt = self.types[n]
+        shape = self.shape_of_var(n)
+        if shape is None or shape.stride is None or dt is DType.BOOL:
+            return self.store_lanes(v, self.arrays[n], self.t0, dt)
+        self.b.store(self.lane0(v), self.elem(self.arrays[n], self.t0, dt), align=4)
+
+    def contribute(self, coll: Collective):
+        """This packet's values of the collective into the block's tree (inactive lanes: the identity)."""
+        b, dt = self.b, coll.value.dtype
+        self.cur = coll
+        v = self.ev(coll.value, {})
+        if self.mask is not None:
+            v = b.select(self.mask, v, self.cx.const(dt, REDUCE_IDENTITY[(coll.op.value, dt)].item()))
+        self.store_lanes(v, self.scratch[id(coll)], self.t0, dt)
+
+    def collective(self, c: Collective, npk):
+        """Packets that ran are in the scratch array; the others contribute the
+        identity. Then the fixed tree: whole packets while s >= W, lanes after
+        (none at width 1); the result goes to every thread."""
+        b, W, dt = self.b, self.W, c.value.dtype
+        tree = self.scratch[id(c)]
+        ident = self.sx.const(dt, REDUCE_IDENTITY[(c.op.value, dt)].item())
+        self.counted_loop(b.mul(npk, self.i32(W)), self.i32(self.B),
+                          lambda t: b.store(ident, self.elem(tree, t, dt)), "identity")
+        op = REDUCE_OP[c.op.value]
+        ty = self.cx.ty(dt)
+        for s in tree_steps(self.B, W):
+            def step(qq, s=s):
+                at = b.mul(qq, self.i32(W))
+                x = b.load(self.elem(tree, at, dt), typ=ty, align=4)
+                y = b.load(self.elem(tree, b.add(at, self.i32(s)), dt), typ=ty, align=4)
+                b.store(LOWER[op](self.cx, dt, x, y), self.elem(tree, at, dt), align=4)
+            self.counted_loop(self.i32(0), self.i32(s // W), step, f"tree{s}")
+        v = b.load(self.elem(tree, self.i32(0), dt), typ=ty, align=4)
+        for s in tree_steps(W, 1):
+            lanes = [t + s if t + s < W else t for t in range(W)]
+            moved = b.shuffle_vector(v, ir.Constant(ty, None), vector_const(self.vty(I32T), lanes))
+            self.counts["shuffles"] += 1
+            v = LOWER[op](self.cx, dt, v, moved)
+        r = self.splat(self.lane0(v), dt)
+        arr = self.arrays[c.name]
+        self.counted_loop(self.i32(0), self.i32(self.B // W),
+                          lambda qq: b.store(r, self.elem(arr, b.mul(qq, self.i32(W)), dt), align=4),
+                          "broadcast")

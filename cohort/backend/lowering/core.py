@@ -1,0 +1,262 @@
+"""One lowering for every width: `whole` is width 1, packets are width W.
+
+A block is a cohort of B/W packets, each W threads side by side as the lanes
+of SIMD vectors (after ISPC's foreach), or at width 1 one thread. W is the
+width the lowering works in: `interleave` packets of `lanes` side by side,
+split by LLVM into hardware vectors of `lanes`.
+
+Per block and phase (collectives.py), packets p = 0.. run one after another.
+A packet whose W threads are all active takes the full path (mask statically
+all-on: plain vector loads and stores) when `full_packet` is on; the launch's
+last, partial packet takes the masked path, emitted by the same code under
+the launch mask. A build specialised for launches of whole blocks
+(`full_blocks`, chosen when the launch size is known to be a multiple of the
+block, as Triton specialises on divisibility) has no masked path at all and
+refuses any other launch. At width 1 no packet is ever partial.
+
+Statements (stmts.py), expressions (exprs.py, one rule per Op), loops
+(loops.py), memory access classes (memory.py), collectives (collectives.py)
+and safety checks (checks.py) are written once, each module one part of the
+`Lowering` class, all reading the state set up here; lanes.py holds the few
+helpers that differ at width 1 (where they are the identity) and the mask.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+from llvmlite import ir
+
+from ...refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, ParamKind, Private, walk_stmts
+from .. import inject
+from ..bounds import Bounds
+from ..context import (ERR_PARTIAL_BLOCK, ERR_SCRATCH, I1, I8, I32T, I64, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N,
+                       SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx, abi_slots, mem_type, private_layout)
+from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
+from .checks import Checks
+from .collectives import CollectiveLowering, assigned_in, names_in, split_phases
+from .exprs import ExprLowering
+from .lanes import Lanes
+from .loops import LoopLowering
+from .memory import MemoryLowering
+from .stmts import StmtLowering
+
+
+def var_types(kernel: Kernel) -> dict:
+    types = {}
+    for s in walk_stmts(kernel.body):
+        if isinstance(s, (Assign, Collective)):
+            types[s.name] = s.value.dtype
+        elif isinstance(s, For):
+            types[s.var] = DType.I32
+    return types
+
+
+class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, Checks, Lanes):
+    """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
+    (the entry ABI of context.py) running any range of a launch's blocks."""
+
+    def __init__(self, kernel: Kernel, symbol: str, variant, full_blocks: bool = False):
+        lanes = variant.lanes
+        if lanes > 1 and (kernel.block < lanes or kernel.block % lanes):
+            raise ValueError(f"block {kernel.block} is smaller than lanes {lanes}")
+        self.k, self.B, self.variant = kernel, kernel.block, variant
+        self.checked = variant.checked
+        # the default build is safe: affine indices proven per launch in the prologue,
+        # the others checked per access; `unsafe` builds check nothing
+        self.bounds = None if variant.checked or variant.unsafe else Bounds(kernel)
+        self.packet = lanes
+        self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave)
+        self.W = lanes * self.interleave
+        self.full_blocks = full_blocks and variant.full_packet   # only launches of whole blocks are accepted
+        # one thread has its private arrays side by side (thread-major) whatever the knob says
+        self.private_layout = variant.private if self.W > 1 else "thread"
+        self.shapes = ShapeAnalysis(kernel, self.W) if self.W > 1 else None
+        self.fn_attributes, self.tuning = self.llvm_settings()
+        self.module = ir.Module(name=kernel.name)
+        self.fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), symbol)
+        self.fn.attributes.add("nounwind")
+        self.entry_bb = self.fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry_bb)
+        self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)   # values of the lowering's width
+        self.sx = Ctx(self.module, self.b, 1, variant.fast_math)        # scalars
+        self.counts = Counter()
+        self.annotations: dict = {}   # id(node or stmt) -> (kind, name, Access or None, modes)
+        self.stmt_ids: dict = {}      # id(stmt) -> index into self.stmt_table
+        self.stmt_table: list = []
+        self.types = var_types(kernel)
+        self.spec_cache: dict = {}
+        self.mask = self.cmask = None  # lanes.py; changed only through self.masked(...)
+        self.cur = None                # the statement being lowered (error records)
+
+    def llvm_settings(self):
+        """(function attributes, pass-pipeline tuning). Packets are vectorised by
+        construction: LLVM's vectorisers and unroller would only cost compile time, and
+        vectors stay in registers of `lanes` (lanes=16 asks for 512 bits). At width 1,
+        whatever LLVM vectorises on its own stays in 256-bit registers (the W8 machine)."""
+        if self.W == 1:
+            return ({"prefer-vector-width": "256", "no-builtin-memset": ""},
+                    {"loop_unrolling": False, "slp_vectorization": False})
+        bits = str(32 * self.packet)
+        return ({"prefer-vector-width": bits, "min-legal-vector-width": bits, "no-builtin-memset": ""},
+                {"loop_unrolling": False, "loop_vectorization": False, "slp_vectorization": False})
+
+    # ------------------------------------------------------------ lane facts
+    def shape(self, e: Expr) -> Shape:
+        """How e varies across the lanes (shapes.py); at width 1 every value is uniform."""
+        return UNIFORM if self.shapes is None else self.shapes.shape(e)
+
+    def shape_of_var(self, name: str):
+        return UNIFORM if self.shapes is None else self.shapes.vars.get(name)
+
+    def annotate(self, key, kind: str, name: str, access, mode: str):
+        prev = self.annotations.get(id(key))
+        modes = (prev[3] if prev else frozenset()) | {mode}
+        self.annotations[id(key)] = (kind, name, access, modes)
+
+    @property
+    def lane_claims(self) -> dict:
+        """The annotations the interpreter checks; at width 1 there are no lanes to claim about."""
+        return self.annotations if self.W > 1 else {}
+
+    # ------------------------------------------------------------ entry
+    def alloca(self, ty, name=""):
+        with self.b.goto_block(self.entry_bb):
+            self.b.position_at_start(self.entry_bb)
+            a = self.b.alloca(ty, name=name)
+        a.type = PTR  # opaque, like every pointer in LLVM 22; GEPs name their element type
+        return a
+
+    def lower(self) -> ir.Module:
+        b, k = self.b, self.k
+        args = self.fn.args[0]
+        slot = lambda i: b.load(b.gep(args, [self.i64(i)], source_etype=I64), typ=I64, align=8)
+        self.n64 = slot(SLOT_N)
+        self.n32 = b.trunc(self.n64, I32T)
+        begin = b.trunc(slot(SLOT_BEGIN), I32T)
+        end = b.trunc(slot(SLOT_END), I32T)
+        self.err_ptr = b.inttoptr(slot(SLOT_ERR), PTR)
+        slots = abi_slots(k)
+        self.bufs, self.lens = {}, {}
+        for p in k.params:
+            if p.kind is ParamKind.BUFFER:
+                ps, ls = slots[p.name]
+                self.bufs[p.name] = b.inttoptr(slot(ps), PTR)
+                self.lens[p.name] = slot(ls)
+        self.scalars, self.scalar_bits = {}, {}
+        for p in k.scalars:
+            bits = self.scalar_bits[p.name] = b.trunc(slot(slots[p.name][0]), I32T)
+            self.scalars[p.name] = b.bitcast(bits, ir.FloatType()) if p.dtype is DType.F32 else bits
+        if self.full_blocks:
+            # specialised for launches of whole blocks: anything else is refused, never run
+            partial = b.icmp_unsigned("!=", b.urem(self.n64, self.i64(self.B)), self.i64(0))
+            with b.if_then(partial, likely=False):
+                b.store(self.i64(ERR_PARTIAL_BLOCK), self.err_ptr, align=8)
+                b.store(self.n64, b.gep(self.err_ptr, [self.i64(2)], source_etype=I64), align=8)
+                b.ret_void()
+        if self.bounds is not None:
+            self.bounds_prologue()
+        # never run blocks past the launch, whatever the caller asked
+        nblocks = b.trunc(b.udiv(b.add(self.n64, self.i64(self.B - 1)), self.i64(self.B)), I32T)
+        end = b.select(b.icmp_signed("<", end, nblocks), end, nblocks)
+
+        self.phases = split_phases(k.body)
+        counts = [names_in(st, c) for st, c in self.phases]
+        self.cross = {n for n in self.types if sum(n in c for c in counts) > 1}
+        self.cross |= {c.name for _, c in self.phases if c is not None}
+        self.slots = {n: self.alloca(self.cx.ty(t), n) for n, t in self.types.items()}
+        # per-thread storage: one element per thread, packets read W at a time
+        self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
+                       for n in sorted(self.cross)}
+        self.privates = {}
+        offsets, self.scratch_bytes = private_layout(k)
+        if offsets:
+            scratch = b.inttoptr(slot(SLOT_SCRATCH), PTR)
+            # too little scratch (a misused entry) is an error, never a write past it
+            short = b.icmp_unsigned("<", slot(SLOT_SCRATCH_BYTES), self.i64(self.scratch_bytes))
+            with b.if_then(short, likely=False):
+                b.store(self.i64(ERR_SCRATCH), self.err_ptr, align=8)
+                b.ret_void()
+        for s in k.body:
+            if isinstance(s, Private):
+                ptr = b.gep(scratch, [self.i64(offsets[s.name])], source_etype=I8)
+                self.privates[s.name] = (ptr, int(s.size.arg), s.dtype)
+        self.scratch = {}
+        for _, c in self.phases:
+            if c is not None:
+                self.scratch[id(c)] = self.alloca(ir.ArrayType(mem_type(c.value.dtype), self.B), "tree")
+
+        self.counted_loop(begin, end, self.block_body, "block")
+        b.ret_void()
+        return self.module
+
+    # ------------------------------------------------------------ blocks, packets
+    def block_body(self, bid):
+        b, W = self.b, self.W
+        self.bid = bid
+        base = b.mul(bid, self.i32(self.B))
+        if self.full_blocks:       # every packet of every block is full: one path, no tail
+            npk = self.i32(self.B // W)
+        else:
+            left = b.sub(self.n32, base)
+            active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
+            npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
+        self.zero_privates()
+        for p, (stmts, coll) in enumerate(self.phases):
+            self.counted_loop(self.i32(0), npk, lambda q, stmts=stmts, coll=coll: self.packet_phase(
+                q, base, stmts, coll), f"phase{p}.packet")
+            if coll is not None:
+                self.collective(coll, npk)
+
+    def packet_phase(self, q, base, stmts, coll):
+        """Packet q of the block: the full path, the masked path, or a choice of the two."""
+        b, W = self.b, self.W
+        self.t0 = b.mul(q, self.i32(W))
+        self.tid = self.consecutive(self.t0)
+        g0 = b.add(base, self.t0)
+        self.gid = self.consecutive(g0)
+        if W == 1 or self.full_blocks:     # no packet is partial
+            self.packet_body(stmts, coll, None)
+            return
+        launch_mask = b.icmp_signed("<=" if inject.active("tail_mask") else "<", self.gid,
+                                    self.splat(self.n32, DType.I32))
+        if not self.variant.full_packet:
+            self.packet_body(stmts, coll, launch_mask)
+            return
+        full = b.icmp_signed("<=", b.add(g0, self.i32(W - inject.active("tail_mask"))), self.n32)
+        if inject.active("full_packet_always"):
+            full = ir.Constant(I1, 1)
+        with b.if_else(full) as (full_path, tail_path):
+            with full_path:
+                self.packet_body(stmts, coll, None)
+            with tail_path:
+                self.packet_body(stmts, coll, launch_mask)
+
+    def packet_body(self, stmts, coll, launch_mask):
+        """One phase of one packet, under the launch mask (None: every lane is a live thread)."""
+        b = self.b
+        # a partial packet runs its loops masked throughout (loops.py): less code
+        self.tail_path = launch_mask is not None
+        with self.masked(launch_mask, merge=False):
+            used = names_in(stmts, coll)
+            for n in sorted(used & self.cross):
+                b.store(self.load_cross(n), self.slots[n])
+            self.stmts(stmts)
+            for n in sorted(assigned_in(stmts) & self.cross):
+                self.store_cross(n, b.load(self.slots[n], typ=self.cx.ty(self.types[n])))
+            if coll is not None:
+                self.contribute(coll)
+
+    def zero_privates(self):
+        """Every block's private arrays start at zero: 32-byte vector stores in a loop, and
+        bytes for the rest (arrays start 64-byte aligned in scratch). Not llvm.memset,
+        which becomes a call into libc at these sizes; the function attribute
+        no-builtin-memset keeps LLVM from turning the loop back into one, so the entry
+        calls nothing outside the generated code (code facts: direct CFG)."""
+        b = self.b
+        zero = ir.Constant(ir.VectorType(I32T, 8), None)
+        for ptr, size, dt in self.privates.values():
+            nbytes = size * self.B * (1 if dt is DType.BOOL else 4)
+            self.counted_loop(self.i32(0), self.i32(nbytes // 32), lambda c, ptr=ptr: b.store(
+                zero, b.gep(ptr, [b.mul(b.zext(c, I64), self.i64(32))], source_etype=I8), align=32), "zero")
+            for k in range(nbytes // 32 * 32, nbytes):
+                b.store(ir.Constant(I8, 0), b.gep(ptr, [self.i64(k)], source_etype=I8), align=1)

@@ -1,0 +1,115 @@
+"""Loops: one counted-loop emitter for every loop the lowering makes (blocks,
+packets, tree steps, a kernel's `for`), and the lowering of a kernel's `for`.
+
+A `for` keeps Python's range semantics with 64-bit trip arithmetic (no wrap
+near INT_MAX): the loop counts iterations k, and the variable is
+start + k*step. Three shapes, chosen by the lanes' shapes of start and stop:
+
+- uniform bounds (always, at width 1): one scalar trip count, no mask;
+- the GPU idiom range(t + c, n, step), an affine start and a uniform stop,
+  in a packet running unmasked with full_packet on: the lanes still running at
+  iteration k are a prefix, so the iterations every lane runs are split from
+  the tail ones, which run under a prefix mask from scalar arithmetic;
+- anything else: per-lane trip counts; the iterations every active lane runs
+  are split from the tail (full_packet), which alone pays for a mask
+  (DESIGN §5). The launch's one partial packet runs its loops masked
+  throughout: less code.
+
+The first two make claims about the lanes (annotated on the loop, checked by
+the interpreter).
+"""
+from __future__ import annotations
+
+from ...refimpl.ir import DType, For
+from ..context import I32T, I64
+from ..shapes import Access
+
+
+class LoopLowering:
+    def counted_loop(self, start, stop, body, name: str):
+        """for (i = start; i < stop; i++) body(i), with i of start's integer type."""
+        b = self.b
+        pre = b.block
+        head = self.fn.append_basic_block(f"{name}.head")
+        loop = self.fn.append_basic_block(f"{name}.body")
+        done = self.fn.append_basic_block(f"{name}.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(start.type, name=name)
+        i.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", i, stop), loop, done)
+        b.position_at_end(loop)
+        body(i)
+        i.add_incoming(b.add(i, start.type(1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def loop(self, s: For):
+        b, W = self.b, self.W
+        memo = {}
+        start_v, stop_v = self.ev(s.start, memo), self.ev(s.stop, memo)
+        step = int(s.step.arg)
+        sh_start, sh_stop = self.shape(s.start), self.shape(s.stop)
+        iterate = lambda lo, hi, running=None: self.counted_loop(
+            lo, hi, lambda k: self.loop_body(s, start_v, step, k, running and running(k)), "k")
+        if sh_start.uniform and sh_stop.uniform:
+            self.annotate(s, "for", "", Access("uniform"), "branch")
+            self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
+            iterate(self.i64(0), self.scalar_trips(b.sext(self.lane0(start_v), I64),
+                                                   b.sext(self.lane0(stop_v), I64), step))
+            return
+        stride = sh_start.stride
+        if (self.mask is None and sh_stop.uniform and stride is not None and stride > 0 and step > 0
+                and self.variant.full_packet):
+            self.annotate(s, "for", "", Access("strided", stride), "prefix")
+            self.annotate(s.stop, "for-stop", "", Access("uniform"), "prefix")
+            first = b.sext(self.lane0(start_v), I64)
+            stop = b.sext(self.lane0(stop_v), I64)
+            kmax = self.scalar_trips(first, stop, step)
+            kmin = self.scalar_trips(b.add(first, self.i64(stride * (W - 1))), stop, step)
+            iterate(self.i64(0), kmin)
+
+            def prefix(k):
+                # lane l runs iteration k iff first + stride*l + k*step < stop
+                room = b.sub(b.sub(stop, first), b.mul(k, self.i64(step)))
+                lanes = b.sdiv(b.add(room, self.i64(stride - 1)), self.i64(stride))
+                lanes = b.select(b.icmp_signed("<", lanes, self.i64(0)), self.i64(0), lanes)
+                lanes = b.select(b.icmp_signed(">", lanes, self.i64(W)), self.i64(W), lanes)
+                return b.icmp_signed("<", self.iota(), self.splat(b.trunc(lanes, I32T), DType.I32))
+            iterate(kmin, kmax, prefix)
+            return
+        start64 = b.sext(start_v, self.vty(I64))
+        stop64 = b.sext(stop_v, self.vty(I64))
+        # trips = max(0, ceil((stop - start) / step)), exact in 64 bits
+        span = b.sub(stop64, start64) if step > 0 else b.sub(start64, stop64)
+        a = abs(step)
+        trips = b.sdiv(b.add(span, self.vconst64(a - 1)), self.vconst64(a))
+        trips = b.select(b.icmp_signed(">", trips, self.vconst64(0)), trips, self.vconst64(0))
+        live = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(0))
+        kmax = self.intrinsic(f"llvm.vector.reduce.smax.v{W}i64", I64, [live])
+        first = self.i64(0)
+        if self.variant.full_packet and not self.tail_path:
+            # lanes beyond the launch never run: they must not shorten the full part
+            full_lanes = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(2 ** 62))
+            kmin = self.intrinsic(f"llvm.vector.reduce.smin.v{W}i64", I64, [full_lanes])
+            kmin = b.select(b.icmp_signed("<", kmin, kmax), kmin, kmax)
+            iterate(first, kmin)
+            first = kmin
+        iterate(first, kmax, lambda k: b.icmp_signed("<", self.splat64(k), trips))
+
+    def scalar_trips(self, start, stop, step: int):
+        """max(0, ceil((stop - start) / step)) in 64 bits: no wrap near INT_MAX."""
+        b = self.b
+        span = b.sub(stop, start) if step > 0 else b.sub(start, stop)
+        a = abs(step)
+        t = b.sdiv(b.add(span, self.i64(a - 1)), self.i64(a))
+        return b.select(b.icmp_signed(">", t, self.i64(0)), t, self.i64(0))
+
+    def loop_body(self, s: For, start_v, step: int, k, running):
+        """Iteration k: the variable is start + k*step, on the lanes `running` (None: all)."""
+        b = self.b
+        k32 = b.trunc(k, I32T)
+        j = b.add(start_v, b.mul(self.splat(k32, DType.I32), self.cx.const(DType.I32, step)))
+        b.store(j, self.slots[s.var])
+        with self.masked(running):
+            self.stmts(s.body)

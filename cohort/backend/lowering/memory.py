@@ -1,0 +1,254 @@
+"""Buffer and private-array accesses, by access class.
+
+Every buffer access is classified by the shape of its index across the lanes
+(shapes.py): uniform (one scalar load, broadcast), contiguous (a vector
+load/store), strided(2..4) (a masked span load and a shuffle), or gather /
+scatter. Under a partial mask, effects are masked vector operations
+(`predicated`) or one branch per lane. Each classification is exported as a
+lane claim (`annotate`) the interpreter checks at run time.
+
+At width 1 the classification is trivial: a load is one element (the uniform
+path, which also runs only when its one lane is on, as in a lazy select arm),
+a store is one element (the contiguous path, never masked: statements at
+width 1 run only for live threads).
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...refimpl.ir import DType, Expr, PStore, Store
+from .. import inject
+from ..context import ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I8, I32T, I64, PTR, mem_type, vector_const
+from ..shapes import Access, classify
+
+
+class MemoryLowering:
+    # ------------------------------------------------------------ addressing
+    def index64(self, idx, dt: DType):
+        t = self.vty(I64) if isinstance(idx.type, ir.VectorType) else I64
+        return self.b.sext(idx, t) if dt is DType.I32 else self.b.zext(idx, t)
+
+    def access_class(self, index: Expr, store: bool) -> Access:
+        if self.W == 1:
+            return Access("contiguous", 1) if store else Access("uniform")
+        return classify(self.shape(index), store=store)
+
+    def effect_mode(self) -> str:
+        """How an effect under the current mask is carried out (a lane claim's mode)."""
+        if self.mask is None:
+            return "unmasked"
+        return "masked" if self.variant.predicated else "per-lane"
+
+    def lane_pointers(self, base, index64, elem):
+        ptrs = self.b.gep(base, [index64], source_etype=elem)
+        ptrs.type = self.vty(PTR)
+        return ptrs
+
+    # ------------------------------------------------------------ buffers
+    def buffer_load(self, e: Expr, idx):
+        b, dt = self.b, e.dtype
+        acc = self.access_class(e.src[0], store=False)
+        self.annotate(e, "load", e.arg, acc, self.effect_mode())
+        elem = mem_type(dt)
+        buf = self.bufs[e.arg]
+        idx64 = self.index64(idx, e.src[0].dtype)
+        self.check_lanes(idx64, self.lens[e.arg], ERR_LOAD_OOB, self.cur, key=e)
+        if acc.kind == "uniform":
+            v = self.uniform_load(b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
+            if dt is DType.BOOL:  # any nonzero byte is True, as in NumPy (not just its low bit)
+                v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+            return self.splat(v, dt)
+        vec = self.vty(elem)
+        if acc.kind == "contiguous":
+            ptr = b.gep(buf, [self.lane0(idx64)], source_etype=elem)
+            if self.mask is None:
+                v = b.load(ptr, typ=vec, align=1)
+            elif self.variant.predicated:
+                self.counts["masked_loads"] += 1
+                v = self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem)}.p0", vec,
+                                   [ptr, self.i32(1), self.mask, self.zero(vec)])
+            else:
+                v = self.per_lane_load(lambda l: b.gep(buf, [b.extract_element(idx64, self.i32(l))],
+                                                       source_etype=elem), elem)
+        elif acc.kind == "strided" and (self.mask is None or self.variant.predicated):
+            v = self.strided_load(buf, self.lane0(idx64), acc.stride, elem)
+        else:
+            ptrs = self.lane_pointers(buf, idx64, elem)
+            if self.mask is not None and not self.variant.predicated:
+                v = self.per_lane_load(lambda l: b.extract_element(ptrs, self.i32(l)), elem)
+            else:
+                v = self.gather(ptrs, elem)
+        return b.icmp_unsigned("!=", v, self.zero(vec)) if dt is DType.BOOL else v
+
+    def buffer_store(self, s: Store, idx, val):
+        b = self.b
+        dt = self.k.param(s.buf).dtype
+        acc = self.access_class(s.index, store=True)
+        self.annotate(s, "store", s.buf, acc, self.effect_mode())
+        elem = mem_type(dt)
+        if dt is DType.BOOL:
+            val = b.zext(val, self.vty(I8))
+        buf = self.bufs[s.buf]
+        idx64 = self.index64(idx, s.index.dtype)
+        self.check_lanes(idx64, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+        if acc.kind == "contiguous":
+            self.contiguous_store(val, b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
+        else:
+            self.scatter(val, self.lane_pointers(buf, idx64, elem), elem)
+
+    # ------------------------------------------------------------ access classes
+    def uniform_load(self, ptr, elem):
+        """One element for every lane; under a mask, read only if some lane is on."""
+        b = self.b
+        if self.mask is None:
+            return b.load(ptr, typ=elem, align=1)
+        pre = b.block
+        with b.if_then(self.any(self.mask)):
+            loaded = b.load(ptr, typ=elem, align=1)
+            then_end = b.block
+        v = b.phi(elem)
+        v.add_incoming(ir.Constant(elem, 0), pre)
+        v.add_incoming(loaded, then_end)
+        return v
+
+    def contiguous_store(self, val, ptr, elem):
+        b = self.b
+        if self.mask is None:
+            b.store(val, ptr, align=1)
+        elif self.variant.predicated:
+            self.counts["masked_stores"] += 1
+            self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem)}.p0", ir.VoidType(),
+                           [val, ptr, self.i32(1), self.mask])
+        else:
+            self.per_lane_store(val, lambda l: b.gep(ptr, [self.i32(l)], source_etype=elem))
+
+    def gather(self, ptrs, elem):
+        self.counts["gathers"] += 1
+        vec = self.vty(elem)
+        return self.intrinsic(f"llvm.masked.gather.{self.vsuffix(elem)}.v{self.W}p0", vec,
+                              [ptrs, self.i32(1), self.mask if self.mask is not None else self.all_true(),
+                               self.zero(vec)])
+
+    def scatter(self, val, ptrs, elem):
+        if self.mask is not None and not self.variant.predicated:
+            self.per_lane_store(val, lambda l: self.b.extract_element(ptrs, self.i32(l)))
+            return
+        self.counts["scatters"] += 1
+        self.intrinsic(f"llvm.masked.scatter.{self.vsuffix(elem)}.v{self.W}p0", ir.VoidType(),
+                       [val, ptrs, self.i32(1), self.mask if self.mask is not None else self.all_true()])
+
+    def spread_mask(self, k: int):
+        """The mask with each lane repeated k times (a span of k*W elements)."""
+        return self.b.shuffle_vector(self.mask, ir.Constant(self.vty(I1), None),
+                                     vector_const(ir.VectorType(I32T, k * self.W), [j // k for j in range(k * self.W)]))
+
+    def strided_load(self, buf, first, k: int, elem):
+        """Lanes at first + k*l: one masked load of the span, then a shuffle. Only
+        the elements the lanes need are read, so the span never overreads."""
+        b, W = self.b, self.W
+        span = ir.VectorType(elem, k * W)
+        keep = vector_const(ir.VectorType(I1, k * W), [1 if j % k == 0 else 0 for j in range(k * W)])
+        smask = keep if self.mask is None else b.and_(self.spread_mask(k), keep)
+        ptr = b.gep(buf, [first], source_etype=elem)
+        self.counts["masked_loads"] += 1
+        self.counts["shuffles"] += 1
+        whole = self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem, k * W)}.p0", span,
+                               [ptr, self.i32(1), smask, self.zero(span)])
+        return b.shuffle_vector(whole, ir.Constant(span, None),
+                                vector_const(self.vty(I32T), [k * l for l in range(W)]))
+
+    def per_lane_load(self, ptr_of_lane, elem):
+        """predicated=off: one branch per lane, a scalar load where the lane is active."""
+        b = self.b
+        v = self.zero(self.vty(elem))
+        for l in range(self.W):
+            self.counts["scalarised_lanes"] += 1
+            pre = b.block
+            with b.if_then(b.extract_element(self.mask, self.i32(l))):
+                x = b.load(ptr_of_lane(l), typ=elem, align=1)
+                with_x = b.insert_element(v, x, self.i32(l))
+                then_end = b.block
+            phi = b.phi(self.vty(elem))
+            phi.add_incoming(v, pre)
+            phi.add_incoming(with_x, then_end)
+            v = phi
+        return v
+
+    def per_lane_store(self, val, ptr_of_lane):
+        b = self.b
+        for l in range(self.W):
+            self.counts["scalarised_lanes"] += 1
+            with b.if_then(b.extract_element(self.mask, self.i32(l))):
+                b.store(b.extract_element(val, self.i32(l)), ptr_of_lane(l), align=1)
+
+    # ------------------------------------------------------------ private arrays
+    def private_addr(self, name: str, idx, idx_node: Expr, key, stmt, what: str):
+        """Clamped element addresses: (pointer, True) when the packet's elements are
+        side by side (one vector access), else (per-lane pointers, False). The index is
+        clamped, so a wrong index can never touch memory outside the array, checked
+        or not; checked builds report it first."""
+        b = self.b
+        ptr, size, dt = self.privates[name]
+        elem = mem_type(dt)
+        idx64 = self.index64(idx, idx_node.dtype)
+        bad = b.icmp_unsigned(">=", idx64, self.vconst64(size))
+        if self.checked:
+            self.check_lanes(idx64, self.i64(size), ERR_PRIVATE_OOB, stmt)
+        idx64 = b.select(bad, self.vconst64(size - 1), idx64)
+        t64 = b.sext(self.tid, self.vty(I64))
+        uniform = self.shape(idx_node).uniform
+        if self.private_layout == "cohort":        # element x of thread t at x*B + t
+            if uniform:
+                first = b.add(b.mul(self.lane0(idx64), self.i64(self.B)), b.sext(self.t0, I64))
+                self.annotate(key, what, name, Access("contiguous", 1), "cohort")
+                return b.gep(ptr, [first], source_etype=elem), True
+            flat = b.add(b.mul(idx64, self.vconst64(self.B)), t64)
+            if what == "pload" and inject.active("private_swap"):
+                flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
+            acc = Access("gather" if what == "pload" else "scatter")
+        else:                                      # thread-major: t*size + x
+            flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
+            acc = Access("gather" if what == "pload" else "scatter", size if uniform else 0)
+        self.annotate(key, what, name, acc, self.private_layout)
+        if self.W == 1:                            # one thread: its element, one address
+            return b.gep(ptr, [flat], source_etype=elem), True
+        return self.lane_pointers(ptr, flat, elem), False
+
+    def private_load(self, e: Expr, idx):
+        b = self.b
+        _, _, dt = self.privates[e.arg]
+        elem = mem_type(dt)
+        where, side_by_side = self.private_addr(e.arg, idx, e.src[0], e, self.cur, "pload")
+        if side_by_side:
+            v = b.load(where, typ=self.vty(elem), align=1)   # private memory is always ours to read
+        else:
+            self.counts["gathers"] += 1
+            v = self.intrinsic(f"llvm.masked.gather.{self.vsuffix(elem)}.v{self.W}p0", self.vty(elem),
+                               [where, self.i32(1), self.all_true(), self.zero(self.vty(elem))])
+        return b.trunc(v, self.vty(I1)) if dt is DType.BOOL else v
+
+    def private_store(self, s: PStore, idx, val):
+        b = self.b
+        _, _, dt = self.privates[s.arr]
+        elem = mem_type(dt)
+        if dt is DType.BOOL:
+            val = b.zext(val, self.vty(I8))
+        where, side_by_side = self.private_addr(s.arr, idx, s.index, s, s, "pstore")
+        if side_by_side:
+            self.contiguous_store(val, where, elem)
+        else:
+            self.scatter(val, where, elem)
+
+    # ------------------------------------------------------------ per-thread arrays
+    def elem(self, array, index, dt: DType):
+        return self.b.gep(array, [index], source_etype=mem_type(dt))
+
+    def load_lanes(self, array, index, dt: DType):
+        """W elements of a per-thread array from `index` (bool is a byte in memory)."""
+        v = self.b.load(self.elem(array, index, dt), typ=self.vty(mem_type(dt)), align=1)
+        return self.b.trunc(v, self.cx.ty(DType.BOOL)) if dt is DType.BOOL else v
+
+    def store_lanes(self, value, array, index, dt: DType):
+        if dt is DType.BOOL:
+            value = self.b.zext(value, self.vty(mem_type(dt)))
+        self.b.store(value, self.elem(array, index, dt), align=1)

@@ -1,0 +1,154 @@
+"""Statement lowering: one walker for every width, dispatching on the
+statement's type as the interpreter's `run_block` does.
+
+An `if` whose condition is uniform across the lanes (always, at width 1) is
+one branch; any other runs each non-empty side under its lanes' mask, skipped
+when no lane takes it. Loops are in loops.py, collectives in collectives.py.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...refimpl.ir import Assign, DType, Expr, For, If, Op, Private, PStore, Store, walk_expr
+from ...refimpl.printer import format_expr
+from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
+from ..shapes import Access
+
+
+def _store(L, s: Store):
+    memo = {}
+    L.buffer_store(s, L.ev(s.index, memo), L.ev(s.value, memo))
+
+
+def _pstore(L, s: PStore):
+    memo = {}
+    L.private_store(s, L.ev(s.index, memo), L.ev(s.value, memo))
+
+
+STMT_RULES = {
+    Assign:  lambda L, s: L.assign(s.name, L.ev(s.value, {})),
+    Store:   _store,
+    PStore:  _pstore,
+    If:      lambda L, s: L.if_(s),
+    For:     lambda L, s: L.loop(s),
+    Private: lambda L, s: None,     # allocated at entry, zeroed at each block start
+}
+
+
+class StmtLowering:
+    def stmts(self, body):
+        body = tuple(body)
+        i = 0
+        while i < len(body):
+            s = body[i]
+            self.cur = s
+            group = self.interleaved_group(body, i) if isinstance(s, Store) else None
+            if group:
+                self.interleaved_store(group)
+                i += len(group)
+                continue
+            i += 1
+            rule = STMT_RULES.get(type(s))
+            if rule is None:
+                raise TypeError(f"cannot lower {type(s).__name__} here")
+            rule(self, s)
+
+    def assign(self, name: str, v):
+        """Lanes whose control flow is off keep their old value (cmask, lanes.py)."""
+        if self.cmask is not None:
+            old = self.b.load(self.slots[name], typ=v.type)
+            v = self.b.select(self.cmask, v, old)
+        self.b.store(v, self.slots[name])
+
+    def if_(self, s: If):
+        b = self.b
+        c = self.ev(s.cond, {})
+        if self.shape(s.cond).uniform:
+            self.annotate(s, "if", "", Access("uniform"), "branch")
+            with b.if_else(self.lane0(c)) as (then, otherwise):
+                with then:
+                    self.stmts(s.then)
+                with otherwise:
+                    self.stmts(s.orelse)
+            return
+        self.annotate(s, "if", "", None, "masked")
+        for body, cond in ((s.then, c), (s.orelse, b.not_(c))):
+            if body:
+                with self.masked_if_any(cond):
+                    self.stmts(body)
+
+    # ------------------------------------------------------------ interleaved stores
+    def interleaved_group(self, body, i):
+        """k adjacent stores to buf[k*t + c], buf[k*t + c + 1], ... (k = 2..4, rope's
+        y[2i], y[2i+1]): one interleaving shuffle and one vector store instead of
+        k scatters. The later stores must not read the buffer, so storing them
+        together changes nothing. (At width 1 every index is uniform: no group.)"""
+        s = body[i]
+        k = self.shape(s.index).stride
+        if k not in (2, 3, 4) or i + k > len(body) or (self.mask is not None and not self.variant.predicated):
+            return None
+        base = format_expr(s.index)
+        group = [s]
+        for j in range(1, k):
+            t = body[i + j]
+            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, base) == j):
+                return None
+            if any(n.op is Op.LOAD and n.arg == s.buf for e in (t.index, t.value) for n in walk_expr(e)):
+                return None
+            group.append(t)
+        return group
+
+    def interleaved_store(self, group):
+        b, W = self.b, self.W
+        k = len(group)
+        first = group[0]
+        dt = self.k.param(first.buf).dtype
+        elem = mem_type(dt)
+        vals, idx0 = [], None
+        for s in group:
+            self.cur = s
+            memo = {}
+            idx = self.index64(self.ev(s.index, memo), s.index.dtype)
+            self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+            v = self.ev(s.value, memo)
+            vals.append(b.zext(v, self.vty(I8)) if dt is DType.BOOL else v)
+            self.annotate(s, "store", s.buf, Access("strided", k), "unmasked" if self.mask is None else "masked")
+            idx0 = idx0 if idx0 is not None else self.lane0(idx)
+        wide = _concat(b, vals)
+        order = [(j % k) * W + j // k for j in range(k * W)]
+        inter = b.shuffle_vector(wide, ir.Constant(wide.type, None), vector_const(ir.VectorType(I32T, k * W), order))
+        self.counts["shuffles"] += 1
+        self.counts["interleaved_stores"] += 1
+        ptr = b.gep(self.bufs[first.buf], [idx0], source_etype=elem)
+        if self.mask is None:
+            b.store(inter, ptr, align=1)
+            return
+        spread = self.spread_mask(k)
+        self.counts["masked_stores"] += 1
+        self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem, k * W)}.p0", ir.VoidType(),
+                       [inter, ptr, self.i32(1), spread])
+
+
+def _offset(e: Expr, base_text: str):
+    """c when e is `<base> + c` (as printed), else None."""
+    if e.op is Op.ADD and e.src[1].op is Op.CONST and format_expr(e.src[0]) == base_text:
+        return e.src[1].arg
+    return None
+
+
+def _concat(b, vals):
+    """One vector holding every value of `vals` (equal types) end to end."""
+    while len(vals) > 1:
+        nxt = []
+        for a, c in zip(vals[0::2], vals[1::2]):
+            n = a.type.count
+            nxt.append(b.shuffle_vector(a, c, vector_const(ir.VectorType(I32T, 2 * n), list(range(2 * n)))))
+        if len(vals) % 2:
+            last = vals[-1]
+            n = last.type.count
+            pad = b.shuffle_vector(last, ir.Constant(last.type, None),
+                                   vector_const(ir.VectorType(I32T, 2 * n), list(range(n)) + [n] * n))
+            nxt.append(pad)
+        vals = nxt
+    return vals[0]
+

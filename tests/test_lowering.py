@@ -1,0 +1,79 @@
+"""The lowering's structure: one rule per operation and per statement, one
+lowering for every width (whole is width 1), the mask as a context.
+Whether the code is right is the business of the differential tests
+(test_backend_whole, test_variants, test_safety, the corpus)."""
+import re
+
+import pytest
+from llvmlite import ir as llir
+
+from cohort import Buffer, f32, global_id, kernel
+from cohort.backend.lower_ops import LOWER
+from cohort.backend.lowering import Lowering
+from cohort.backend.lowering.exprs import EXPR_RULES
+from cohort.backend.lowering.stmts import STMT_RULES
+from cohort.backend.variant import parse_variant
+from cohort.refimpl import semantics
+from cohort.refimpl.ir import Assign, Collective, For, If, Op, Private, PStore, Store
+from cohort.refimpl.specialize import specialize
+
+# Every Op is an expression node (statements are classes of their own); a future
+# op that is not, say so here with the reason.
+NOT_EXPRESSIONS = frozenset()
+
+
+def test_every_expression_op_has_one_lowering_rule():
+    missing = set(Op) - NOT_EXPRESSIONS - set(EXPR_RULES)
+    assert not missing, f"ops without a lowering rule: {sorted(op.name for op in missing)}"
+    assert set(EXPR_RULES) <= set(Op)
+
+
+def test_arithmetic_rules_mirror_the_semantics_table():
+    assert set(LOWER) == set(semantics.ALU)
+    assert all(op in EXPR_RULES for op in LOWER)
+
+
+def test_every_statement_but_a_collective_has_one_rule():
+    # collectives stand at the top level only; they cut the body into phases (collectives.py)
+    assert set(STMT_RULES) == {Assign, Store, PStore, If, For, Private}
+    assert Collective not in STMT_RULES
+
+
+@kernel(block=8)
+def axpy(x: Buffer[f32], y: Buffer[f32], a: f32):
+    i = global_id()
+    if i < len(x):
+        v = x[i] * a if i % 2 == 0 else x[i]
+        for j in range(i % 3):
+            v = v + 1.0
+        y[i] = v
+
+
+def lowered(variant: str) -> tuple:
+    L = Lowering(specialize(axpy.ir, {}), "entry", parse_variant(variant))
+    return L, str(L.lower())
+
+
+def test_whole_is_the_width_one_case():
+    L, text = lowered("whole")
+    assert L.W == 1 and L.interleave == 1 and L.lane_claims == {}
+    # every helper is the identity at width 1: no one-lane (or any) vectors in the code
+    assert not re.search(r"<\d+ x ", text), "vector types in a width-1 lowering"
+    P, ptext = lowered("lanes=4,interleave=1")
+    assert P.W == 4 and re.search(r"<4 x float>", ptext)
+    kinds = {claim[0] for claim in P.lane_claims.values()}
+    assert {"load", "store", "if"} <= kinds
+
+
+@pytest.mark.parametrize("variant", ["whole", "lanes=8,interleave=1"])
+def test_the_mask_is_a_context_restored_on_the_way_out(variant):
+    L, _ = lowered(variant)
+    assert L.mask is None and L.cmask is None
+    cond = llir.Constant(L.vty(llir.IntType(1)), None)
+    with L.masked(cond, merge=False) as m:
+        assert L.mask is m and L.cmask is None
+        with pytest.raises(RuntimeError), L.masked(cond):
+            assert L.cmask is not None
+            raise RuntimeError("leave the context early")
+        assert L.mask is m and L.cmask is None
+    assert L.mask is None and L.cmask is None
