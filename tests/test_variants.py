@@ -81,10 +81,11 @@ def test_presets_on_every_seed_size(name, shape, variant):
     run_variant(name, shape, variant, check_annotations=small)
 
 
+# fast-math presets promise an ulp bound, not bit-exactness: test_fast_math_within_the_stated_bound
 @pytest.mark.slow
 @pytest.mark.parametrize("name,shape,variant", [
     (name, shape, p) for name, op in ops.OPERATORS.items() for shape in op.seed_sizes
-    for p in PRESETS if p not in ("whole", "packet")], ids=_ids)
+    for p in PRESETS if p not in ("whole", "packet") and not parse_variant(p).fast_math], ids=_ids)
 def test_other_presets_on_every_seed_size(name, shape, variant):
     run_variant(name, shape, variant, check_annotations=False)
 
