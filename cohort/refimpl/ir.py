@@ -75,6 +75,8 @@ class Op(enum.Enum):
     MOD = enum.auto()          # int only: C remainder (sign of dividend)
     MIN = enum.auto()          # a if a < b else b
     MAX = enum.auto()          # a if a > b else b
+    # ternary arithmetic
+    FMA = enum.auto()          # f32 only: a*b + c rounded once (IEEE fusedMultiplyAdd)
     # bitwise (ints; AND/OR/XOR also on bool)
     AND = enum.auto()
     OR = enum.auto()
@@ -104,6 +106,7 @@ GROUPS = {
     "builtin": {Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN},
     "unary": {Op.NEG, Op.NOT, Op.ABS, Op.SQRT},
     "arith": {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.MAX},
+    "ternary": {Op.FMA},
     "bitwise": {Op.AND, Op.OR, Op.XOR, Op.SHL, Op.SHR},
     "compare": {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE},
     "convert": {Op.SELECT, Op.CAST, Op.BITCAST},
@@ -200,6 +203,10 @@ def result_dtype(op: Op, srcs: tuple, dtype: Optional[DType] = None) -> DType:
             return a
         need(a.is_number, f"{name} needs numbers, got bool")
         return a
+    if op is Op.FMA:
+        need(len(srcs) == 3 and all(s is DType.F32 for s in srcs),
+             "fma needs three f32 operands, got " + ", ".join(s.value for s in srcs))
+        return DType.F32
     if op is Op.SELECT:
         c, a, b = srcs
         need(c is DType.BOOL, f"select condition must be bool, got {c.value}")
@@ -271,6 +278,13 @@ def select(c: Operand, a: Operand, b: Operand) -> Expr:
     else:
         b = lift(b, a)
     return Expr(Op.SELECT, result_dtype(Op.SELECT, (c.dtype, a.dtype, b.dtype)), (c, a, b))
+
+
+def fma(a: Operand, b: Operand, c: Operand) -> Expr:
+    """a*b + c rounded once; literals take f32."""
+    a, b, c = (x if isinstance(x, (Expr, bool)) else const(x, DType.F32) for x in (a, b, c))
+    a, b, c = lift(a), lift(b), lift(c)
+    return Expr(Op.FMA, result_dtype(Op.FMA, (a.dtype, b.dtype, c.dtype)), (a, b, c))
 
 
 def cast(a: Operand, dtype: DType) -> Expr:

@@ -47,6 +47,8 @@ def format_expr(e: Expr, prec: int = 0) -> str:
         return f"{e.arg}({format_expr(e.src[0])})"
     if op is Op.SQRT:
         return f"sqrt({format_expr(e.src[0])})"
+    if op is Op.FMA:
+        return f"fma({', '.join(format_expr(s) for s in e.src)})"
     if op is Op.ABS:
         return f"abs({format_expr(e.src[0])})"
     if op in (Op.MIN, Op.MAX):

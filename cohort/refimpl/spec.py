@@ -208,6 +208,7 @@ class _Checker:
 _BIN = GROUPS["arith"] | GROUPS["bitwise"] | GROUPS["compare"]
 _ARITY = {op: 0 for op in GROUPS["leaf"] | GROUPS["builtin"]}
 _ARITY[Op.SELECT] = 3
+_ARITY.update({op: 3 for op in GROUPS["ternary"]})
 
 
 def _is_f32(v: float) -> bool:
