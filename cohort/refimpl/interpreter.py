@@ -24,7 +24,7 @@ from .specialize import specialize
 
 # float32 arithmetic counted as work (roofline compute bounds): the IEEE operations,
 # inside math templates too; compares, selects, conversions and bit tricks are not
-FLOP_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.SQRT, Op.MIN, Op.MAX})
+FLOP_OPS = frozenset({Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.SQRT, Op.MIN, Op.MAX, Op.FMA})
 
 
 class KernelRuntimeError(Exception):
