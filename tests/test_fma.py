@@ -302,3 +302,12 @@ def test_fma_constant_folds_exactly():
     e = ir.fma(ir.const(1 + 2.0 ** -23, ir.DType.F32), ir.const(1 - 2.0 ** -23, ir.DType.F32), ir.const(-1.0, ir.DType.F32))
     folded = fold(e, {}, 32, {})
     assert folded.op is ir.Op.CONST and folded.arg == -(2.0 ** -46)
+
+
+def test_fma_survives_corpus_serialisation():
+    from cohort.refimpl.printer import format_kernel
+    from cohort.verify.corpus import kernel_from_json, kernel_to_json
+    k = fma_kernel.ir
+    back = kernel_from_json(kernel_to_json(k))
+    assert format_kernel(back) == format_kernel(k)
+    assert any(n.op is ir.Op.FMA for s in back.body for n in ir.walk_expr(s.value))

@@ -1,39 +1,44 @@
 """The math library: transcendental functions as fixed IR sequences.
 
-Each function is built from + - * / sqrt, compares, selects, conversions and
-bit operations on f32/i32, in IR (`Expr`) form. The interpreter evaluates the
-resulting DAG with its ordinary op table and the backend lowers it with its
-ordinary lowering table, so both evaluate the same sequence of correctly
-rounded operations and agree bit for bit. No libm anywhere.
+Each function is built from + - * / and fma (a*b + c rounded once, DESIGN §3),
+compares, selects, conversions and bit operations on f32/i32/u32, in IR
+(`Expr`) form. The interpreter evaluates the resulting DAG with its ordinary
+op table and the backend lowers it with its ordinary lowering table, so both
+evaluate the same sequence of correctly rounded operations and agree bit for
+bit, on every host: where the CPU has no FMA instruction the backend's
+software fma gives the same bits. No libm anywhere.
 
 `template(name)` is the function applied to the placeholder `Expr(Op.ARG)`;
 a MATH node `exp(x)` means that template with x in place of the placeholder.
 Every function documents its maximum error against float64 over a stated
-range (`MathFn.max_ulp`, and `measured`, the largest error over every float32
-of that range); tests/test_mathlib.py re-measures a dense sample and fails
-above the bound. Summary (ops = template operations without constants):
+range (`MathFn.max_ulp`, and `measured`, the largest error over all 2**32
+float32 inputs, benchmarks/mathlib_accuracy.py, docs/mathlib/README.md);
+tests/test_mathlib.py re-measures a dense sample and fails above the bound.
+Summary (ops = template operations without constants; before = the library
+without fma, which was right for sin/cos only up to |x| ~ 16000):
 
-    function  stated range            max ulp (measured)  ops
-    exp       [-104, 88.7228]         1.0 (0.990)          32   subnormal results included
-    log       (0, inf)                1.0 (0.840)          37   subnormal inputs included
-    erf       all floats              1.3 (1.263)          51
-    tanh      all floats              1.1 (1.066)          50
-    sigmoid   all floats              1.5 (1.496)          46
-    sin, cos  [-12000, 12000]         0.9 (0.820, 0.802)   58, 56
+    function  stated range     max ulp (measured, all 2**32)  ops (before)
+    exp       [-104, 88.7228]  1.0 (0.891)                     22 (32)   subnormal results included
+    log       (0, inf)         1.0 (MEAS_log)                     32 (37)   subnormal inputs included
+    erf       all floats       1.1 (1.074)                     34 (51)   one select instead of 24
+    tanh      all floats       1.0 (MEAS_tanh)                     42 (50)
+    sigmoid   all floats       1.4 (MEAS_sigmoid)                     33 (46)   one select, one division
+    sin, cos  all floats       0.9 (MEAS_sin, 0.837)             164, 161 (58, 56)  exact reduction
 
-Rules the templates keep, so that the backend can run them as 8-lane SIMD:
-no control flow (a branch is a select, and both sides are computed), no FMA
-(each op rounds once, so results do not depend on contraction), no table
-lookups (constants only), shifts by constants only. Ops used besides + - * /:
-NEG, ABS, MIN, MAX (exact; DESIGN §3 semantics, which the NaN handling relies
-on), compares, SELECT, CAST i32->f32, BITCAST and i32 + - & ^ << >>.
+Rules the templates keep, so that the backend can run them as SIMD: no
+control flow (a branch is a select, and both sides are computed), no table
+lookups (constants only), shift amounts that cannot leave 0..31 (constants or
+masked), fma only where named (no contraction). Ops used besides + - * / fma:
+NEG, ABS, MIN, MAX (exact; DESIGN §3 semantics, which the NaN handling
+relies on), compares, SELECT, CAST, BITCAST and integer + * & | ^ << >>.
 
 Coefficients: the polynomials were fitted for this library with
 `cohort/refimpl/mathlib_fit.py` (weighted minimax in float64, then rounded to
 float32 one coefficient at a time with refitting); running it prints the
 tables below. The reduction schemes are the classical ones: Cody-Waite
-argument reduction, fdlibm's log (s = f/(2+f), log1p(f) = f - s*(f - R)) and
-its Kahan-style cos(r) = w + ((1 - w) - r*r/2 + ...), w = 1 - r*r/2.
+argument reduction (here in fused steps), fdlibm's log (s = f/(2+f),
+log1p(f) = f - s*(f - R)), Kahan-style cos(r) = w + ((1 - w) - r*r/2 + ...),
+w = 1 - r*r/2, and Payne-Hanek for sin and cos (mathlib_trig).
 """
 from __future__ import annotations
 
