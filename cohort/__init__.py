@@ -7,7 +7,7 @@ from .refimpl.frontend import KernelFunction, kernel
 from .refimpl.interpreter import KernelRuntimeError, interpret
 from .refimpl.errors import KernelError
 from .refimpl.lang import (INF, NAN, Buffer, Const, bitcast, block_id, block_max, block_min,
-                           block_size, block_sum, cos, erf, exp, f32, global_id, i32, log, num_threads,
+                           block_size, block_sum, cos, erf, exp, f32, fma, global_id, i32, log, num_threads,
                            private, sigmoid, sin, sqrt, tanh, thread_id, u32)
 
 __version__ = "0.1.0"

@@ -41,6 +41,7 @@ from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB
                       abi_slots, private_layout)
 from .facts import code_facts
 from .launch_plan import LaunchPlan
+from .lower_ops import fma_lowering
 from .lowering import Lowering
 from .variant import Variant, parse_variant
 
@@ -301,7 +302,8 @@ def cache_key(k: Kernel, variant: Variant) -> str:
     # (checked builds) and compare() interprets its kernel: the same text at other lines
     # (an edited, reloaded module) must not reuse another kernel's statement table.
     locs = ";".join(str(s.loc) for s in walk_stmts(k.body))
-    return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}".encode()).hexdigest()
+    return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}\n{fma_lowering()}"
+                          .encode()).hexdigest()
 
 
 _handles: dict = {}    # cheap key -> CompiledKernel, in front of the printed-IR key
@@ -326,7 +328,7 @@ def _handle_key(k, consts, variant: Variant, n):
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
         full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-        return (k, ckey, variant, bool(full), inject.key())
+        return (k, ckey, variant, bool(full), inject.key(), fma_lowering())
     except (TypeError, AttributeError, ValueError):
         return None
 

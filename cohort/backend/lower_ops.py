@@ -13,6 +13,8 @@ the interpreter has already rejected such a launch.
 """
 from __future__ import annotations
 
+import os
+
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Op
@@ -87,6 +89,60 @@ def _arith(fop, iop):
     return lower
 
 
+# ---------------------------------------------------------------- fused multiply-add
+# DESIGN §3: fma(a, b, c) is a*b + c rounded once. llvm.fma has exactly that
+# meaning on every target, but where the CPU has no FMA instruction LLVM calls
+# libm's fmaf per lane; there the software sequence below (the interpreter's
+# method: exact float64 product, float64 sum rounded to odd, one rounding to
+# float32) gives the same bits with vector instructions only.
+FMA_ENV = "COHORT_FMA"        # auto (default) | hardware | software
+_host_fma: list = []          # the host's answer, asked once
+
+
+def fma_lowering() -> str:
+    """'hardware' (llvm.fma) when the host CPU has FMA (llvmlite's host features), else
+    'software'; the environment variable COHORT_FMA=software|hardware forces either."""
+    want = os.environ.get(FMA_ENV, "auto") or "auto"
+    if want not in ("auto", "hardware", "software"):
+        raise ValueError(f"{FMA_ENV}={want!r}: expected auto, hardware or software")
+    if want == "auto":
+        if not _host_fma:
+            from . import jit
+            _host_fma.append("hardware" if jit.host()["fma"] else "software")
+        return _host_fma[0]
+    return want
+
+
+def _fma(cx, dt, a, b, c):
+    # No fast-math flags on either form: reassociation would undo the TwoSum below.
+    if fma_lowering() == "hardware":
+        return cx.intrinsic("llvm.fma", [F32], [a, b, c])
+    return _fma_software(cx, a, b, c)
+
+
+def _fma_software(cx, a, b, c):
+    from .context import vector_const
+    bld, n = cx.b, cx.lanes
+    f64, i64 = ir.DoubleType(), ir.IntType(64)
+    d64, q64 = (f64, i64) if n == 1 else (ir.VectorType(f64, n), ir.VectorType(i64, n))
+
+    def k(ty, scalar_ty, v):
+        return ir.Constant(scalar_ty, v) if n == 1 else vector_const(ty, v)
+    p = bld.fmul(bld.fpext(a, d64), bld.fpext(b, d64))          # exact: 48 significant bits
+    c64 = bld.fpext(c, d64)
+    s = bld.fadd(p, c64)
+    v = bld.fsub(s, p)                                          # TwoSum: err = p + c - s exactly
+    err = bld.fadd(bld.fsub(p, bld.fsub(s, v)), bld.fsub(c64, v))
+    zero = k(d64, f64, 0.0)
+    bits = bld.bitcast(s, q64)
+    even = bld.icmp_unsigned("==", bld.and_(bits, k(q64, i64, 1)), k(q64, i64, 0))
+    step = bld.and_(bld.fcmp_ordered("!=", err, zero), even)   # inexact (NaN err: never) and even
+    up = bld.icmp_unsigned("==", bld.fcmp_ordered(">", err, zero), bld.fcmp_ordered(">", s, zero))
+    delta = bld.select(step, bld.select(up, k(q64, i64, 1), k(q64, i64, -1)), k(q64, i64, 0))
+    odd = bld.bitcast(bld.add(bits, delta), d64)                 # s rounded to odd
+    return bld.fptrunc(odd, cx.ty(F32))
+
+
 LOWER = {
     Op.NEG:  lambda cx, dt, a: cx.b.fneg(a, flags=_fflags(cx)) if dt is F32 else cx.b.neg(a),
     Op.NOT:  lambda cx, dt, a: cx.b.not_(a),
@@ -100,6 +156,7 @@ LOWER = {
     Op.MOD:  lambda cx, dt, a, b: _int_div(cx, dt, a, b, True),
     Op.MIN:  lambda cx, dt, a, b: cx.b.select(_minmax_cmp(cx, dt, "<", a, b), a, b),
     Op.MAX:  lambda cx, dt, a, b: cx.b.select(_minmax_cmp(cx, dt, ">", a, b), a, b),
+    Op.FMA:  _fma,
 
     Op.AND:  lambda cx, dt, a, b: cx.b.and_(a, b),
     Op.OR:   lambda cx, dt, a, b: cx.b.or_(a, b),

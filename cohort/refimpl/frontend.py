@@ -493,6 +493,12 @@ class _Emitter:
             if v.dtype is not DType.F32:
                 self.err(f"{obj.name}() needs f32, got {v.dtype.value}", n)
             return ir.unary(Op.SQRT, v) if kind == "sqrt" else ir.math(obj.name, v)
+        if kind == "fma":
+            args = [self.expr(x) for x in self.call_args(n, 3)]
+            args = [v if isinstance(v, Expr) else ir.lift(v if isinstance(v, bool) else float(v)) for v in args]
+            if any(v.dtype is not DType.F32 for v in args):
+                self.err(f"fma() needs three f32 operands, got {', '.join(v.dtype.value for v in args)}", n)
+            return ir.fma(*args)
         if kind == "collective":
             self.err(f"{obj.name}() must be the whole right-hand side of an assignment at the top "
                      "level of the kernel body", n)

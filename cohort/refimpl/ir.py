@@ -77,6 +77,8 @@ class Op(enum.Enum):
     MOD = enum.auto()          # int only: C remainder (sign of dividend)
     MIN = enum.auto()          # a if a < b else b
     MAX = enum.auto()          # a if a > b else b
+    # ternary arithmetic
+    FMA = enum.auto()          # f32 only: a*b + c rounded once (IEEE fusedMultiplyAdd)
     # bitwise (ints; AND/OR/XOR also on bool)
     AND = enum.auto()
     OR = enum.auto()
@@ -223,6 +225,13 @@ def select(c: Operand, a: Operand, b: Operand) -> Expr:
     else:
         b = lift(b, a)
     return Expr(Op.SELECT, result_dtype(Op.SELECT, (c.dtype, a.dtype, b.dtype)), (c, a, b))
+
+
+def fma(a: Operand, b: Operand, c: Operand) -> Expr:
+    """a*b + c rounded once; literals take f32."""
+    a, b, c = (x if isinstance(x, (Expr, bool)) else const(x, DType.F32) for x in (a, b, c))
+    a, b, c = lift(a), lift(b), lift(c)
+    return Expr(Op.FMA, result_dtype(Op.FMA, (a.dtype, b.dtype, c.dtype)), (a, b, c))
 
 
 def cast(a: Operand, dtype: DType) -> Expr:

@@ -1,39 +1,44 @@
 """The math library: transcendental functions as fixed IR sequences.
 
-Each function is built from + - * / sqrt, compares, selects, conversions and
-bit operations on f32/i32, in IR (`Expr`) form. The interpreter evaluates the
-resulting DAG with its ordinary op table and the backend lowers it with its
-ordinary lowering table, so both evaluate the same sequence of correctly
-rounded operations and agree bit for bit. No libm anywhere.
+Each function is built from + - * / and fma (a*b + c rounded once, DESIGN §3),
+compares, selects, conversions and bit operations on f32/i32/u32, in IR
+(`Expr`) form. The interpreter evaluates the resulting DAG with its ordinary
+op table and the backend lowers it with its ordinary lowering table, so both
+evaluate the same sequence of correctly rounded operations and agree bit for
+bit, on every host: where the CPU has no FMA instruction the backend's
+software fma gives the same bits. No libm anywhere.
 
 `template(name)` is the function applied to the placeholder `Expr(Op.ARG)`;
 a MATH node `exp(x)` means that template with x in place of the placeholder.
 Every function documents its maximum error against float64 over a stated
-range (`MathFn.max_ulp`, and `measured`, the largest error over every float32
-of that range); tests/test_mathlib.py re-measures a dense sample and fails
-above the bound. Summary (ops = template operations without constants):
+range (`MathFn.max_ulp`, and `measured`, the largest error over all 2**32
+float32 inputs, benchmarks/mathlib_accuracy.py, docs/mathlib/README.md);
+tests/test_mathlib.py re-measures a dense sample and fails above the bound.
+Summary (ops = template operations without constants; before = the library
+without fma, which was right for sin/cos only up to |x| ~ 16000):
 
-    function  stated range            max ulp (measured)  ops
-    exp       [-104, 88.7228]         1.0 (0.990)          32   subnormal results included
-    log       (0, inf)                1.0 (0.840)          37   subnormal inputs included
-    erf       all floats              1.3 (1.263)          51
-    tanh      all floats              1.1 (1.066)          50
-    sigmoid   all floats              1.5 (1.496)          46
-    sin, cos  [-12000, 12000]         0.9 (0.820, 0.802)   58, 56
+    function  stated range     max ulp (measured, all 2**32)  ops (before)
+    exp       [-104, 88.7228]  1.0 (0.891)                     22 (32)   subnormal results included
+    log       (0, inf)         1.0 (0.826)                     32 (37)   subnormal inputs included
+    erf       all floats       1.1 (1.074)                     34 (51)   one select instead of 24
+    tanh      all floats       1.0 (MEAS_tanh)                     42 (50)
+    sigmoid   all floats       1.4 (1.379)                     33 (46)   one select, one division
+    sin, cos  all floats       0.9 (0.824, 0.837)             164, 161 (58, 56)  exact reduction
 
-Rules the templates keep, so that the backend can run them as 8-lane SIMD:
-no control flow (a branch is a select, and both sides are computed), no FMA
-(each op rounds once, so results do not depend on contraction), no table
-lookups (constants only), shifts by constants only. Ops used besides + - * /:
-NEG, ABS, MIN, MAX (exact; DESIGN §3 semantics, which the NaN handling relies
-on), compares, SELECT, CAST i32->f32, BITCAST and i32 + - & ^ << >>.
+Rules the templates keep, so that the backend can run them as SIMD: no
+control flow (a branch is a select, and both sides are computed), no table
+lookups (constants only), shift amounts that cannot leave 0..31 (constants or
+masked), fma only where named (no contraction). Ops used besides + - * / fma:
+NEG, ABS, MIN, MAX (exact; DESIGN §3 semantics, which the NaN handling
+relies on), compares, SELECT, CAST, BITCAST and integer + * & | ^ << >>.
 
 Coefficients: the polynomials were fitted for this library with
 `cohort/refimpl/mathlib_fit.py` (weighted minimax in float64, then rounded to
 float32 one coefficient at a time with refitting); running it prints the
 tables below. The reduction schemes are the classical ones: Cody-Waite
-argument reduction, fdlibm's log (s = f/(2+f), log1p(f) = f - s*(f - R)) and
-its Kahan-style cos(r) = w + ((1 - w) - r*r/2 + ...), w = 1 - r*r/2.
+argument reduction (here in fused steps), fdlibm's log (s = f/(2+f),
+log1p(f) = f - s*(f - R)), Kahan-style cos(r) = w + ((1 - w) - r*r/2 + ...),
+w = 1 - r*r/2, and Payne-Hanek for sin and cos (mathlib_trig).
 """
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from .ir import DType, Expr, Op, binary, bitcast, cast, const, select, unary
+from .ir import DType, Expr, Op, binary, bitcast, cast, const, fma, select, unary
 
 F, I = DType.F32, DType.I32
 INF = float("inf")
@@ -56,10 +61,10 @@ def ci(v: int) -> Expr:
 
 
 def horner(x: Expr, coeffs) -> Expr:
-    """c0 + x*(c1 + x*(c2 + ...)), one rounding per operation, no FMA."""
+    """c0 + x*(c1 + x*(c2 + ...)), one fused multiply-add per step."""
     acc = c(coeffs[-1])
     for k in reversed(coeffs[:-1]):
-        acc = acc * x + c(k)
+        acc = fma(acc, x, c(k))
     return acc
 
 
@@ -87,54 +92,122 @@ _MAGIC = 12582912.0
 _MAGIC_BITS = 0x4B400000
 
 
-# ---------------------------------------------------------------- exp
-# exp(x) = 2**k * e**r, k = rint(x*log2(e)), r = x - k*ln2 in [-0.3466, 0.3466].
-# k*_LN2_HI is exact (9 significant bits times |k| <= 150) and so is
-# x - k*_LN2_HI (Sterbenz), so r has a single rounding. (The ln2 split is
-# Cephes' expf one, public domain.)
+# ---------------------------------------------------------------- the exp core
+# e**x = 2**k * e**r, k = rint(x*log2(e)), r = x - k*ln2 in [-0.3466, 0.3466].
+# fma(k, -LN2_HI, x) is exact for |k| <= 150 (x and k*LN2_HI agree to within
+# 0.35 + 150*2**-24, a multiple of 2**-25 of 24 bits), so r has one rounding.
 _LOG2E = 1.4426950408889634
-_LN2_HI = 0.693359375
-_LN2_LO = -2.12194440e-4
+_LN2_HI = 0.693147182464599609375             # float32(ln 2)
+_LN2_LO = -1.904654323148236e-09             # float32(ln 2 - _LN2_HI)
 # e**r = 1 + r + r*r*Q(r): fit "exp" in mathlib_fit, approximation error 3.1e-9 (relative)
 _EXP_P = (4.9999994e-01, 1.6666521e-01, 4.1668255e-02, 8.368662e-03, 1.3821451e-03)
 
 
 def _exp_reduce(x: Expr):
-    """(v, t): e**x = (1 + v) * 2**k, |v| <= 0.415, with k in the bits of t."""
-    t = x * c(_LOG2E) + c(_MAGIC)
+    """(r, t): e**x = e**r * 2**k with k in the low bits of t, |r| <= 0.3466."""
+    t = fma(x, c(_LOG2E), c(_MAGIC))
     kf = t - c(_MAGIC)
-    r = (x - kf * c(_LN2_HI)) - kf * c(_LN2_LO)
-    # e**r - 1 = r + r*r*Q(r): adding the small terms first and 1 last (by the
-    # caller) loses less than Horner's ((..)*r + 1)*r + 1.
-    return r + (r * r) * horner(r, _EXP_P), t
-
-
-def _scale_narrow(p: Expr, t: Expr) -> Expr:
-    """p * 2**k for -126 <= k <= 127 (2**k normal): exact unless the result is subnormal."""
-    return p * flt((bits(t) << ci(23)) + ci(127 << 23))   # the magic's own bits shift out
+    return fma(kf, c(-_LN2_LO), fma(kf, c(-_LN2_HI), x)), t
 
 
 def _scale_wide(p: Expr, t: Expr) -> Expr:
-    """p * 2**k for -150 <= k <= 128: 2**k as two factors 2**k1 * 2**k2, k1 = k >> 1."""
-    b = bits(t)
-    e1 = (b - ci(_MAGIC_BITS - 254)) >> ci(1)          # k1 + 127 = (k + 254) >> 1
-    e2 = (b - e1) - ci(_MAGIC_BITS - 254)              # k - k1 + 127
-    return (p * flt(e1 << ci(23))) * flt(e2 << ci(23))
+    """p * 2**k for -150 <= k <= 128: 2**k as two factors 2**k1 * 2**(k - k1), k1 = k >> 1."""
+    u = bits(t) - ci(_MAGIC_BITS - 254)              # k + 254 (the magic's own bits cancel)
+    e1 = u >> ci(1)                                  # k1 + 127
+    return (p * flt(e1 << ci(23))) * flt((u - e1) << ci(23))
 
 
 def exp_(x: Expr) -> Expr:
     # Clamped so that k stays in range: e**-104 rounds to 0 and e**89 overflows,
     # naturally, in the final scaling. Constant first: a NaN x passes through.
-    xc = fmin(c(89.0), fmax(c(-104.0), x))
-    v, t = _exp_reduce(xc)
-    return _scale_wide(c(1.0) + v, t)
+    r, t = _exp_reduce(fmin(c(89.0), fmax(c(-104.0), x)))
+    return _scale_wide(horner(r, (1.0, 1.0) + _EXP_P), t)
+
+
+# ---------------------------------------------------------------- e/(1+e)
+def _logistic_neg(a: Expr, subnormal: bool):
+    """e/(1 + e), e = e**a, for -104 <= a <= 0, as (y, e) with y within ~1 ulp.
+
+    e = 2**k * (1 + g) with g = e**r - 1 kept unrounded against 1. 1 + e is kept
+    as d + d_lo (both by fma from p = 1 + g), 1/(d + d_lo) = q*(1 + w) with
+    q = 1/d and w = (1 - q*d) - q*d_lo, both residuals exact by fma. Then
+    y = 2**k * q * (1 + c), c = g + w + g*w: one division, no selects.
+    `subnormal`: results down to 2**-149 (k >= -150) through a 2**64 detour.
+    Returns (-(y), scale): the caller multiplies, which folds the sign.
+    """
+    r, t = _exp_reduce(a)
+    g = fma(r * r, horner(r, _EXP_P), r)            # e**r - 1
+    p = c(1.0) + g
+    if subnormal:
+        s = flt((bits(t) - ci(_MAGIC_BITS - 127 - 64)) << ci(23))    # 2**(k+64), normal
+        sd = s * c(2.0 ** -64)                                       # 2**k (0 at k = -150)
+    else:
+        s = sd = flt((bits(t) - ci(_MAGIC_BITS - 127)) << ci(23))    # 2**k, k >= -126
+    d = fma(p, sd, c(1.0))
+    d_lo = fma(p, sd, c(1.0) - d)                   # 1 - d is exact (Sterbenz)
+    nq = c(-1.0) / d
+    w = fma(nq, d_lo, fma(nq, d, c(1.0)))
+    return fma(nq, fma(g, w, g + w), nq), s          # -(q + q*c), and 2**k or 2**(k+64)
+
+
+def sigmoid_(x: Expr) -> Expr:
+    """sigmoid(x) = y = e/(1 + e), e = exp(-|x|), for x < 0, and 1 - y for x >= 0
+    (y <= 1/2, so 1 - y halves y's error and adds one rounding)."""
+    yn, s = _logistic_neg(fmax(c(-104.0), -unary(Op.ABS, x)), True)
+    y = (yn * s) * c(-(2.0 ** -64))                  # exact, then one rounding (subnormal too)
+    return select(x < c(0.0), y, c(1.0) - y)
+
+
+# ---------------------------------------------------------------- tanh
+# |x| < 0.75: tanh(x) = x + x*(t*P(t)), t = x*x, so the result keeps the sign
+# of x, -0 and subnormals. Otherwise tanh(|x|) = 1 - 2*y, y = e/(1 + e) with
+# e = exp(-2|x|) >= e**-20 (tanh rounds to 1 above 9.01): y <= 0.19, so 2*y's
+# error is at most a quarter ulp of the result.
+_TANH_SMALL = 0.75
+# fit "tanh" in mathlib_fit, approximation error 1.7e-9 (relative)
+_TANH_P = (-3.3333316e-01, 1.333272e-01, -5.3894535e-02, 2.1457793e-02, -7.6658125e-03, 1.7417567e-03)
+
+
+def tanh_(x: Expr) -> Expr:
+    a = unary(Op.ABS, x)
+    t = x * x
+    # t*P + 0 is +0 at x = 0 (t*P alone is -0, P < 0), so fma(-0, +0, -0) = -0.
+    small = fma(x, fma(t, horner(t, _TANH_P), c(0.0)), x)
+    yn, s = _logistic_neg(fmax(c(-20.0), a * c(-2.0)), False)
+    big = fma(yn * s, c(2.0), c(1.0))                # 1 - 2*y
+    return select(a < c(_TANH_SMALL), small, select(x < c(0.0), -big, big))
+
+
+# ---------------------------------------------------------------- erf
+# Two intervals of |x|, each its own Horner loop (no per-coefficient selects):
+#   [0, 1):     erf(x) = x + x*P(x*x)                (relative accuracy near 0)
+#   [1, 3.92]:  erf(x) = sign(x) * (1 + Q(|x| - 2.46))
+# |x| is clamped to 3.92, where erf rounds to 1. (Splitting at 1.5 saves two
+# steps but costs 1.9 ulp: x*P nearly cancels x there.) Fits "erf_small",
+# "erf_big" in mathlib_fit: approximation errors 9.5e-10 (relative), 6.6e-9 (absolute).
+_ERF_SPLIT = 1.0
+_ERF_HI = 3.92
+_ERF_CENTRE = 2.46
+_ERF_SMALL = (1.2837917e-01, -3.761263e-01, 1.12836316e-01, -2.6856493e-02, 5.1957853e-03,
+              -8.1173936e-04, 8.621246e-05, -2.1644482e-06)
+_ERF_BIG = (-5.033535e-04, 2.65624e-03, -6.534521e-03, 9.83241e-03, -9.914166e-03, 6.799716e-03,
+            -2.9372275e-03, 4.5905486e-04, 3.559852e-04, -2.9939975e-04, 7.5760545e-05,
+            2.4624573e-05, -1.730699e-05, 1.0664368e-07, 1.0908375e-06)
+
+
+def erf_(x: Expr) -> Expr:
+    a = unary(Op.ABS, x)
+    small = fma(x, horner(x * x, _ERF_SMALL), x)
+    big = c(1.0) + horner(fmin(c(_ERF_HI), a) - c(_ERF_CENTRE), _ERF_BIG)
+    big = flt(bits(big) | (bits(x) & ci(-(2 ** 31))))    # the sign of x (NaN: big is NaN)
+    return select(a < c(_ERF_SPLIT), small, big)
 
 
 # ---------------------------------------------------------------- log
 # x = 2**e * m, m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact);
 # log1p(f) = f - hf + s*(hf + R(s*s)), s = f/(2+f), hf = f*f/2 (fdlibm).
 _SQRT_HALF_BITS = 0x3F3504F3
-_LN2_HI16 = 0.693145751953125       # 16 significant bits: e * _LN2_HI16 is exact for |e| < 256
+_LN2_HI16 = 0.693145751953125       # 16 significant bits
 _LN2_LO16 = 1.4286067653e-06
 # R(z) = z*(L1 + z*(L2 + z*L3)): fit "log" in mathlib_fit, approximation error 1.6e-9
 _LOG_R = (6.6666776e-01, 3.9977577e-01, 2.9871053e-01)
@@ -149,143 +222,16 @@ def log_(x: Expr) -> Expr:
     f = m - c(1.0)
     s = f / (c(2.0) + f)
     z = s * s
-    R = z * horner(z, _LOG_R)
     hf = c(0.5) * f * f
     dk = cast(e, F)
-    y = (((s * (hf + R) + dk * c(_LN2_LO16)) - hf) + f) + dk * c(_LN2_HI16)
+    lo = fma(s, fma(z, horner(z, _LOG_R), hf), dk * c(_LN2_LO16))
+    y = fma(dk, c(_LN2_HI16), (lo - hf) + f)
     # x <= 0, NaN and +inf: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf.
     return select(x > c(0.0), select(x < c(INF), y, x),
                   select(binary(Op.EQ, x, c(0.0)), c(-INF), c(float("nan"))))
 
 
-# ---------------------------------------------------------------- sigmoid
-def sigmoid_(x: Expr) -> Expr:
-    """sigmoid(x) = n / (1 + e), e = exp(-|x|) (never overflows), n = e if x < 0 else 1.
-
-    Done plainly this has three roundings of size ~1 ulp (of e, of 1 + e and of
-    the division), up to 2.4 ulp in total. So e = e_hi + e_lo and 1 + e = d + d_lo
-    are kept exactly (Fast2Sum) and the quotient q = n/d is corrected to first
-    order: n/(d + d_lo) ~ q + (n_lo - q*d_lo)/d, with 1/d = q (x >= 0) or 1 - q.
-    """
-    v, t = _exp_reduce(fmax(c(-104.0), -unary(Op.ABS, x)))
-    p = c(1.0) + v
-    p_lo = (c(1.0) - p) + v
-    s = flt((bits(t) - ci(_MAGIC_BITS - 127 - 64)) << ci(23))    # 2**(k+64), k in [-150, 0]
-    e = (p * s) * c(2.0 ** -64)                                # rounds once, also to subnormal
-    e_lo = p_lo * (s * c(2.0 ** -64))                          # only matters when e is normal
-    neg = x < c(0.0)
-    d = c(1.0) + e
-    d_lo = ((c(1.0) - d) + e) + e_lo
-    q = select(neg, e, c(1.0)) / d
-    inv_d = select(neg, c(1.0) - q, q)
-    return q + inv_d * (select(neg, e_lo, c(0.0)) - q * d_lo)
-
-
-# ---------------------------------------------------------------- tanh
-# |x| < 0.75: tanh(x) = x + x*(t*P(t)), t = x*x, so the result keeps the sign
-# of x, -0 and subnormals. Otherwise tanh(|x|) = 1 - 2/(e**(2|x|) + 1) with
-# 2|x| clamped to 20 (tanh rounds to 1 above 9.01).
-_TANH_SMALL = 0.75
-# fit "tanh" in mathlib_fit, approximation error 1.7e-9 (relative)
-_TANH_P = (-3.3333316e-01, 1.333272e-01, -5.3894535e-02, 2.1457793e-02, -7.6658125e-03, 1.7417567e-03)
-
-
-def tanh_(x: Expr) -> Expr:
-    a = unary(Op.ABS, x)
-    t = x * x
-    # t*P is -0 at x = 0 (P < 0); + 0 makes it +0, so tanh(-0) = -0 + -0 = -0.
-    small = x + x * (t * horner(t, _TANH_P) + c(0.0))
-    v, tt = _exp_reduce(fmin(c(20.0), a + a))
-    big = c(1.0) - c(2.0) / (_scale_narrow(c(1.0) + v, tt) + c(1.0))
-    return select(a < c(_TANH_SMALL), small, select(x < c(0.0), -big, big))
-
-
-# ---------------------------------------------------------------- erf
-# Three intervals of |x|, one shared Horner loop (degree 9) whose coefficients
-# are selected per lane:
-#   [0, 1):               erf(x) = x + x*P(x*x)           (relative accuracy near 0)
-#   [1, 2.3), [2.3, 3.96]: erf(x) = sign(x) * (1 + P(|x| - centre))
-# Both are A + A*P with A = x or +-1. |x| is clamped to 3.96, where erf rounds to 1.
-# (A Horner loop in |x| - centre is exact in its first step and needs no scaling;
-# sharing the high coefficients between intervals to save selects costs > 2 ulp.)
-# Fits "erf_small", "erf_mid", "erf_big" in mathlib_fit; approximation errors
-# 9.2e-10 (relative), 8.4e-9 and 2.9e-9 (absolute).
-_ERF_SPLIT = (1.0, 2.3)
-_ERF_HI = 3.96
-_ERF_CENTRE = ((1.0 + 2.3) / 2, (2.3 + 3.96) / 2)
-_ERF_SMALL = (1.2837917e-01, -3.7612623e-01, 1.1283374e-01, -2.6823983e-02, 5.010205e-03,
-              -2.451773e-04, -9.0249896e-04, 9.870639e-04, -5.2821386e-04, 1.1672304e-04)
-_ERF_MID = (-1.9624425e-02, 7.414611e-02, -1.22340165e-01, 1.09860286e-01, -4.9871374e-02,
-            -6.287042e-05, 1.3443833e-02, -6.21767e-03, -6.154401e-04, 1.1958694e-03)
-_ERF_BIG = (-9.57561e-06, 6.274439e-05, -1.9662286e-04, 3.8951272e-04, -5.4138654e-04,
-            5.599681e-04, -4.505404e-04, 2.7255222e-04, -9.918624e-05, 1.2022543e-05)
-
-
-def erf_(x: Expr) -> Expr:
-    a = unary(Op.ABS, x)
-    small = a < c(_ERF_SPLIT[0])
-    mid = a < c(_ERF_SPLIT[1])
-    u = select(small, x * x, fmin(c(_ERF_HI), a) - select(mid, c(_ERF_CENTRE[0]), c(_ERF_CENTRE[1])))
-
-    def coef(j):
-        return select(small, c(_ERF_SMALL[j]), select(mid, c(_ERF_MID[j]), c(_ERF_BIG[j])))
-    acc = coef(len(_ERF_SMALL) - 1)
-    for j in reversed(range(len(_ERF_SMALL) - 1)):
-        acc = acc * u + coef(j)
-    A = select(small, x, select(x < c(0.0), c(-1.0), c(1.0)))
-    return A + A * acc
-
-
-# ---------------------------------------------------------------- sin, cos
-# x = q*pi/2 + r, q = rint(x*2/pi), |r| <= pi/4. pi/2 is split into pieces
-# P1..P4 of <= 11 significant bits (so q*Pj is exact for |q| < 2**13) and a
-# float32 tail P5. x - q*P1 - q*P2 is exact; the next two subtractions are exact
-# whenever r is small (|r| < 2**-20, where relative accuracy needs it) and
-# otherwise their rounding errors are recovered exactly (Fast2Sum) into r_lo.
-# The closest float32 to a multiple of pi/2 below 1e5 is 4.2e-9 away (x ~ 252.9).
-# sin(x), cos(x) are then +-sin(r) or +-cos(r) by the quadrant q mod 4.
-_TWO_OVER_PI = 0.6366197723675814
-_PIO2 = (1608 * 2.0 ** -10, 1015 * 2.0 ** -21, -700 * 2.0 ** -32, 535 * 2.0 ** -43,
-         -5.1453114636784356e-14)
-_TRIG_LIMIT = 4194304.0      # 2**22: beyond, the reduction cannot work; result is +-0
-_SIN_TINY = 2.0 ** -12       # below, sin(x) rounds to x
-# sin(r) = r + r*(s*S(s)), cos(r) = (1 - s/2) + s*s*C(s), s = r*r;
-# fits "sin", "cos" in mathlib_fit, approximation errors 4.0e-9, 1.2e-10 (relative)
-_SIN_S = (-1.6666655e-01, 8.332187e-03, -1.95179e-04)
-_COS_C = (4.1666646e-02, -1.388731e-03, 2.4432327e-05)
-
-
-def _sincos(x: Expr, ax: Expr, quadrant_shift: int) -> Expr:
-    t = x * c(_TWO_OVER_PI) + c(_MAGIC)
-    q = t - c(_MAGIC)
-    P1, P2, P3, P4, P5 = (q * c(p) for p in _PIO2)
-    r2 = (x - P1) - P2                      # exact
-    r3 = r2 - P3
-    e3 = (r2 - r3) - P3                     # rounding error of r3 (0 when r3 is exact)
-    hi = r3 - P4
-    e4 = (r3 - hi) - P4
-    lo = (e3 + e4) - P5                     # r = hi + lo
-    s = hi * hi
-    hs = c(0.5) * s
-    w = c(1.0) - hs
-    # sin(hi + lo) ~ sin(hi) + lo*cos(hi); cos(hi + lo) ~ cos(hi) - lo*hi
-    sin_r = hi + (lo * w + hi * (s * horner(s, _SIN_S)))
-    cos_r = w + ((((c(1.0) - w) - hs) + (s * s) * horner(s, _COS_C)) - lo * hi)
-    n = bits(t) + ci(quadrant_shift)        # q mod 4 is in the low bits
-    y = select(binary(Op.EQ, n & ci(1), ci(0)), sin_r, cos_r)
-    y = flt(bits(y) ^ ((n & ci(2)) << ci(30)))   # negate in quadrants 2 and 3
-    # inf, NaN -> NaN; finite |x| > 2**22 -> +-0 (deterministic, not an approximation)
-    return select(ax <= c(_TRIG_LIMIT), y, x * c(0.0))
-
-
-def sin_(x: Expr) -> Expr:
-    # Tiny |x|: return x itself, which keeps -0 (hi + (+0) would give +0).
-    ax = unary(Op.ABS, x)
-    return select(ax < c(_SIN_TINY), x, _sincos(x, ax, 0))
-
-
-def cos_(x: Expr) -> Expr:
-    return _sincos(x, unary(Op.ABS, x), 1)     # cos(x) = sin(x + pi/2): quadrant + 1
+from .mathlib_trig import cos_, sin_   # noqa: E402  (they use the helpers above)
 
 
 @dataclass(frozen=True)
@@ -309,32 +255,33 @@ F32_TINY = 1.401298464324817e-45
 FUNCTIONS = {f.name: f for f in [
     MathFn("exp", exp_, -104.0, 88.72283172607421875, 1.0,
            "All finite results, subnormal ones included (exp(x) rounds to 0 below -103.97). "
-           "Cody-Waite reduction by ln2, degree-6 polynomial, scaling by 2**k in two factors.",
-           measured=0.9903, ops=32),
+           "Cody-Waite reduction by ln2 in two fused steps, degree-6 Horner in fma, scaling by "
+           "2**k in two factors.",
+           measured=0.8913, ops=22),
     MathFn("log", log_, F32_TINY, F32_MAX, 1.0,
            "All positive floats, subnormals included. fdlibm's reduction to [sqrt(1/2), sqrt(2)) "
            "and s = f/(2+f) with a degree-3 polynomial in s*s; one division.",
-           measured=0.8399, ops=37),
-    MathFn("erf", erf_, -F32_MAX, F32_MAX, 1.3,
-           "All floats. Three intervals of |x| (1, 2.3, clamp at 3.96) sharing one "
-           "degree-9 Horner loop with per-lane coefficients (selects).",
-           measured=1.2631, ops=51),
-    MathFn("tanh", tanh_, -F32_MAX, F32_MAX, 1.1,
-           "All floats. |x| < 0.75: odd polynomial (degree 13); else 1 - 2/(exp(2|x|) + 1).",
-           measured=1.0661, ops=50),
-    MathFn("sigmoid", sigmoid_, -F32_MAX, F32_MAX, 1.5,
-           "All floats, subnormal results included. (1 or e)/(1 + e), e = exp(-|x|), with e and "
-           "1 + e kept as exact sums and the quotient corrected: 46 ops instead of 35, "
-           "1.5 ulp instead of 2.4.",
-           measured=1.4964, ops=46),
-    MathFn("sin", sin_, -12000.0, 12000.0, 0.9,
-           "Cody-Waite reduction by pi/2 in five pieces (exact where it matters), degree-7 sin "
-           "and degree-8 cos polynomials. Beyond the range: |x| <= 2**22 the same formula with a "
-           "growing error, then +-0; always finite and in [-1, 1] for finite x.",
-           measured=0.8201, ops=58),
-    MathFn("cos", cos_, -12000.0, 12000.0, 0.9,
+           measured=0.8264, ops=32),
+    MathFn("erf", erf_, -F32_MAX, F32_MAX, 1.1,
+           "All floats. Two intervals of |x| (split at 1, clamp at 3.92), each its own Horner "
+           "loop in fma (degrees 15 odd and 14); one select.",
+           measured=1.0743, ops=34),
+    MathFn("tanh", tanh_, -F32_MAX, F32_MAX, 1.0,
+           "All floats. |x| < 0.75: odd polynomial (degree 13); else 1 - 2*y with "
+           "y = e/(1+e), e = exp(-2|x|), sigmoid's core.",
+           measured=0.9400, ops=42),
+    MathFn("sigmoid", sigmoid_, -F32_MAX, F32_MAX, 1.4,
+           "All floats, subnormal results included. y = e/(1+e), e = exp(-|x|) as 2**k*(1+g), "
+           "with 1+e and the quotient corrected by exact fma residuals (one division, no "
+           "selects); 1 - y for x >= 0.",
+           measured=1.3785, ops=33),
+    MathFn("sin", sin_, -F32_MAX, F32_MAX, 0.9,
+           "All floats. Exact argument reduction at every magnitude (Payne-Hanek in integer "
+           "arithmetic, mathlib_trig), degree-7 sin and degree-8 cos polynomials.",
+           measured=0.8244, ops=164),
+    MathFn("cos", cos_, -F32_MAX, F32_MAX, 0.9,
            "As sin, with the quadrant shifted by one.",
-           measured=0.8023, ops=56),
+           measured=0.8367, ops=161),
 ]}
 
 

@@ -72,13 +72,12 @@ def _log_R(s):
 
 # Each entry: target, basis, interval, weight. The interval and the form of
 # the polynomial are those used by the corresponding function in mathlib.
-ERF_SPLIT = (1.0, 2.3)
-ERF_HI = 3.96
-ERF_CENTRES = ((ERF_SPLIT[0] + ERF_SPLIT[1]) / 2, (ERF_SPLIT[1] + ERF_HI) / 2)
-ERF_CENTRES = tuple(float(np.float32(v)) for v in ERF_CENTRES)   # as the IR holds them
-ERF_DEG = 9
+ERF_SPLIT = 1.0         # erf: x + x*P(x*x) below, 1 + P(|x| - centre) up to ERF_HI
+ERF_HI = 3.92
+ERF_CENTRE = float(np.float32((ERF_SPLIT + ERF_HI) / 2))   # as the IR holds it
+ERF_DEG_SMALL, ERF_DEG_BIG = 7, 14
 EXP_R = 0.3466          # |r| <= ln2/2 plus the rounding of x*log2(e)
-TRIG_R = 0.7862         # |r| <= pi/4 plus the rounding of x*2/pi for |x| < 2**13
+TRIG_R = 0.7862         # |r| <= pi/4 (the reduction is exact), with a margin
 LOG_S = 0.1716          # |s| = |f/(2+f)| for f in [sqrt(1/2)-1, sqrt(2)-1]
 TANH_SMALL = 0.75
 
@@ -88,14 +87,12 @@ FITS = {
             lambda r: np.exp(-r)),
     # log1p(f) = f - s*(f - R(s*s)), s = f/(2+f) (fdlibm's form); error weight 1/2
     "log": (_log_R, [_pow(2 * j) for j in range(1, 4)], 1e-6, LOG_S, None),
-    # erf(x) = x + x*Q(x*x) on [0, split0), relative error
-    "erf_small": (lambda x: _erf(x) - x, [lambda x, j=j: x ** (2 * j + 1) for j in range(ERF_DEG + 1)],
-                  1e-6, ERF_SPLIT[0], lambda x: 1 / _erf(x)),
-    # erf(a) = 1 + P(a - centre) on [split0, split1) and [split1, hi], absolute error
-    "erf_mid": (lambda a: _erf(a) - 1, [lambda a, j=j: (a - ERF_CENTRES[0]) ** j for j in range(ERF_DEG + 1)],
-                ERF_SPLIT[0], ERF_SPLIT[1], None),
-    "erf_big": (lambda a: _erf(a) - 1, [lambda a, j=j: (a - ERF_CENTRES[1]) ** j for j in range(ERF_DEG + 1)],
-                ERF_SPLIT[1], ERF_HI, None),
+    # erf(x) = x + x*Q(x*x) on [0, ERF_SPLIT), relative error
+    "erf_small": (lambda x: _erf(x) - x, [lambda x, j=j: x ** (2 * j + 1) for j in range(ERF_DEG_SMALL + 1)],
+                  1e-6, ERF_SPLIT, lambda x: 1 / _erf(x)),
+    # erf(a) = 1 + P(a - centre) on [ERF_SPLIT, ERF_HI], absolute error
+    "erf_big": (lambda a: _erf(a) - 1, [lambda a, j=j: (a - ERF_CENTRE) ** j for j in range(ERF_DEG_BIG + 1)],
+                ERF_SPLIT, ERF_HI, None),
     # tanh(x) = x + x*(t*P(t)), t = x*x, on |x| < TANH_SMALL, relative error
     "tanh": (lambda x: np.tanh(x) - x, [lambda x, j=j: x ** (2 * j + 1) for j in range(1, 7)],
              1e-6, TANH_SMALL, lambda x: 1 / np.tanh(x)),

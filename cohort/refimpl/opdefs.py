@@ -102,6 +102,7 @@ UNARY_NUMBER = Signature(("T",), "T", NUMBER)
 UNARY_LOGICAL = Signature(("T",), "T", LOGICAL)
 UNARY_FLOAT = Signature(("T",), "T", FLOAT)
 BINARY_NUMBER = Signature(("T", "T"), "T", NUMBER)
+TERNARY_FLOAT = Signature(("T", "T", "T"), "T", FLOAT)
 BINARY_INTEGER = Signature(("T", "T"), "T", INTEGER)
 BINARY_LOGICAL = Signature(("T", "T"), "T", LOGICAL)
 ORDER = Signature(("T", "T"), "bool", NUMBER)
@@ -333,6 +334,9 @@ RECORDS = (
     _arith(Op.MOD, "%", 12, BINARY_INTEGER, flop=False),
     OpDef(Op.MIN, "arith", BINARY_NUMBER, _pure, _call("min"), lanes=_alu(Op.MIN), compile_time=True, flop=True),
     OpDef(Op.MAX, "arith", BINARY_NUMBER, _pure, _call("max"), lanes=_alu(Op.MAX), compile_time=True, flop=True),
+    # ternary arithmetic: a*b + c rounded once (DESIGN §3)
+    OpDef(Op.FMA, "ternary", TERNARY_FLOAT, _pure, _call("fma"), lanes=_alu(Op.FMA), compile_time=True,
+          flop=True),
     # bitwise
     _bitwise(Op.AND, "&", 8, BINARY_LOGICAL),
     _bitwise(Op.OR, "|", 6, BINARY_LOGICAL),

@@ -97,6 +97,34 @@ def convert_scalar(value, src: DType, dst: DType):
     return convert(np.asarray(value, src.np), src, dst).item()
 
 
+# ---------------------------------------------------------------- fused multiply-add
+
+def fma(a, b, c):
+    """a*b + c rounded once to float32 (IEEE fusedMultiplyAdd), lane by lane.
+
+    The product of two float32 values is exact in float64 (48 significant bits,
+    exponents far inside float64's range). The float64 sum is rounded to odd:
+    round to nearest, then, if that was inexact and the last bit is even, step
+    one ulp towards the exact sum (TwoSum gives its error exactly). A float64
+    rounded to odd keeps 53 >= 2*24 + 2 bits, so rounding it to float32 gives
+    the float32 rounding of the exact a*b + c (Boldo & Melquiond), subnormal
+    and overflowing results included. NaN and infinities follow IEEE through
+    the float64 operations (inf*0 + c is NaN); an exact zero sum gets +0
+    unless both p and c are -0, as IEEE says for round to nearest.
+    """
+    with np.errstate(all="ignore"):
+        p = np.multiply(np.asarray(a, np.float64), np.asarray(b, np.float64))
+        c = np.asarray(c, np.float64)
+        s = p + c
+        v = s - p                                 # TwoSum (Knuth): s + err == p + c exactly
+        err = (p - (s - v)) + (c - v)
+        bits = np.asarray(s).view(np.int64)
+        # err is NaN when s is not finite: no step then (NaN compares false)
+        step = ((err > 0) | (err < 0)) & ((bits & 1) == 0)
+        bits = bits + np.where(step, np.where((err > 0) == (s > 0), 1, -1), 0)
+        return bits.view(np.float64).astype(np.float32)[()]
+
+
 # ---------------------------------------------------------------- the table
 # Each entry: fn(dtype_of_operands, *operands, mask) -> result.
 
@@ -113,6 +141,7 @@ ALU = {
     Op.MOD:  lambda dt, a, b, mask: _int_mod(dt, a, b, mask),
     Op.MIN:  lambda dt, a, b, mask: _where(a < b, a, b),
     Op.MAX:  lambda dt, a, b, mask: _where(a > b, a, b),
+    Op.FMA:  lambda dt, a, b, c, mask: fma(a, b, c),
 
     Op.AND:  lambda dt, a, b, mask: np.bitwise_and(a, b),
     Op.OR:   lambda dt, a, b, mask: np.bitwise_or(a, b),

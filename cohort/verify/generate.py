@@ -63,7 +63,7 @@ from hypothesis import strategies as st
 
 from ..refimpl import mathlib
 from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, Param, ParamKind,
-                          Private, PStore, Reduce, Store, binary, bitcast, builtin, cast, const, load,
+                          Private, PStore, Reduce, Store, binary, bitcast, builtin, cast, const, fma, load,
                           math, param, pload, select, unary, var)
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
@@ -431,10 +431,10 @@ class _Gen:
             return binary(op, sub(), sub())
         if kind == "fma":   # a multiply feeding an add: where FMA contraction would change bits
             a, b, c = self.ordinary(d), self.ordinary(d), self.ordinary(d)
-            shape = self.pick(["a*b+c", "c+a*b", "a*b-c", "c-a*b"])
+            shape = self.pick(["a*b+c", "c+a*b", "a*b-c", "c-a*b", "fma"])
             ab = binary(Op.MUL, a, b)
             return {"a*b+c": lambda: ab + c, "c+a*b": lambda: c + ab, "a*b-c": lambda: ab - c,
-                    "c-a*b": lambda: c - ab}[shape]()
+                    "c-a*b": lambda: c - ab, "fma": lambda: fma(a, b, c)}[shape]()
         if kind == "minmax":  # with NaN, ±0 and ±inf operands: where the operand order matters
             a, b = self.special(d), sub()
             if self.maybe(50):
