@@ -14,5 +14,5 @@ __version__ = "0.1.0"
 
 __all__ = ["KernelFunction", "kernel", "KernelRuntimeError", "interpret", "KernelError",
            "INF", "NAN", "Buffer", "Const", "bitcast", "block_id", "block_max", "block_min", "block_size",
-           "block_sum", "cos", "erf", "exp", "f32", "global_id", "i32", "log", "num_threads", "private",
+           "block_sum", "cos", "erf", "exp", "f32", "fma", "global_id", "i32", "log", "num_threads", "private",
            "sigmoid", "sin", "sqrt", "tanh", "thread_id", "u32"]

@@ -38,14 +38,14 @@ def test_groups_partition_the_ops_and_follow_the_enum_labels():
     assert sorted(op.value for g in GROUPS.values() for op in g) == [op.value for op in Op]
     # each group is one run of the enum, as the labels in ir.Op lay them out
     runs = [g for g, _ in itertools.groupby(d.group for d in RECORDS)]
-    assert runs == list(GROUPS) == ["leaf", "builtin", "unary", "arith", "bitwise", "compare", "convert",
+    assert runs == list(GROUPS) == ["leaf", "builtin", "unary", "arith", "ternary", "bitwise", "compare", "convert",
                                     "memory", "math"]
 
 
 def test_derived_tables_cover_exactly_their_ops():
     assert BINARY == GROUPS["arith"] | GROUPS["bitwise"] | GROUPS["compare"]
     assert set(EVALUATE) == set(Op)
-    assert FLOP_OPS == {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.SQRT, Op.MIN, Op.MAX}
+    assert FLOP_OPS == {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.SQRT, Op.MIN, Op.MAX, Op.FMA}
     # the ops that are a function of their operands' values: the ALU, conversions
     assert {d.op for d in RECORDS if d.lanes is not None} == set(semantics.ALU) | {Op.CAST, Op.BITCAST}
     # compile-time constants (loop steps, private sizes): literals, block size, integer arithmetic
@@ -101,6 +101,8 @@ def _documented(op: Op, srcs: tuple, dt):
         return srcs[0] if srcs[0] in LOGIC else None
     if op in (Op.SQRT, Op.MATH):
         return F32 if srcs[0] is F32 else None
+    if op is Op.FMA:
+        return F32 if srcs == (F32, F32, F32) else None
     if op is Op.SELECT:
         return srcs[1] if srcs[0] is BOOL and srcs[1] is srcs[2] else None
     if op is Op.CAST:

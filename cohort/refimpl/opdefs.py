@@ -335,8 +335,7 @@ RECORDS = (
     OpDef(Op.MIN, "arith", BINARY_NUMBER, _pure, _call("min"), lanes=_alu(Op.MIN), compile_time=True, flop=True),
     OpDef(Op.MAX, "arith", BINARY_NUMBER, _pure, _call("max"), lanes=_alu(Op.MAX), compile_time=True, flop=True),
     # ternary arithmetic: a*b + c rounded once (DESIGN §3)
-    OpDef(Op.FMA, "ternary", TERNARY_FLOAT, _pure, _call("fma"), lanes=_alu(Op.FMA), compile_time=True,
-          flop=True),
+    OpDef(Op.FMA, "ternary", TERNARY_FLOAT, _pure, _call("fma"), lanes=_alu(Op.FMA), flop=True),
     # bitwise
     _bitwise(Op.AND, "&", 8, BINARY_LOGICAL),
     _bitwise(Op.OR, "|", 6, BINARY_LOGICAL),
