@@ -18,7 +18,7 @@ from cohort.refimpl.spec import validate
 from cohort.refimpl.specialize import specialize
 from cohort.verify import corpus
 from cohort.verify.fuzz import KNOB_MATRIX, Coverage, WorkerPool, execute, run_campaign, variants_for
-from cohort.verify.generate import BufferSpec, cases, fill, make_args
+from cohort.verify.gen import BufferSpec, cases, fill, make_args
 
 # Every campaign here is bounded by a number of programs (deterministic for the seed), so
 # what a test sees does not depend on how loaded the machine is. The time box is only a

@@ -101,6 +101,8 @@ class ShapeAnalysis:
             elif isinstance(s, For):
                 start, stop = self.shape(s.start), self.shape(s.stop)
                 # the loop variable is start + k*step in every lane, k shared
+                if inject.active("loop_stride_unit") and start.stride:    # planted: stride taken as 1
+                    start = Shape(1, start.align)
                 self._assign(s.var, start if start.stride is not None else VARYING, True)
                 self._body(s.body, uniform_control and start.uniform and stop.uniform)
 
