@@ -15,7 +15,7 @@ from .stmts import Statements
 LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
 SIZE_WEIGHTS = (3, 3, 1, 2, 1, 1, 1, 1, 1, 1)
 BLOCKS = (32, 8, 16, 64, 128)
-BLOCK_WEIGHTS = (3, 2, 2, 2, 1)
+BLOCK_WEIGHTS = (4, 3, 3, 2, 1)       # 128: wide interleaves compile slowly (20+ s per variant seen)
 SOURCE_PERCENT = 25        # programs that go through Python source and the frontend
 
 
