@@ -10,13 +10,14 @@ bool buffers holding bytes other than 0 and 1; `%`, `//` and `>>` in index
 expressions with a negative left operand in some thread; programs that went
 through Python source and the frontend.
 
-"before" is the generator as committed on a git revision (default `main`,
+"before" is the generator as committed on a git revision (default 1a90b00, the
+last commit before the generator became the `cohort.verify.gen` package:
 `cohort/verify/generate.py` there), drawn the way campaigns drew it (Hypothesis
 runs of 9, fixed seeds); "after" is this tree's `cases()` drawn the same way,
 and `generate(seed)` for seeds 0..N-1. The dynamic counts run the interpreter
 (an instrumented subclass) on every program.
 
-    PYTHONPATH=. python benchmarks/gen_breadth.py [--programs 1500] [--before main] [--json out.json]
+    PYTHONPATH=. python benchmarks/gen_breadth.py [--programs 1500] [--before REV] [--json out.json]
 """
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ from cohort.refimpl.ir import (Collective, DType, For, Op, PStore, Store, stmt_e
 from cohort.refimpl.launch_check import check_args  # noqa: E402
 from cohort.refimpl.printer import format_expr  # noqa: E402
 from cohort.refimpl.specialize import specialize  # noqa: E402
+
+
+BEFORE = "1a90b00"      # cohort/verify/generate.py before the split into cohort.verify.gen
 
 
 # ---------------------------------------------------------------- drawing programs
@@ -243,7 +247,7 @@ def measure(programs: list, make_args) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--programs", type=int, default=1500)
-    p.add_argument("--before", default="main", help="git revision of the generator to compare with")
+    p.add_argument("--before", default=BEFORE, help="git revision of the generator to compare with")
     p.add_argument("--json", help="write the results here")
     a = p.parse_args(argv)
     from cohort.verify import gen
@@ -260,7 +264,8 @@ def main(argv=None) -> int:
     for key, label in ROWS:
         print(f"{label:52}" + "".join(f"{100 * columns[n]['counts'].get(key, 0) / a.programs:>23.1f}%"
                                       for n in names))
-    errors = {n: {k: v for k, v in c["counts"].items() if k.startswith("interpreter-error")} for n, c in columns.items()}
+    errors = {n: {k: v for k, v in c["counts"].items() if k.startswith("interpreter-error")}
+              for n, c in columns.items()}
     print("lane positions (t mod 16) that held NaN / -0 / +0 in some collective's input:")
     for op in ("block_sum", "block_max", "block_min"):
         for what in ("nan", "-0", "+0"):

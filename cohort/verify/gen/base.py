@@ -208,7 +208,8 @@ class Core:
         if kind == "builtin":
             op = self.pick_op(builtins)
             if op is Op.BUFLEN:
-                return builtin(op, self.pick([b.name for b in self.inputs + [self._out_spec(o) for o in self.outputs]]))
+                names = [b.name for b in self.inputs] + [o.name for o in self.outputs]
+                return builtin(op, self.pick(names))
             return builtin(op)
         if kind == "constparam":
             return param(self.pick(sorted(self.consts)), I32)

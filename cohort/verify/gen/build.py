@@ -27,8 +27,8 @@ def _private_decls(gen: KernelBuilder, body: list):
     """Private arrays, declared at the top, most of them filled with per-thread values."""
     inits = []
     count = gen.weighted([(2, 0), (3, 1), (2, 2)])
-    if count == 0 and gen.steer is not None and any(c.startswith(("structure:private", "op:PLOAD", "statement:P"))
-                                                     for c in gen.steer.missing):
+    needs = ("structure:private", "op:PLOAD", "statement:P", "access:p", "effect:cohort", "effect:thread")
+    if count == 0 and gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing):
         count = 1                          # a steered plant needs one
     for k in range(count):
         dt = gen.weighted([(3, F32), (2, I32), (1, U32), (1, BOOL)])

@@ -77,9 +77,11 @@ class Indices:
     def _in_index(self, buf: BufferSpec) -> Expr:
         L = buf.length
         sw = self.sw
-        form = self.weighted([(sw(3, "access:load:uniform"), "uniform"), (sw(4, "access:load:contiguous"), "contiguous"),
+        form = self.weighted([(sw(3, "access:load:uniform"), "uniform"),
+                              (sw(4, "access:load:contiguous"), "contiguous"),
                               (sw(3, "access:load:strided"), "strided"), (3, "divided"), (1, "reversed"),
-                              (sw(3, "access:load:gather"), "gather"), (1, "gather_u32"), (1, "clamp"),
+                              (sw(3, "access:load:gather", "effect:per-lane"), "gather"), (1, "gather_u32"),
+                              (1, "clamp"),
                               (sw(3, "op:MOD", "op:DIV", "op:SHR"), "signed"),
                               (1 if self.perm is not None else 0, "perm")])
         idx = self.index_form(form, buf.name, L)
@@ -175,8 +177,10 @@ class Indices:
             self.nest -= 1
 
     def _private_index(self, p: _Private) -> Expr:
-        kind = self.weighted([(self.sw(3, "structure:private:uniform-index"), "uniform"),
-                              (self.sw(3, "structure:private:per-thread-index"), "thread")])
+        kind = self.weighted([(self.sw(3, "structure:private:uniform-index", "access:pload:contiguous",
+                                       "access:pstore:contiguous"), "uniform"),
+                              (self.sw(3, "structure:private:per-thread-index", "access:pload:gather",
+                                       "access:pstore:scatter"), "thread")])
         size = p.size
         if kind == "uniform":
             ul = [lp for lp in self.loops if lp.uniform and 0 <= lp.lo and lp.hi < size]
@@ -207,8 +211,8 @@ class Indices:
         K = self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
         interleaved = K > 1 and self.maybe(40)
         nforms = 1 if interleaved else K
-        kinds = [self.weighted([(self.sw(3, "access:store:contiguous"), "id"), (self.sw(2, "access:store:scatter"), "affine"),
-                                (1, "rev"), (1, "xor"),
+        kinds = [self.weighted([(self.sw(3, "access:store:contiguous"), "id"),
+                                (self.sw(2, "access:store:scatter"), "affine"), (1, "rev"), (1, "xor"),
                                 (1 if self.perm is not None else 0, "perm"), (1, "transpose"),
                                 (1, "inblock")]) for _ in range(nforms)]
         if "xor" in kinds:

@@ -139,8 +139,8 @@ class Statements:
 
     # ------------------------------------------------------------ control
     def condition(self) -> Expr:
-        kind = self.weighted([(3, "any"), (self.sw(2, "access:if:divergent"), "lanes"), (1, "data"),
-                              (self.sw(2, "access:if:uniform"), "uniform")])
+        kind = self.weighted([(3, "any"), (self.sw(2, "access:if:divergent", "effect:masked"), "lanes"),
+                              (1, "data"), (self.sw(2, "access:if:uniform", "effect:branch"), "uniform")])
         if kind == "any":
             return self.expr(BOOL, 2)
         if kind == "lanes":    # diverges inside a packet
@@ -231,7 +231,8 @@ class Statements:
         if kind == "v_count":
             how = self.pick(["g", "t", "gdiv"])
             k = self.int(2, 5)
-            src = {"g": self.g, "t": self.t}.get(how, lambda: binary(Op.DIV, self.g(), self.ci(self.pick([3, 2, 6]))))()
+            src = self.g() if how == "g" else self.t() if how == "t" else \
+                binary(Op.DIV, self.g(), self.ci(self.pick([3, 2, 6])))
             return self.ci(0), binary(Op.MOD, src, self.ci(k)), one, 0, k - 2, False, False
         if kind == "v_data":
             dt = self.pick([I32, U32])
@@ -404,7 +405,8 @@ class Statements:
             if pick == "mixed":
                 return select(self.lane_condition(), const(-0.0, F32), const(self.pick([0.0, -0.0]), F32))
             return binary(Op.MUL, self.ordinary(1), const(self.pick([0.0, -0.0]), F32))   # ±0, NaN from inf
-        edge = (lambda: const(self.pick(_F32_EDGES), F32)) if dt is F32 else (lambda: const(self.pick(_INT_EDGES[dt]), dt))
+        edges = _F32_EDGES if dt is F32 else _INT_EDGES[dt]
+        edge = lambda: const(self.pick(edges), dt)  # noqa: E731
         rest = self.weighted([(2, "edge"), (2, "expr")])
         other = edge() if rest == "edge" else (self.ordinary(1) if dt is F32 else self.expr(dt, 1))
         return select(self.lane_condition(), edge(), other)
