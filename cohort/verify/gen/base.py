@@ -26,6 +26,22 @@ SPECIAL_I32 = (0, 1, -1, 2, 3, 7, 31, 32, -7, 255, 65535, 1 << 30, -(2 ** 31), 2
 SPECIAL_U32 = (0, 1, 2, 3, 7, 31, 32, 255, 2 ** 31, 2 ** 32 - 1, 0x7FFFFFFF, 0x80000001, 100)
 DIVISORS = {I32: (1, 2, 3, -1, 7, -3, 8, 16, 32, 5), U32: (1, 2, 3, 7, 8, 16, 32, 5, 2 ** 31)}
 MASK31 = 0x7FFFFFFF
+# operation families for swarm focus (draw_focus)
+FAMILIES = {
+    "arith": ("op:ADD", "op:SUB", "op:MUL"),
+    "divmod": ("op:DIV", "op:MOD"),
+    "minmax": ("op:MIN", "op:MAX"),
+    "bitwise": ("op:AND", "op:OR", "op:XOR", "op:NOT"),
+    "shift": ("op:SHL", "op:SHR"),
+    "compare": ("op:LT", "op:LE", "op:GT", "op:GE", "op:EQ", "op:NE"),
+    "unary": ("op:NEG", "op:ABS", "op:SQRT"),
+    "convert": ("op:CAST", "op:BITCAST"),
+    "select": ("op:SELECT",),
+    "math": tuple(f"math:{f}" for f in MATH_FUNCTIONS),
+    "builtin": ("op:GLOBAL_ID", "op:THREAD_ID", "op:BLOCK_ID", "op:BLOCK_SIZE", "op:NUM_THREADS", "op:BUFLEN"),
+    "memory": ("op:LOAD", "op:PLOAD", "structure:read:own-slot", "structure:store:read-modify-write"),
+}
+FOCUS_BOOST = 4
 # names a kernel must not take: the frontend's `from cohort import *` binds them
 RESERVED = frozenset({"f32", "i32", "u32", "exp", "log", "erf", "tanh", "sigmoid", "sin", "cos", "sqrt",
                       "private", "bitcast", "kernel", "interpret", "INF", "NAN", "Buffer", "Const"})
@@ -72,6 +88,7 @@ class Core:
     def __init__(self, source, n: int, block: int, steer=None):
         self.src = source
         self.steer = steer
+        self.focus: dict = {}          # category -> multiplier: this program's swarm focus
         self.n, self.B = n, block
         self.nblocks = -(-n // block)
         self.npad = self.nblocks * block
@@ -123,11 +140,25 @@ class Core:
         return self.int(0, 99) >= 100 - percent
 
     def boost(self, *categories) -> int:
-        """The steering's weight multiplier for choices that exercise these coverage
-        categories (1 unsteered)."""
-        if self.steer is None or not categories:
+        """The weight multiplier for choices that exercise these coverage categories: the
+        program's focus (swarm) times the steering's (1 for neither)."""
+        if not categories or (self.steer is None and not self.focus):
             return 1
-        return max(self.steer.boost(c) for c in categories)
+        steer = self.steer.boost if self.steer is not None else (lambda c: 1)
+        return max(steer(c) * self.focus.get(c, 1) for c in categories)
+
+    def draw_focus(self):
+        """Swarm testing (Groce et al., ISSTA 2012): each program emphasises a few operation
+        families (FOCUS_BOOST times their usual weight), so that across a campaign every
+        family gets programs dense in it, where a uniform mix would dilute each."""
+        count = self.weighted([(1, 0), (3, 1), (3, 2), (1, 3)])
+        names = sorted(FAMILIES)
+        for _ in range(count):
+            for c in FAMILIES[names[self.int(0, len(names) - 1)]]:
+                self.focus[c] = FOCUS_BOOST
+
+    def focused(self, family: str) -> bool:
+        return any(c in self.focus for c in FAMILIES[family])
 
     def sw(self, weight: int, *categories) -> int:
         """A table weight, steered."""
@@ -373,7 +404,9 @@ class Core:
         if kind == "compare":
             dt = self.number_type()
             op = self.pick_op([Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE])
-            return binary(op, self.expr(dt, d - 1), self.expr(dt, d - 1))
+            nan_side = dt is F32 and self.maybe(70 if self.focused("compare") else 35)
+            a, b = self.expr(dt, d - 1), (self.special(d) if nan_side else self.expr(dt, d - 1))
+            return binary(op, a, b) if self.maybe(50) else binary(op, b, a)   # NaN on either side
         if kind == "logic":
             op = self.pick_op([Op.AND, Op.OR, Op.XOR, Op.EQ, Op.NE])
             return binary(op, self.expr(BOOL, d - 1), self.expr(BOOL, d - 1))

@@ -157,6 +157,7 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     n = pick.weighted(list(zip(_weights(sizes, SIZE_WEIGHTS), sizes)))
     block = pick.weighted(list(zip(_weights(blocks, BLOCK_WEIGHTS), blocks)))
     gen = KernelBuilder(source, n, block, steer)
+    gen.draw_focus()
     kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}
     seed = gen.int(0, 2 ** 32 - 1)

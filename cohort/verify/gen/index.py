@@ -25,6 +25,15 @@ def c_rem_range(lo: int, hi: int, m: int) -> tuple:
 
 class Indices:
     # ------------------------------------------------------------ index forms
+    def base(self, cands: list):
+        """One of `cands`; inside a loop, the innermost loop variable half the time (an index
+        that moves with the loop: where loop bounds and strides show)."""
+        if self.loops and self.maybe(50):
+            inner = [c for c in cands if c[0].expr.op is Op.VAR and c[0].expr.arg == self.loops[-1].name]
+            if inner:
+                return inner[0]
+        return self.pick(cands)
+
     def bases(self) -> list:
         """i32 expressions with known ranges: (range, per-lane stride 1?)."""
         out = [(_Range(self.g(), 0, self.npad - 1), True), (_Range(self.t(), 0, self.B - 1), True),
@@ -109,7 +118,7 @@ class Indices:
             cands = self.bases()
             if form == "contiguous":
                 cands = [c for c in cands if c[1]] or cands
-            r, _ = self.pick(cands)
+            r, _ = self.base(cands)
             if form == "contiguous":
                 e, lo, hi = r.expr, r.lo, r.hi
             elif form == "strided":
@@ -150,7 +159,7 @@ class Indices:
         """(r - d) % k, (r - d) // k or (r - d) >> s, then shifted into [0, L): index
         arithmetic whose %, // and >> see negative operands in some threads (C remainder
         and truncating division, arithmetic shift), exact ranges known."""
-        r, _ = self.pick(self.bases())
+        r, _ = self.base(self.bases())
         d = self.int(1, max(1, r.hi - r.lo + 2))
         x, lo, hi = r.expr - self.ci(d), r.lo - d, r.hi - d
         how = self.weighted([(self.boost("op:MOD") * 3, "mod"), (self.boost("op:DIV") * 3, "div"),

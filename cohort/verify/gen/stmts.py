@@ -84,7 +84,7 @@ class Statements:
         group = []
         for j in range(o.slots):
             value = self.expr(o.dtype, depth)
-            if j and self.maybe(20):
+            if j and self.maybe(30):
                 back = load(o.name, self.out_address(o, self.int(0, j - 1), g, t, b), o.dtype)
                 value = self.combine(back, value)
             group.append(self.own_store(o, j, value, self.out_address(o, j, g, t, b)))
@@ -300,12 +300,28 @@ class Statements:
         return For(name, start_e, stop_e, step_e, body)
 
     # ------------------------------------------------------------ probes
+    def signed_value(self, d: int) -> Expr:
+        """An i32 value that is negative in some threads (and not always a multiple of 2^k)."""
+        how = self.pick(["tid", "data", "expr"])
+        if how == "tid":
+            return self.t() - self.ci(self.int(1, self.B + 3))
+        ints = [b for b in self.inputs if b.dtype is I32 and self.nest < 2]
+        if how == "data" and ints:
+            buf = self.pick(ints)
+            return load(buf.name, self.in_index(buf), I32)
+        return self.expr(I32, d) - self.ci(self.int(0, 9))
+
     def probe(self, depth: int) -> Optional[Store]:
-        """Store an expression whose rounding, NaN handling or range is easy to get wrong
-        (a multiply feeding an add; min/max with NaN, ±0 or ±inf; a float to int conversion
-        out of range) at the thread's own slot."""
-        kind = self.pick(["fma", "minmax", "convert"] + (["private"] if self.privates else []))
-        want = {"convert": (I32, U32), "private": (F32, I32, U32, BOOL)}.get(kind, (F32,))
+        """Store an expression whose rounding, NaN handling, sign or range is easy to get
+        wrong (a multiply feeding an add; min/max with NaN, ±0 or ±inf; a float to int
+        conversion out of range; integer // and % of a negative value by a power of two;
+        a float compare with a NaN operand) at the thread's own slot."""
+        sw = self.sw
+        kind = self.weighted([(2, "fma"), (sw(2, "op:MIN", "op:MAX"), "minmax"), (sw(2, "op:CAST"), "convert"),
+                              (sw(3, "op:DIV", "op:MOD"), "divmod"), (sw(3, "op:NE", "op:LE"), "compare"),
+                              (2 if self.privates else 0, "private")])
+        want = {"convert": (I32, U32), "divmod": (I32, U32, F32), "compare": (I32, U32, F32),
+                "private": (F32, I32, U32, BOOL)}.get(kind, (F32,))
         slots = self.free_slots(want)
         if not slots:
             return None
@@ -322,6 +338,20 @@ class Statements:
         elif kind == "convert":
             x = self.special(d) if self.maybe(50) else self.ordinary(d) * const(self.pick([1e10, -3e9, 1.0]), F32)
             value = cast(x, o.dtype)
+        elif kind == "divmod":        # quotient and remainder of one signed value: x // k * 64 + x % k
+            x = self.signed_value(d)
+            k = const(self.pick([2, 8, 4, 16, -2, -8, 3, 7, 1 << 20]), I32)
+            value = self.store_value(binary(Op.DIV, x, k) * self.ci(64) + binary(Op.MOD, x, k), o.dtype)
+        elif kind == "compare":       # all six predicates on one pair, one with NaN often: a bit each
+            a = const(float("nan"), F32) if self.maybe(30) else self.special(d)
+            b = self.ordinary(d)
+            if self.maybe(50):
+                a, b = b, a
+            bits = None
+            for i, op in enumerate((Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE)):
+                term = cast(binary(op, a, b), I32) * self.ci(1 << i)
+                bits = term if bits is None else bits + term
+            value = self.store_value(bits, o.dtype)
         else:                 # a private element read back: which thread's, which element's?
             p = self.pick(self.privates)
             value = self.store_value(pload(p.name, self.private_index(p), p.dtype), o.dtype)
@@ -340,8 +370,8 @@ class Statements:
         for_w = sw(for_w, "statement:For", "structure:for:uniform", "structure:for:per-thread")
         if self.loops:
             for_w = sw(for_w, "structure:for:nested")
-        table = [(5, "assign"), (sw(3, "access:store:contiguous", "access:store:scatter"), "store"), (2, "probe"),
-                 (1, "group"), (2 if self.stored_at else 0, "readback"),
+        table = [(5, "assign"), (sw(3, "access:store:contiguous", "access:store:scatter"), "store"), (4, "probe"),
+                 (2, "group"), (2 if self.stored_at else 0, "readback"),
                  (sw(2, "statement:PStore", "access:pstore:contiguous", "access:pstore:scatter")
                   if self.privates else 0, "pstore"),
                  (if_w if depth < 3 else 0, "if"), (for_w if depth < 3 else 0, "for")]
@@ -392,8 +422,8 @@ class Statements:
         (where operand order and the identity's sign matter), -0.0 everywhere (a sum that
         is exactly -0.0), ordinary values of mixed magnitude (where order shows in the
         rounding), or any expression."""
-        how = self.weighted([(3 if dt is F32 else 0, "ordinary"), (3, "expr"), (3, "lanes"),
-                             (2 if dt is F32 else 0, "zeros")])
+        how = self.weighted([(3 if dt is F32 else 0, "ordinary"), (3, "expr"), (5, "lanes"),
+                             (3 if dt is F32 else 0, "zeros")])
         if how == "ordinary":
             return self.ordinary(2)
         if how == "expr":
