@@ -40,6 +40,8 @@ FAMILIES = {
     "math": tuple(f"math:{f}" for f in MATH_FUNCTIONS),
     "builtin": ("op:GLOBAL_ID", "op:THREAD_ID", "op:BLOCK_ID", "op:BLOCK_SIZE", "op:NUM_THREADS", "op:BUFLEN"),
     "memory": ("op:LOAD", "op:PLOAD", "structure:read:own-slot", "structure:store:read-modify-write"),
+    "collective": ("statement:Collective", "structure:collective:block_sum", "structure:collective:block_max",
+                   "structure:collective:block_min"),
 }
 FOCUS_BOOST = 4
 # names a kernel must not take: the frontend's `from cohort import *` binds them

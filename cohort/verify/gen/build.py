@@ -69,7 +69,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     """(kernel, buffers, scalar types, consts) for a fresh builder."""
     gen.stmt_budget = max_stmts
     big = 4 * gen.npad + 16
-    sp = 3 * gen.boost("input:nan", "input:inf", "input:-0", "input:subnormal", "input:huge")
+    sp = (3 if gen.focused("collective") else 1) * gen.boost("input:nan", "input:inf", "input:-0", "input:subnormal",
+                                                              "input:huge")
 
     def profile():
         return gen.weighted([(3, "data"), (3, "finite"), (2 * sp, "special")])
@@ -98,7 +99,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     body: list = []
     _private_decls(gen, body)
     # phases separated by collectives
-    ncoll = gen.weighted([(2, 0), (4, 1), (2, 2), (1, 3)])
+    ncoll = gen.weighted([(0, 0), (2, 1), (3, 2), (3, 3)] if gen.focused("collective") else
+                         [(2, 0), (4, 1), (2, 2), (1, 3)])
     if ncoll == 0 and (_missing(gen, "structure:collective") or _missing(gen, "statement:Collective")
                        or _missing(gen, "structure:read:neighbour")):
         ncoll = 1

@@ -422,14 +422,23 @@ class Statements:
         (where operand order and the identity's sign matter), -0.0 everywhere (a sum that
         is exactly -0.0), ordinary values of mixed magnitude (where order shows in the
         rounding), or any expression."""
-        how = self.weighted([(3 if dt is F32 else 0, "ordinary"), (3, "expr"), (5, "lanes"),
-                             (3 if dt is F32 else 0, "zeros")])
+        edgy = 3 if self.focused("collective") else 1
+        how = self.weighted([(3 if dt is F32 else 0, "ordinary"), (3, "expr"), (5 * edgy, "lanes"),
+                             (4 * edgy if dt is F32 else 0, "zeros"), (4 * edgy if dt is F32 else 0, "specials")])
         if how == "ordinary":
             return self.ordinary(2)
+        if how == "specials":          # NaN, ±inf, ±0 and subnormals mixed across the lanes
+            sp = [b for b in self.inputs if b.dtype is F32 and b.fill == "special"]
+            if sp and self.maybe(60):
+                buf = self.pick(sp)
+                idx = self.forced(self.g() * self.int(1, 5) + self.ci(self.int(0, 9)), buf.name, buf.length)
+                return load(buf.name, idx, F32)
+            edge = lambda: const(self.pick(_F32_EDGES), F32)  # noqa: E731
+            return select(self.lane_condition(), edge(), select(self.lane_condition(), edge(), edge()))
         if how == "expr":
             return self.expr(dt, self.int(0, 2))
         if how == "zeros":
-            pick = self.pick(["negzero", "mixed", "scaled"])
+            pick = self.pick(["negzero", "mixed", "negzero", "scaled"])
             if pick == "negzero":
                 return const(-0.0, F32)
             if pick == "mixed":
