@@ -54,10 +54,20 @@ printed as Python source and parsed by the frontend, whose IR must equal the
 generated IR (`Case.source_check` says where it did not); the frontend's
 kernel is then the one that runs.
 
+Swarm focus (base.draw_focus): each program emphasises zero to three
+operation families (division and remainder, compares, collectives, math,
+...) four times over their usual weight, so that every family gets programs
+dense in it. Probes store all six float predicates of a NaN-bearing pair,
+and x // k and x % k of a signed x, straight to an output.
+
 Steering (steer.py, plant.py): under a `Steering`, choices that exercise
 categories a campaign has not seen (or seldom) weigh more, and up to eight
 never-seen categories per program are planted outright. A program is a pure
-function of (draws, steering); each Case records its steering.
+function of (draws, steering); each Case records its steering. Campaign state
+decides the steering (which programs finished, which variants reported which
+access modes), so it cannot come from a seed alone; record it per program,
+or refresh it only between Hypothesis runs (a run's shrinking replays its
+choices under the same steering).
 
 Package layout: case (Case, BufferSpec), inputs (make_args), draws (the two
 draw sources), base (choices, literals, expressions), index (index forms,
