@@ -17,7 +17,7 @@ from cohort.refimpl.spec import validate
 from cohort.refimpl.specialize import specialize
 from cohort.verify import corpus
 from cohort.verify.checksum import bitwise_equal
-from cohort.verify.generate import cases, make_args
+from cohort.verify.gen import cases, make_args
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 FILES = corpus.case_files(CORPUS)

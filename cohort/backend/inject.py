@@ -21,6 +21,22 @@ BUGS = {
     "full_packet_always": "every packet takes the unmasked full-packet path, the launch's partial one too",
     "private_swap": "cohort-layout private loads with a per-lane index address x + t*size (thread-major)",
     "fptosi_unsat": "f32 -> int uses plain fptosi (poison out of range) instead of the saturating form",
+    # issue 17: bugs of the kinds that survived the fuzzer (an integer remainder's sign, an
+    # ordered/unordered compare, a strided loop, the pool's last task), one or two lines each
+    "rem_pow2_mask": "i32 x % 2^k by a constant is lowered as x & (2^k - 1) (wrong sign for negative x)",
+    "div_pow2_shift": "i32 x // 2^k by a constant is lowered as x >> k (rounds down, not towards zero)",
+    "ne_ordered": "f32 != uses the ordered compare (NaN != x becomes false)",
+    "le_unordered": "f32 a <= b is lowered as not (a > b) (true when either is NaN)",
+    "loop_stride_unit": "the variable of a loop whose start is affine with stride k is given stride 1",
+    "pool_partial_task": "the pool's block count is rounded down to a multiple of the grain (last task lost)",
+}
+# Planted bugs whose sites are in lower_whole.py / lower_packet.py (being merged into one lowering):
+# their conditions are named here so the lead can add the edits listed in issue 17's closing note.
+PENDING_BUGS = {
+    "sum_identity_sign": "f32 block_sum pads inactive threads and packets with +0.0 instead of -0.0",
+    "packet_tree_operands": "the in-packet steps of a collective's tree combine (moved, v), not (v, moved)",
+    "prefix_loop_stride": "range(k*t + c, n, step) in packets: the all-lanes trip count assumes stride 1",
+    "group_readback": "a fused interleaved store group ignores a later store's read of the buffer",
 }
 
 _active: set = set()

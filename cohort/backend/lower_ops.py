@@ -42,9 +42,23 @@ def _int_div(cx, dt, a, b, rem: bool):
                        bld.icmp_signed("==", b, cx.const(I32, -1)))
         bad = bld.or_(zero, ovf)
     safe = bld.select(bad, cx.const(dt, 1), b)
+    k = _pow2_constant(b) if dt is I32 else None
+    if k and inject.active("rem_pow2_mask" if rem else "div_pow2_shift"):   # planted: sign ignored
+        return bld.and_(a, cx.const(I32, k - 1)) if rem else bld.ashr(a, cx.const(I32, k.bit_length() - 1))
     if dt is I32:
         return bld.srem(a, safe) if rem else bld.sdiv(a, safe)
     return bld.urem(a, safe) if rem else bld.udiv(a, safe)
+
+
+def _pow2_constant(b):
+    """k when b is the constant k = 2^m > 1 (in every lane), else None (for planted bugs)."""
+    if not isinstance(b, ir.Constant):
+        return None
+    vals = b.constant if isinstance(b.constant, list) else [b]
+    vals = [v.constant if isinstance(v, ir.Constant) else v for v in vals]
+    k = vals[0]
+    ok = isinstance(k, int) and k > 1 and not k & (k - 1) and all(v == k for v in vals)
+    return k if ok else None
 
 
 def _shift(cx, dt, a, b, left: bool):
@@ -65,9 +79,11 @@ def _abs(cx, dt, a):
 def _cmp(op):
     def lower(cx, dt, a, b):
         if dt is F32:
-            if op is Op.NE:
+            if op is Op.NE and not inject.active("ne_ordered"):
                 return cx.b.fcmp_unordered("!=", a, b, flags=_fflags(cx))
-            return cx.b.fcmp_ordered(_FCMP[op], a, b, flags=_fflags(cx))
+            if op is Op.LE and inject.active("le_unordered"):      # planted: not (a > b)
+                return cx.b.not_(cx.b.fcmp_ordered(">", a, b, flags=_fflags(cx)))
+            return cx.b.fcmp_ordered(_FCMP.get(op, "!="), a, b, flags=_fflags(cx))
         if dt is I32:
             return cx.b.icmp_signed(_ICMP[op], a, b)
         return cx.b.icmp_unsigned(_ICMP[op], a, b)

@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from . import jit, pool_ir
+from . import inject, jit, pool_ir
 from .variant import AUTO_GRAINS
 
 _lib: dict = {}
@@ -94,8 +94,8 @@ class WorkerPool:
             base += (-base) % 64
             r = self.record
             r[2] = entry or prepared.entry
-            r[3] = prepared.nblocks
             r[4] = max(1, int(grain))
+            r[3] = prepared.nblocks - (prepared.nblocks % r[4] if inject.active("pool_partial_task") else 0)
             r[8] = participants
             r[9] = base
             r[10] = per

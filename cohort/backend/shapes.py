@@ -16,7 +16,8 @@ from math import gcd
 from typing import Optional
 
 from . import inject
-from ..refimpl.ir import Assign, Collective, Expr, For, If, Kernel, Op, PStore, Store, walk_expr
+from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store,
+                          walk_expr, walk_stmts)
 from ..refimpl.opdefs import OPDEFS
 
 BIG_ALIGN = 1 << 30
@@ -61,6 +62,15 @@ class ShapeAnalysis:
     def __init__(self, kernel: Kernel, lanes: int):
         self.k, self.W = kernel, lanes
         self.vars: dict = {}
+        self.defs: dict = {}           # variable -> its definitions (Expr, or For for a loop variable)
+        for s in walk_stmts(kernel.body):
+            if isinstance(s, Assign):
+                self.defs.setdefault(s.name, []).append(s.value)
+            elif isinstance(s, For):
+                self.defs.setdefault(s.var, []).append(s)
+            elif isinstance(s, Collective):
+                self.defs.setdefault(s.name, []).append(None)
+        self._signs: dict = {}
         self.nodes: dict = {}
         for _ in range(64):
             before = dict(self.vars)
@@ -101,6 +111,8 @@ class ShapeAnalysis:
             elif isinstance(s, For):
                 start, stop = self.shape(s.start), self.shape(s.stop)
                 # the loop variable is start + k*step in every lane, k shared
+                if inject.active("loop_stride_unit") and start.stride:    # planted: stride taken as 1
+                    start = Shape(1, start.align)
                 self._assign(s.var, start if start.stride is not None else VARYING, True)
                 self._body(s.body, uniform_control and start.uniform and stop.uniform)
 
@@ -156,12 +168,48 @@ class ShapeAnalysis:
             if a.uniform and b.uniform or op is Op.DIV and const_b and inject.active("div_uniform"):
                 return UNIFORM
             # base + l for l < W never crosses a multiple of c when both base and
-            # c are multiples of W (non-negative values; the annotation check
-            # catches any access where that assumption fails)
-            if const_b and a.stride == 1 and const_b > 0 and const_b % W == 0 and a.align % W == 0:
+            # c are multiples of W and base >= 0 (C division truncates: for base < 0
+            # the lanes of (base + l) // c differ, and % is not affine)
+            if (const_b and a.stride == 1 and const_b > 0 and const_b % W == 0 and a.align % W == 0
+                    and (e.dtype is DType.U32 or self.nonneg(e.src[0]))):
                 return UNIFORM if op is Op.DIV else Shape(1, gcd(a.align, const_b))
             return VARYING
         return VARYING
+
+
+    _NONNEG_LEAVES = (Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS, Op.BUFLEN)
+
+    def nonneg(self, e: Expr) -> bool:
+        """e >= 0 in every thread, provably from its parts (launch built-ins, literals,
+        + * min max // % >> of such, variables every definition of which is such), as long
+        as nothing wraps around."""
+        op = e.op
+        if op in self._NONNEG_LEAVES:
+            return True
+        if op is Op.CONST:
+            return e.dtype.is_int and e.arg >= 0
+        if op in (Op.ADD, Op.MUL, Op.MIN, Op.MAX):
+            return all(self.nonneg(x) for x in e.src)
+        if op in (Op.DIV, Op.MOD, Op.SHR):
+            return self.nonneg(e.src[0]) and e.src[1].op is Op.CONST and e.src[1].arg > 0
+        if op is Op.VAR:
+            r = self._signs.get(e.arg)
+            if r is None:
+                self._signs[e.arg] = False           # a cycle proves nothing
+                r = self._signs[e.arg] = bool(self.defs.get(e.arg)) and all(
+                    self._def_nonneg(d) for d in self.defs[e.arg])
+            return r
+        return False
+
+    def _def_nonneg(self, d) -> bool:
+        if d is None:
+            return False
+        if isinstance(d, For):         # start, start + step, ... while not past stop
+            step = d.step.arg if d.step.op is Op.CONST else None
+            if step is None or not self.nonneg(d.start):
+                return False
+            return step > 0 or (d.stop.op is Op.CONST and d.stop.arg >= -1)
+        return self.nonneg(d)
 
 
 @dataclass(frozen=True)

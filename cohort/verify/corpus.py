@@ -9,7 +9,7 @@ generated (or hand-written) kernel in a fresh process, on any machine:
      "n": 33, "consts": {"C0": 3},
      "buffers": [{"name": "x0", "dtype": "f32", "length": 148, "fill": "data"}, ...],
      "scalars": {"sf": {"dtype": "f32", "bits": "0x7fc00000"}, ...},
-     "inputs_seed": 12345,                 # buffer contents: generate.make_args
+     "inputs_seed": 12345,                 # buffer contents: gen.make_args     
      "variants": ["lanes=8,..."] | "all", # what to replay ("all": the fuzzer's knob matrix)
      "expected": "agree" | "known_failure",
      "note": "...", "found": {...}}        # provenance: failure kind, description, printed kernel
@@ -33,6 +33,7 @@ import numpy as np
 from ..refimpl.ir import (Assign, Collective, DTYPE_BY_NAME, DType, Expr, For, If, Kernel, Loc, Op,
                           Param, ParamKind, Private, PStore, Reduce, Store)
 from ..refimpl.opdefs import OPDEFS
+from .gen.case import FILLS
 
 KERNEL_FORMAT = "cohort-kernel/1"
 CASE_FORMAT = "cohort-case/1"
@@ -272,7 +273,6 @@ def case_to_json(case, **extra) -> dict:
 # small; the limit leaves room for hand-written ones), its variants parsed before any compile.
 MAX_THREADS = 1 << 24
 MAX_ELEMENTS = 1 << 24       # per buffer; filling one takes 16 bytes per element
-FILLS = ("data", "finite", "special", "perm")
 EXPECTED = ("agree", "known_failure")
 
 
@@ -297,7 +297,7 @@ def _count(doc, key: str, lo: int, hi: int) -> int:
 
 
 def _case_from_json(doc: dict):
-    from .generate import BufferSpec, Case
+    from .gen import BufferSpec, Case
     n = _count(doc, "n", 1, MAX_THREADS)
     seed = _count(doc, "inputs_seed", 0, 2 ** 63 - 1)
     buffers = []

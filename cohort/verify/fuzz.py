@@ -63,7 +63,7 @@ import numpy as np
 from ..refimpl.ir import (Assign, Collective, For, If, Kernel, Op, ParamKind, Private, PStore, Store,
                           stmt_exprs, walk_expr, walk_stmts)
 from . import corpus as _corpus
-from .generate import Case, make_args
+from .gen import Case, make_args
 
 KNOB_MATRIX = tuple(["whole"] + [f"lanes={l},full_packet={fp},predicated={pr},private={pv}"
                                  for l in (4, 8, 16) for fp in ("on", "off") for pr in ("on", "off")
@@ -1001,7 +1001,7 @@ class Campaign:
     # ------------------------------------------------------------ driver
     def run(self) -> dict:
         from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
-        from .generate import cases
+        from .gen import cases
         own_pool = self.pool is None
         if own_pool:
             self.pool = InProcess(self.cfg.bugs) if self.cfg.jobs == 0 else \

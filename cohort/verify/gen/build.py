@@ -1,0 +1,199 @@
+"""Whole launches: the kernel builder, `cases()` (Hypothesis) and `generate(seed)`."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+
+from ...refimpl.ir import For, Kernel, Op, Param, ParamKind, Private, PStore, binary, cast, const, param, var
+from .base import BOOL, F32, I32, SPECIAL_F32, SPECIAL_I32, SPECIAL_U32, U32, Core, _Loop, _Private
+from .case import BufferSpec, Case
+from .draws import HypothesisDraws, SeededDraws
+from .index import Indices
+from .plant import Plants
+from .stmts import Statements
+
+LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
+SIZE_WEIGHTS = (3, 3, 1, 2, 1, 1, 1, 1, 1, 1)
+BLOCKS = (32, 8, 16, 64, 128)
+BLOCK_WEIGHTS = (4, 3, 3, 2, 1)       # 128: wide interleaves compile slowly (20+ s per variant seen)
+SOURCE_PERCENT = 25        # programs that go through Python source and the frontend
+
+
+class KernelBuilder(Plants, Statements, Indices, Core):
+    """Builds one kernel (see the package docstring for what it guarantees)."""
+
+
+def _private_decls(gen: KernelBuilder, body: list):
+    """Private arrays, declared at the top, most of them filled with per-thread values."""
+    inits = []
+    count = gen.weighted([(2, 0), (3, 1), (2, 2)])
+    needs = ("structure:private", "op:PLOAD", "statement:P", "access:p", "effect:cohort", "effect:thread")
+    if count == 0 and gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing):
+        count = 1                          # a steered plant needs one
+    for k in range(count):
+        dt = gen.weighted([(3, F32), (2, I32), (1, U32), (1, BOOL)])
+        size = gen.int(1, 9)
+        name = f"p{k}"
+        size_e = const(size, I32)
+        if gen.consts and gen.maybe(30):
+            c = sorted(gen.consts)[0]
+            size_e = param(c, I32) + const(size, I32)
+            size += gen.consts[c]
+        gen.privates.append(_Private(name, dt, size))
+        body.append(Private(name, dt, size_e))
+        if gen.maybe(70):         # fill it with per-thread values: for j in range(size): p[j] = f(j, g)
+            inits.append((gen.privates[-1], size_e))
+    for p, size_e in inits:
+        j = gen.fresh("j")
+        gen.loops.append(_Loop(j, 0, p.size - 1, True, False))
+        gen.loopvars.add(j)
+        gen.vtypes[j] = I32
+        gen.defined.add(j)
+        value = gen.expr(p.dtype, 1)
+        if gen.maybe(80):        # distinct in every thread and element: layouts cannot be confused
+            mix = var(j, I32) * 7 + gen.g()
+            if p.dtype is BOOL:
+                value = binary(Op.XOR, value, binary(Op.EQ, binary(Op.AND, mix, gen.ci(1)), gen.ci(0)))
+            else:
+                value = binary(Op.ADD, value, cast(mix, p.dtype))
+        gen.defined.discard(j)
+        gen.loops.pop()
+        body.append(For(j, const(0, I32), size_e, const(1, I32), (PStore(p.name, var(j, I32), value),)))
+
+
+def _missing(gen, prefix: str) -> bool:
+    return gen.steer is not None and any(c.startswith(prefix) for c in gen.steer.missing)
+
+
+def build_kernel(gen: KernelBuilder, max_stmts: int):
+    """(kernel, buffers, scalar types, consts) for a fresh builder."""
+    gen.stmt_budget = max_stmts
+    big = 4 * gen.npad + 16
+    sp = (3 if gen.focused("collective") else 1) * gen.boost("input:nan", "input:inf", "input:-0", "input:subnormal",
+                                                              "input:huge")
+
+    def profile():
+        return gen.weighted([(3, "data"), (3, "finite"), (2 * sp, "special")])
+    specs = [BufferSpec("x0", F32, big if gen.maybe(80) else gen.int(1, 40), profile())]
+    if gen.maybe(60):   # an f32 input of ordinary values: where rounding differences show
+        specs.append(BufferSpec("x1", F32, big if gen.maybe(80) else gen.int(1, 40), "finite"))
+    for name, dt, pct in (("xi", I32, 60), ("xu", U32, 35), ("xb", BOOL, 25)):
+        if gen.maybe(pct):
+            fill = profile() if dt is not BOOL else gen.weighted([(2, "data"), (3, "bytes")])
+            specs.append(BufferSpec(name, dt, big if gen.maybe(70) else gen.int(1, 40), fill))
+    gen.inputs = specs
+    if gen.maybe(35):
+        gen.perm = BufferSpec("perm", I32, gen.npad, "perm")
+    # outputs: always one f32 and one integer output, sometimes a bool one
+    gen.outputs = [gen.make_output("y0", F32), gen.make_output("y1", gen.pick([I32, U32]))]
+    if gen.maybe(20):
+        gen.outputs.append(gen.make_output("y2", BOOL))
+    if gen.maybe(25):
+        gen.outputs.append(gen.make_output("y3", F32))
+    # scalars and constants
+    for name, dt, pct in (("sf", F32, 50), ("si", I32, 50), ("su", U32, 25)):
+        if gen.maybe(pct):
+            gen.scalars[name] = dt
+    if gen.maybe(40):
+        gen.consts["C0"] = gen.int(0, 5)
+    body: list = []
+    _private_decls(gen, body)
+    # phases separated by collectives
+    ncoll = gen.weighted([(0, 0), (2, 1), (3, 2), (3, 3)] if gen.focused("collective") else
+                         [(2, 0), (4, 1), (2, 2), (1, 3)])
+    if ncoll == 0 and (_missing(gen, "structure:collective") or _missing(gen, "statement:Collective")
+                       or _missing(gen, "structure:read:neighbour")):
+        ncoll = 1
+    for phase in range(ncoll + 1):
+        gen.phase = phase
+        gen.exchange = set()
+        gen.stored_at = []
+        if phase > 0:
+            for o in gen.outputs:
+                for j in range(o.slots):
+                    if gen.maybe(35):
+                        gen.exchange.add((o, j))
+            if not gen.exchange and phase == ncoll and _missing(gen, "structure:read:neighbour"):
+                o = gen.pick(gen.outputs)
+                gen.exchange.add((o, gen.int(0, o.slots - 1)))
+        body.extend(gen.stmts(0))
+        if phase == ncoll:
+            body.extend(gen.plants(body))
+        else:
+            body.append(gen.collective())
+    body.extend(gen.epilogue())
+    if gen.maybe(90):
+        sink = gen.make_output("ys", U32)
+        sink.slots, sink.interleaved, sink.forms = 1, False, sink.forms[:1]
+        st_ = gen.sink(sink)
+        if st_ is not None:
+            gen.outputs.append(sink)
+            body.append(st_)
+    out_specs = [gen._out_spec(o) for o in gen.outputs]
+    buffers = specs + ([gen.perm] if gen.perm is not None else []) + out_specs
+    params = [Param(b.name, ParamKind.BUFFER, b.dtype) for b in buffers]
+    params += [Param(n_, ParamKind.SCALAR, dt) for n_, dt in gen.scalars.items()]
+    params += [Param(n_, ParamKind.CONST, I32) for n_ in gen.consts]
+    order = gen.src.permutation(len(params))
+    params = [params[i] for i in order]
+    kernel = Kernel("fz", tuple(params), tuple(body), gen.B)
+    return kernel, buffers, dict(gen.scalars), dict(gen.consts)
+
+
+def scalar_value(gen: Core, dt):
+    """A value for a scalar parameter: special values half the time."""
+    if dt is F32:
+        return np.float32(gen.pick(SPECIAL_F32) if gen.maybe(50) else gen.src.f32_any())
+    if dt is I32:
+        return np.int32(gen.pick(SPECIAL_I32) if gen.maybe(50) else gen.int(-(2 ** 31), 2 ** 31 - 1))
+    return np.uint32(gen.pick(SPECIAL_U32) if gen.maybe(50) else gen.int(0, 2 ** 32 - 1))
+
+
+def _weights(sizes, weights) -> list:
+    return list(weights[:len(sizes)]) + [1] * (len(sizes) - len(weights))
+
+
+def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=None) -> Case:
+    """One case from a draw source (HypothesisDraws or SeededDraws)."""
+    pick = Core(source, 1, 1)
+    n = pick.weighted(list(zip(_weights(sizes, SIZE_WEIGHTS), sizes)))
+    block = pick.weighted(list(zip(_weights(blocks, BLOCK_WEIGHTS), blocks)))
+    gen = KernelBuilder(source, n, block, steer)
+    gen.draw_focus()
+    kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts)
+    scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}
+    seed = gen.int(0, 2 ** 32 - 1)
+    case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer)
+    if gen.maybe(SOURCE_PERCENT):
+        from .pysource import source_round_trip
+        text, k2, check = source_round_trip(kernel)
+        case.source, case.source_check = text, check
+        if check is None:                  # the frontend's kernel is what runs (with its locations)
+            case.kernel = k2
+    return case
+
+
+@st.composite
+def cases(draw, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=None):
+    """A random, valid, well-defined launch as a Hypothesis strategy (shrinks)."""
+    return build_case(HypothesisDraws(draw), max_stmts, sizes, blocks, steer)
+
+
+def generate(seed: int, steer=None, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS) -> Case:
+    """The program of an integer seed (under a steering): the same Case in every process."""
+    return build_case(SeededDraws(seed), max_stmts, sizes, blocks, steer)
+
+
+def kernels(**kw):
+    """Just the kernels (for serializer and printer tests)."""
+    return cases(**kw).map(lambda c: c.kernel)
+
+
+def scalar_values(dt):
+    """A Hypothesis strategy of scalar values of dtype dt (special values and any)."""
+    if dt is F32:
+        return st.one_of(st.sampled_from(SPECIAL_F32), st.floats(width=32)).map(np.float32)
+    if dt is I32:
+        return st.one_of(st.sampled_from(SPECIAL_I32), st.integers(-(2 ** 31), 2 ** 31 - 1)).map(np.int32)
+    return st.one_of(st.sampled_from(SPECIAL_U32), st.integers(0, 2 ** 32 - 1)).map(np.uint32)
+

@@ -1,0 +1,282 @@
+"""Index forms: in-bounds indices of input buffers and private arrays, and the
+conflict-free output addresses (a bijection of [0, M) per output slot)."""
+from __future__ import annotations
+
+from math import gcd
+from typing import Optional
+
+from ...refimpl.ir import DType, Expr, Op, binary, builtin, cast, const, load, param, var
+from .base import BOOL, I32, MASK31, U32, _Output, _Private, _Range
+from .case import BufferSpec
+
+
+def trunc_div(a: int, b: int) -> int:
+    """C division (the IR's `//` on integers): truncation towards zero."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def c_rem_range(lo: int, hi: int, m: int) -> tuple:
+    """The range of x % m (C remainder: the sign of x) for x in [lo, hi], m > 0."""
+    if lo > -m and hi < m:
+        return lo, hi
+    return (-(m - 1) if lo < 0 else 0), ((m - 1) if hi > 0 else 0)
+
+
+class Indices:
+    # ------------------------------------------------------------ index forms
+    def base(self, cands: list):
+        """One of `cands`; inside a loop, the innermost loop variable half the time (an index
+        that moves with the loop: where loop bounds and strides show)."""
+        if self.loops and self.maybe(50):
+            inner = [c for c in cands if c[0].expr.op is Op.VAR and c[0].expr.arg == self.loops[-1].name]
+            if inner:
+                return inner[0]
+        return self.pick(cands)
+
+    def bases(self) -> list:
+        """i32 expressions with known ranges: (range, per-lane stride 1?)."""
+        out = [(_Range(self.g(), 0, self.npad - 1), True), (_Range(self.t(), 0, self.B - 1), True),
+               (_Range(self.b(), 0, self.nblocks - 1), False)]
+        for lp in self.loops:            # (possibly negative: affine starts, steps below -1)
+            out.append((_Range(var(lp.name, I32), lp.lo, lp.hi), lp.unit))
+        return out
+
+    def uniform_int(self) -> Expr:
+        """An i32 value that is the same in every thread of a block (maybe negative)."""
+        opts = [(2, "literal"), (2, "block")]
+        sc = [n for n, d in self.scalars.items() if d is I32]
+        opts.append((2 if sc else 0, "scalar"))
+        ul = [lp for lp in self.loops if lp.uniform]
+        opts.append((2 if ul else 0, "loop"))
+        coll = [v for v in self.defined_vars(I32) if v.startswith("r")]
+        opts.append((1 if coll else 0, "collective"))
+        opts.append((1 if self.consts else 0, "constparam"))
+        kind = self.weighted(opts)
+        if kind == "literal":
+            return self.literal(I32)
+        if kind == "block":
+            return self.b()
+        if kind == "scalar":
+            return param(self.pick(sc), I32)
+        if kind == "loop":
+            return var(self.pick(ul).name, I32)
+        if kind == "collective":
+            return var(self.pick(coll), I32)
+        return param(self.pick(sorted(self.consts)), I32)
+
+    def length_expr(self, name: str, L: int) -> Expr:
+        return builtin(Op.BUFLEN, name) if self.maybe(40) else self.ci(L)
+
+    def forced(self, e: Expr, name: str, L: int) -> Expr:
+        """In [0, L) whatever e is: (e & 0x7fffffff) % L, or ((e % L) + L) % L (where the
+        remainder sees negative operands)."""
+        if self.maybe(30):
+            n = self.length_expr(name, L)
+            return binary(Op.MOD, binary(Op.MOD, e, n) + n, n)
+        return binary(Op.MOD, binary(Op.AND, e, self.ci(MASK31)), self.length_expr(name, L))
+
+    def in_index(self, buf: BufferSpec) -> Expr:
+        self.nest += 1
+        try:
+            return self._in_index(buf)
+        finally:
+            self.nest -= 1
+
+    def _in_index(self, buf: BufferSpec) -> Expr:
+        L = buf.length
+        sw = self.sw
+        form = self.weighted([(sw(3, "access:load:uniform"), "uniform"),
+                              (sw(4, "access:load:contiguous"), "contiguous"),
+                              (sw(3, "access:load:strided"), "strided"), (3, "divided"), (1, "reversed"),
+                              (sw(3, "access:load:gather", "effect:per-lane"), "gather"), (1, "gather_u32"),
+                              (1, "clamp"),
+                              (sw(3, "op:MOD", "op:DIV", "op:SHR"), "signed"),
+                              (1 if self.perm is not None else 0, "perm")])
+        idx = self.index_form(form, buf.name, L)
+        if idx is None:
+            idx = self.forced(self.g() * self.int(1, 9) + self.ci(self.int(0, 5)), buf.name, L)
+        if idx.dtype is I32 and self.maybe(8):
+            idx = cast(idx, U32)                                     # a u32 index, same value
+        return idx
+
+    def shifted(self, e: Expr, lo: int, hi: int, L: int) -> Optional[Expr]:
+        """e + c for a literal c that brings [lo, hi] inside [0, L), or None."""
+        c_lo = max(0, -lo)
+        if hi + c_lo > L - 1:
+            return None
+        c = self.int(c_lo, L - 1 - hi)
+        return e + self.ci(c) if c or self.maybe(50) else e
+
+    def index_form(self, form: str, name: str, L: int) -> Optional[Expr]:
+        if form == "uniform":
+            how = self.weighted([(2, "literal"), (3, "forced")])
+            if how == "literal":
+                return self.ci(self.int(0, L - 1))
+            return self.forced(self.uniform_int(), name, L)
+        if form in ("contiguous", "strided", "divided", "reversed"):
+            cands = self.bases()
+            if form == "contiguous":
+                cands = [c for c in cands if c[1]] or cands
+            r, _ = self.base(cands)
+            if form == "contiguous":
+                e, lo, hi = r.expr, r.lo, r.hi
+            elif form == "strided":
+                k = self.pick([2, 3, 2, 4])
+                e = binary(Op.SHL, r.expr, self.ci(1)) if k == 2 and self.maybe(30) else r.expr * k
+                lo, hi = r.lo * k, r.hi * k
+            elif form == "divided":
+                k = self.pick([3, 2, 4, 5, 8, 16, 32])
+                e, lo, hi = binary(Op.DIV, r.expr, self.ci(k)), trunc_div(r.lo, k), trunc_div(r.hi, k)
+            else:                       # L-1-c - r
+                c_lo = max(0, -r.lo)
+                if r.hi + c_lo > L - 1:
+                    return None
+                c = self.int(c_lo, L - 1 - r.hi)
+                return self.ci(L - 1 - c) - r.expr
+            return self.shifted(e, lo, hi, L)
+        if form == "signed":
+            return self.signed_form(L)
+        if form == "gather":
+            how = self.weighted([(2, "affine"), (3, "any")])
+            if how == "affine":
+                e = self.g() * self.int(2, 41) + self.ci(self.int(0, 9))
+            else:
+                e = self.expr(I32, 2)
+            return self.forced(e, name, L)
+        if form == "gather_u32":
+            return binary(Op.MOD, self.expr(U32, 2), const(L, U32))
+        if form == "clamp":
+            e = self.expr(I32, 2)
+            return binary(Op.MIN, binary(Op.MAX, e, self.ci(0)), self.ci(L - 1))
+        if form == "perm":
+            p = load(self.perm.name, self.g() if self.perm.length >= self.npad else
+                     self.forced(self.g(), self.perm.name, self.perm.length), I32)
+            return p if L >= self.perm.length else binary(Op.MOD, p, self.ci(L))
+        raise AssertionError(form)
+
+    def signed_form(self, L: int) -> Optional[Expr]:
+        """(r - d) % k, (r - d) // k or (r - d) >> s, then shifted into [0, L): index
+        arithmetic whose %, // and >> see negative operands in some threads (C remainder
+        and truncating division, arithmetic shift), exact ranges known."""
+        r, _ = self.base(self.bases())
+        d = self.int(1, max(1, r.hi - r.lo + 2))
+        x, lo, hi = r.expr - self.ci(d), r.lo - d, r.hi - d
+        how = self.weighted([(self.boost("op:MOD") * 3, "mod"), (self.boost("op:DIV") * 3, "div"),
+                             (self.boost("op:SHR") * 2, "shr")])
+        if how == "mod":
+            k = self.pick([2, 4, 3, 8, 5, 16, -4, -3])
+            e = binary(Op.MOD, x, self.ci(k))
+            lo, hi = c_rem_range(lo, hi, abs(k))
+        elif how == "div":
+            k = self.pick([2, 4, 3, 8, -2, 16, -3])
+            e = binary(Op.DIV, x, self.ci(k))
+            lo, hi = sorted((trunc_div(lo, k), trunc_div(hi, k)))
+        else:
+            s = self.int(1, 4)
+            e = binary(Op.SHR, x, self.ci(s))
+            lo, hi = lo >> s, hi >> s
+        return self.shifted(e, lo, hi, L)
+
+    def private_index(self, p: _Private) -> Expr:
+        self.nest += 1
+        try:
+            return self._private_index(p)
+        finally:
+            self.nest -= 1
+
+    def _private_index(self, p: _Private) -> Expr:
+        kind = self.weighted([(self.sw(3, "structure:private:uniform-index", "access:pload:contiguous",
+                                       "access:pstore:contiguous"), "uniform"),
+                              (self.sw(3, "structure:private:per-thread-index", "access:pload:gather",
+                                       "access:pstore:scatter"), "thread")])
+        size = p.size
+        if kind == "uniform":
+            ul = [lp for lp in self.loops if lp.uniform and 0 <= lp.lo and lp.hi < size]
+            how = self.weighted([(2, "literal"), (3 if ul else 0, "loop"), (2, "forced")])
+            if how == "literal":
+                return self.ci(self.int(0, size - 1))
+            if how == "loop":
+                return var(self.pick(ul).name, I32)
+            return binary(Op.MOD, binary(Op.AND, self.uniform_int(), self.ci(MASK31)), self.ci(size))
+        how = self.weighted([(2, "tid"), (2, "affine"), (1, "divided"), (2, "any"), (2, "signed")])
+        if how == "tid":
+            return binary(Op.MOD, self.t(), self.ci(size))
+        if how == "divided":
+            return binary(Op.MOD, binary(Op.DIV, self.g(), self.ci(self.pick([3, 2, 5]))), self.ci(size))
+        if how == "affine":
+            return binary(Op.MOD, self.g() * self.int(1, 7) + self.ci(self.int(0, 5)), self.ci(size))
+        if how == "signed":          # ((t - d) % size + size) % size: a negative dividend first
+            r, _ = self.pick(self.bases())
+            x = r.expr - self.ci(self.int(1, 40))
+            return binary(Op.MOD, binary(Op.MOD, x, self.ci(size)) + self.ci(size), self.ci(size))
+        return binary(Op.MOD, binary(Op.AND, self.expr(I32, 2), self.ci(MASK31)), self.ci(size))
+
+    # ------------------------------------------------------------ outputs
+    def _out_spec(self, o: _Output) -> BufferSpec:
+        return BufferSpec(o.name, o.dtype, o.slots * o.region, o.fill)
+
+    def make_output(self, name: str, dt: DType) -> _Output:
+        K = self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
+        interleaved = K > 1 and self.maybe(40)
+        nforms = 1 if interleaved else K
+        kinds = [self.weighted([(self.sw(3, "access:store:contiguous"), "id"),
+                                (self.sw(2, "access:store:scatter"), "affine"), (1, "rev"), (1, "xor"),
+                                (1 if self.perm is not None else 0, "perm"), (1, "transpose"),
+                                (1, "inblock")]) for _ in range(nforms)]
+        if "xor" in kinds:
+            M = 1
+            while M < self.npad:
+                M *= 2
+        else:
+            M = self.npad + self.int(0, 3)
+        forms = []
+        for kind in kinds:
+            if kind == "affine":
+                a = self.int(1, 2 * M + 1)
+                while gcd(a, M) != 1:
+                    a += 1
+                forms.append((kind, (a, self.int(0, M - 1))))
+            elif kind == "xor":
+                forms.append((kind, (self.int(0, M - 1),)))
+            elif kind == "inblock":
+                forms.append((kind, (2 * self.int(0, self.B) + 1, self.int(0, self.B - 1))))
+            else:
+                forms.append((kind, ()))
+        fill = "bytes" if dt is BOOL and self.maybe(50) else "data"   # unstored bool bytes stay as they were
+        return _Output(name, dt, K, M, interleaved, forms, fill)
+
+    def bijection(self, form, M: int, g: Expr, t: Expr, b: Expr) -> Expr:
+        kind, ps = form
+        if kind == "id":
+            return g
+        if kind == "rev":
+            return self.ci(M - 1) - g
+        if kind == "affine":
+            a, c = ps
+            return binary(Op.MOD, g * a + self.ci(c), self.ci(M))
+        if kind == "xor":
+            return binary(Op.XOR, g, self.ci(ps[0]))
+        if kind == "perm":
+            return load(self.perm.name, g, I32)
+        if kind == "transpose":
+            return t * self.nblocks + b
+        if kind == "inblock":
+            a, c = ps
+            return b * self.B + binary(Op.AND, t * a + self.ci(c), self.ci(self.B - 1))
+        raise AssertionError(kind)
+
+    def out_address(self, o: _Output, j: int, g: Expr, t: Expr, b: Expr) -> Expr:
+        if o.interleaved:
+            a = self.bijection(o.forms[0], o.region, g, t, b) * o.slots
+            return a + self.ci(j) if j else a
+        a = self.bijection(o.forms[j], o.region, g, t, b)
+        return a + self.ci(j * o.region) if j else a
+
+    def neighbour_address(self, o: _Output, j: int) -> Expr:
+        """Slot j of thread (t + d) mod B of this block: written in an earlier phase."""
+        d = self.int(1, self.B - 1) if self.B > 1 else 0
+        bs = builtin(Op.BLOCK_SIZE) if self.maybe(50) else self.ci(self.B)
+        t2 = binary(Op.MOD, self.t() + self.ci(d), bs)
+        g2 = self.g() - self.t() + t2
+        return self.out_address(o, j, g2, t2, self.b())

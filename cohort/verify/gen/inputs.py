@@ -1,0 +1,83 @@
+"""Buffer contents from an inputs seed: a fixed integer hash (splitmix64), not NumPy's
+generators, so a seed means the same bytes in every process and every NumPy version.
+Floats mix ordinary values with ±0, subnormals, ±inf, NaNs (several payloads), huge
+values, rounding ties and raw random bit patterns."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...refimpl.ir import DType
+from .case import BufferSpec, Case
+
+F32 = DType.F32
+
+
+def _splitmix(seed: int, stream: int, count: int) -> np.ndarray:
+    """`count` pseudo-random uint64 values for (seed, stream); stable forever."""
+    with np.errstate(over="ignore"):
+        base = np.uint64((seed * 0x9E3779B97F4A7C15 + stream * 0xD1B54A32D192ED03) & 0xFFFFFFFFFFFFFFFF)
+        z = base + np.arange(1, count + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+_F32_SPECIAL_BITS = np.array([0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000,
+                              0x7FA00001, 0x7F800001, 0x00000001, 0x80000001, 0x007FFFFF, 0x00400000,
+                              0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x4F000000, 0xCF000000, 0x4F800000,
+                              0x3F000000, 0xBF000000, 0x3FC00000, 0x40200000, 0x4B800001, 0x42B17218,
+                              0xC2CF0000, 0x5F800000, 0x3F800000, 0xBF800000], np.uint32)
+_I32_SPECIAL = np.array([0, 1, -1, 2, -2, 31, 32, 33, 255, -(2 ** 31), 2 ** 31 - 1, 1 << 30, -7, 65536],
+                        np.int64)
+# bool bytes other than 0 and 1: one bit set, the sign bit, all bits (all of them True)
+_BOOL_BYTES = np.array([0, 0, 0, 1, 1, 2, 0x80, 0xFF, 0x10, 0x7F, 3, 0x40], np.uint8)
+
+
+def fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
+    """The contents of one buffer for an inputs seed (deterministic, NumPy-version independent)."""
+    n = spec.length
+    r = _splitmix(seed, stream, 2 * n + 1)
+    a, b = r[:n], r[n:2 * n]
+    if spec.fill == "perm":
+        return np.argsort(a, kind="stable").astype(spec.dtype.np)
+    low = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    cat = (a >> np.uint64(56)).astype(np.int64) % 8
+    if spec.fill == "finite":
+        cat = cat % 4                   # ordinary values of varied magnitude, small integers, ties
+    elif spec.fill == "special":
+        cat = np.where(cat < 3, 5, cat)  # mostly special values and raw bit patterns
+    pick = (a & np.uint64(0xFFFF)).astype(np.int64)
+    if spec.dtype is DType.BOOL:
+        if spec.fill == "bytes":        # any byte: the contract reads nonzero as True
+            raw = np.where(cat == 7, low & np.uint32(0xFF), _BOOL_BYTES[pick % len(_BOOL_BYTES)])
+            return raw.astype(np.uint8).view(np.bool_)
+        return (low & 1).astype(np.bool_)
+    if spec.dtype is F32:
+        normal = (low.astype(np.float64) / 2 ** 32 - 0.5) * 8.0                        # [-4, 4)
+        scale = np.exp2(((pick % 40) - 20).astype(np.float64))                           # 2^-20..2^19
+        halves = ((pick % 33) - 16).astype(np.float64) / 2                               # ties
+        out = np.where(cat <= 2, normal,
+              np.where(cat == 3, normal * scale,
+              np.where(cat == 4, halves, 0.0))).astype(np.float32)
+        bits = out.view(np.uint32).copy()
+        bits = np.where(cat == 5, _F32_SPECIAL_BITS[pick % len(_F32_SPECIAL_BITS)], bits)
+        bits = np.where(cat == 6, low, bits)                                             # raw patterns
+        bits = np.where(cat == 7, (low & np.uint32(0x807FFFFF)), bits)                   # subnormals, ±0
+        return bits.astype(np.uint32).view(np.float32)
+    small = (pick % 41) - 20
+    mid = pick % 1000
+    special = _I32_SPECIAL[pick % len(_I32_SPECIAL)]
+    vals = np.where(cat <= 3, small, np.where(cat == 4, mid, np.where(cat == 5, special, 0)))
+    bits = (vals & 0xFFFFFFFF).astype(np.uint32)
+    bits = np.where(cat >= 6, low, bits).astype(np.uint32)
+    return bits.view(spec.dtype.np)
+
+
+def make_args(case: Case) -> dict:
+    """Fresh argument arrays (and scalars) for one run of `case`."""
+    args = {}
+    for i, spec in enumerate(case.buffers):
+        args[spec.name] = fill(spec, case.seed, spec.stream or i + 1)
+    for p in case.kernel.scalars:
+        args[p.name] = case.scalars[p.name]
+    return args

@@ -1,0 +1,229 @@
+"""Coverage categories and the steering built from them.
+
+A *category* is one line of the fuzzer's coverage report, spelled as its gaps
+are: `op:SHL`, `math:sin`, `statement:For`, `structure:for:nested`,
+`access:load:gather`, `effect:masked`, `input:nan`. `categories(case)` lists the
+static ones a program exercises (what `fuzz.Coverage.program` counts: ops, math
+functions, statements, structure classes, special input values);
+`variant_categories(record)` the access and effect modes one compiled variant
+reported.
+
+`Steering` is a frozen table of weight multipliers over categories, built from
+a coverage report (`Steering.from_report(Coverage().report())`) or from a
+counter of categories (`Steering.from_counts`): a category a campaign has never
+seen gets MISSING_BOOST and is listed in `missing` (the generator then also
+*plants* it, see plant.py), a rare one a smaller boost. The generator reads the
+table through `boost(category)`; a Steering is immutable, so a program is a
+pure function of (draws, steering):
+
+    generate(seed, steer)  ==  generate(seed, steer)      # in any process
+
+Campaign state (which programs finished first, which variants ran) decides the
+steering, so it cannot be derived from a seed; each Case records the Steering
+it was generated under (`case.steering`, `to_json`/`from_json` for a campaign
+log), and `generate(seed, Steering.from_json(doc))` rebuilds the program.
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+import numpy as np
+
+from ...refimpl import mathlib
+from ...refimpl.ir import Collective, For, If, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
+
+# The coverage report's expected classes (the same lists as fuzz.Coverage's gaps)
+EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",
+                   "store:scatter", "pload:contiguous", "pload:gather", "pstore:contiguous", "pstore:scatter",
+                   "if:uniform", "if:divergent")
+EXPECTED_EFFECTS = ("unmasked", "masked", "per-lane", "cohort", "thread", "branch")
+EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "for:nested",
+                      "private:uniform-index", "private:per-thread-index", "collective:block_sum",
+                      "collective:block_max", "collective:block_min", "collective:f32", "collective:i32",
+                      "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write")
+STATEMENTS = ("Assign", "Store", "PStore", "Private", "If", "For", "Collective")
+INPUTS = ("nan", "inf", "-0", "subnormal", "huge")
+
+
+def all_categories() -> tuple:
+    """Every category a campaign is expected to reach (the universe of its gaps)."""
+    out = [f"op:{op.name}" for op in sorted(Op, key=lambda o: o.name) if op is not Op.ARG]
+    out += [f"math:{f}" for f in sorted(mathlib.FUNCTIONS)]
+    out += [f"statement:{s}" for s in STATEMENTS]
+    out += [f"structure:{s}" for s in EXPECTED_STRUCTURE]
+    out += [f"access:{a}" for a in EXPECTED_ACCESS]
+    out += [f"effect:{e}" for e in EXPECTED_EFFECTS]
+    out += [f"input:{i}" for i in INPUTS]
+    return tuple(out)
+
+
+# ---------------------------------------------------------------- what a program exercises
+
+def _reads_own(load_node) -> bool:
+    """A load of an output at the thread's own slot (no neighbour arithmetic in the index)."""
+    return not any(x.op is Op.MOD and x.src[0].op is Op.ADD and x.src[0].src[0].op is Op.THREAD_ID
+                   for x in walk_expr(load_node.src[0]))
+
+
+def structure_of(kernel, consts: dict) -> set:
+    """The structure classes of a kernel (after specialisation, shapes at 8 lanes)."""
+    from ...backend.shapes import ShapeAnalysis
+    from ...refimpl.specialize import specialize
+    sk = specialize(kernel, consts)
+    shapes = ShapeAnalysis(sk, 8)
+    facts = set()
+    stored = {s.buf for s in walk_stmts(sk.body) if isinstance(s, Store)}
+
+    def visit(body, if_depth, loop_depth):
+        for s in body:
+            if isinstance(s, If):
+                if s.orelse:
+                    facts.add("if:else")
+                if if_depth:
+                    facts.add("if:nested")
+                visit(s.then, if_depth + 1, loop_depth)
+                visit(s.orelse, if_depth + 1, loop_depth)
+            elif isinstance(s, For):
+                u = shapes.shape(s.start).uniform and shapes.shape(s.stop).uniform
+                facts.add("for:uniform" if u else "for:per-thread")
+                if loop_depth:
+                    facts.add("for:nested")
+                visit(s.body, if_depth, loop_depth + 1)
+            elif isinstance(s, Collective):
+                facts.add(f"collective:{s.op.value}")
+                facts.add(f"collective:{s.value.dtype.value}")
+            elif isinstance(s, PStore):
+                facts.add("private:" + ("uniform-index" if shapes.shape(s.index).uniform else "per-thread-index"))
+            elif isinstance(s, Store):
+                if any(n.op is Op.LOAD and n.arg == s.buf for n in walk_expr(s.value)):
+                    facts.add("store:read-modify-write")
+            for e in stmt_exprs(s):
+                for node in walk_expr(e):
+                    if node.op is Op.PLOAD:
+                        facts.add("private:" + ("uniform-index" if shapes.shape(node.src[0]).uniform
+                                                else "per-thread-index"))
+                    if node.op is Op.LOAD and node.arg in stored:
+                        facts.add("read:own-slot" if _reads_own(node) else "read:neighbour")
+    visit(sk.body, 0, 0)
+    return facts
+
+
+def input_categories(case) -> set:
+    from .inputs import make_args
+    args = make_args(case)
+    found = set()
+    for b in case.buffers:
+        a = args[b.name]
+        if a.dtype == np.float32 and a.size:
+            found |= {name for name, hit in (("nan", np.isnan(a).any()), ("inf", np.isinf(a).any()),
+                                             ("-0", (a.view(np.uint32) == 0x80000000).any()),
+                                             ("subnormal", ((a != 0) & (np.abs(a) < 1.17549435e-38)).any()),
+                                             ("huge", (np.abs(a[np.isfinite(a)]) > 1e30).any())) if hit}
+    return found
+
+
+def categories(case) -> set:
+    """The static coverage categories one program exercises (a program counts once per
+    category, as fuzz.Coverage.program counts it)."""
+    out = set()
+    seen = set()
+    for s in walk_stmts(case.kernel.body):
+        out.add(f"statement:{type(s).__name__}")
+        for e in stmt_exprs(s):
+            for node in walk_expr(e, seen):
+                out.add(f"op:{node.op.name}")
+                if node.op is Op.MATH:
+                    out.add(f"math:{node.arg}")
+    out |= {f"structure:{f}" for f in structure_of(case.kernel, case.consts)}
+    out |= {f"input:{i}" for i in input_categories(case)}
+    return out
+
+
+def variant_categories(record: dict) -> Counter:
+    """Access and effect modes one variant run reported (fuzz.run_variant's record)."""
+    c = Counter()
+    for k, v in record.get("access", {}).items():
+        c[f"access:{k}"] += v
+    for k, v in record.get("effects", {}).items():
+        c[f"effect:{k}"] += v
+    return c
+
+
+# ---------------------------------------------------------------- steering
+
+MISSING_BOOST = 8          # never seen: and planted
+RARE_BOOSTS = ((1 / 16, 4), (1 / 4, 2))    # seen, but in under 1/16 (1/4) of the group's median count
+
+
+@dataclass(frozen=True)
+class Steering:
+    """Weight multipliers over coverage categories (absent: 1), and the never-seen ones."""
+    boosts: tuple = ()         # ((category, multiplier), ...), sorted
+    missing: tuple = ()        # categories with no count at all, sorted
+    _table: dict = field(default=None, compare=False, repr=False, hash=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_table", dict(self.boosts))
+
+    def boost(self, category: str) -> int:
+        return self._table.get(category, 1)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int], universe=None) -> "Steering":
+        """From a counter over categories (programs or variant runs per category)."""
+        universe = tuple(universe) if universe is not None else all_categories()
+        groups: dict = {}
+        for c in universe:
+            groups.setdefault(_group(c), []).append(c)
+        boosts, missing = {}, []
+        for members in groups.values():
+            seen = sorted(counts.get(c, 0) for c in members if counts.get(c, 0) > 0)
+            median = seen[len(seen) // 2] if seen else 0
+            for c in members:
+                n = counts.get(c, 0)
+                if n <= 0:
+                    boosts[c] = MISSING_BOOST
+                    missing.append(c)
+                    continue
+                for fraction, mult in RARE_BOOSTS:
+                    if n < fraction * median:
+                        boosts[c] = mult
+                        break
+        return cls(tuple(sorted(boosts.items())), tuple(sorted(missing)))
+
+    @classmethod
+    def from_report(cls, report: dict) -> "Steering":
+        """From fuzz.Coverage.report()."""
+        counts = {}
+        for key, prefix in (("ops", "op"), ("math", "math"), ("statements", "statement"),
+                            ("structure", "structure"), ("access_modes", "access"), ("effect_modes", "effect"),
+                            ("inputs", "input")):
+            for name, n in report.get(key, {}).items():
+                counts[f"{prefix}:{name}"] = n
+        return cls.from_counts(counts)
+
+    def to_json(self) -> dict:
+        return {"boosts": dict(self.boosts), "missing": list(self.missing)}
+
+    @classmethod
+    def from_json(cls, doc: Optional[dict]) -> Optional["Steering"]:
+        if doc is None:
+            return None
+        return cls(tuple(sorted((str(k), int(v)) for k, v in doc["boosts"].items())),
+                   tuple(sorted(str(c) for c in doc["missing"])))
+
+    def key(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    def __str__(self) -> str:
+        return f"steering: {len(self.missing)} missing, {len(self.boosts) - len(self.missing)} rare"
+
+
+def _group(category: str) -> str:
+    head, _, rest = category.partition(":")
+    if head in ("structure", "access"):
+        return f"{head}:{rest.split(':')[0]}"
+    return head
