@@ -1,0 +1,102 @@
+"""rope_half and rope_pairs: rotary position embeddings as models apply them.
+
+x is [N, S, D] (N: every leading dimension, e.g. batch x heads), cos and sin
+are [S, R/2], shared by the N rows of each position (broadcast, not copied);
+the first R features of each row rotate (R <= D, even), the last D - R pass
+through unchanged (partial rotary: GPT-J's rotary_dim, GPT-NeoX's
+rotary_pct). Pair k rotates by (cos, sin)[s, k]:
+
+    y0 = x0*cos - x1*sin,   y1 = x0*sin + x1*cos
+
+rope_half (Llama, Mistral, Qwen, GPT-NeoX: rotate_half) pairs feature k with
+k + R/2; rope_pairs (GPT-J: rotate_every_two; the `rope` operator's pairs)
+pairs 2k with 2k + 1. Both are transformers' q*cos + rotate(q)*sin with the
+same float32 operations: (-x1)*s + x0*c = x0*c - x1*s exactly, and + is
+commutative, so the results agree with transformers' functions bit for bit.
+
+One block per row (n, s). The position s = row mod S is computed once per
+block, so S is a runtime argument: one build serves every sequence length
+and row count; D, R and the convention are Const (the row's index pattern:
+contiguous for halves, stride 2 for pairs)."""
+import numpy as np
+
+from ... import Buffer, Const, block_id, block_size, f32, i32, kernel, thread_id
+from .base import Launch, Operator, ShapeError, seeded_normal, seeded_uniform
+
+
+@kernel(block=32)
+def rope_rows(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32], S: i32,
+              D: Const[int], R: Const[int], HALF: Const[int]):
+    row = block_id()
+    t = thread_id()
+    pos = min(max(row - row // S * S, 0), S - 1)      # row mod S (the clamp states its range)
+    xb = row * D
+    cb = pos * (R // 2)
+    for p in range(t, R // 2, block_size()):
+        i0 = xb + p * (2 - HALF)                      # halves: p, p + R/2; pairs: 2p, 2p + 1
+        i1 = i0 + HALF * (R // 2 - 1) + 1
+        x0 = x[i0]
+        x1 = x[i1]
+        c = cos[cb + p]
+        s = sin[cb + p]
+        y[i0] = x0 * c - x1 * s
+        y[i1] = x0 * s + x1 * c
+    for j in range(R + t, D, block_size()):           # partial rotary: the rest passes through
+        y[xb + j] = x[xb + j]
+
+
+def check(s):
+    N, S, D, R = s
+    if R % 2:
+        raise ShapeError(f"rope needs an even rotary dimension R (pairs of features), got R={R}")
+    if R > D:
+        raise ShapeError(f"rope: rotary dimension R={R} is larger than the head dimension D={D}")
+
+
+def launch(s, half: bool):
+    N, S, D, R = s
+    return Launch(N * S * rope_rows.block, {"D": D, "R": R, "HALF": int(half)}, {"S": S})
+
+
+def make_inputs(name):
+    def make(s, seed):
+        N, S, D, R = s
+        angle = seeded_uniform(seed, name, "angle", (S, R // 2), -3.0, 3.0).astype(np.float64)
+        return {"x": seeded_normal(seed, name, "x", (N, S, D)),
+                "cos": np.cos(angle).astype(np.float32), "sin": np.sin(angle).astype(np.float32)}
+    return make
+
+
+def reference(x, cos, sin, half: bool):
+    """The float64 oracle: x [..., S, D], cos/sin [S, R/2]."""
+    x = np.asarray(x, np.float64)
+    c, s = np.asarray(cos, np.float64), np.asarray(sin, np.float64)
+    R = 2 * c.shape[-1]
+    y = x.copy()
+    if half:
+        x0, x1 = x[..., :R // 2], x[..., R // 2:R]
+        y[..., :R // 2], y[..., R // 2:R] = x0 * c - x1 * s, x0 * s + x1 * c
+    else:
+        x0, x1 = x[..., 0:R:2], x[..., 1:R:2]
+        y[..., 0:R:2], y[..., 1:R:2] = x0 * c - x1 * s, x0 * s + x1 * c
+    return y
+
+
+def _operator(name, half, definition):
+    return Operator(
+        name=name, kernel=rope_rows, dims=("N", "S", "D", "R"),
+        buffer_shapes=lambda s: {"x": (s[0], s[1], s[2]), "cos": (s[1], s[3] // 2), "sin": (s[1], s[3] // 2),
+                                 "y": (s[0], s[1], s[2])},
+        output="y",
+        launch=lambda s: launch(s, half),
+        make_inputs=make_inputs(name),
+        oracle=lambda inp: reference(inp["x"], inp["cos"], inp["sin"], half),
+        check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0, definition=definition)
+
+
+ROPE_HALF = _operator("rope_half", True,
+                      "x [N,S,D], cos/sin [S,R/2]: features k and k+R/2 rotate (Llama, NeoX); "
+                      "features R.. pass through")
+ROPE_PAIRS = _operator("rope_pairs", False,
+                       "x [N,S,D], cos/sin [S,R/2]: features 2k and 2k+1 rotate (GPT-J); "
+                       "features R.. pass through")
