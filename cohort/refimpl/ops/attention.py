@@ -47,8 +47,7 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
     tile = min(max(block_id() - bh * tiles, 0), tiles - 1)
     b = bh // H
     h = min(max(bh - b * H, 0), H - 1)
-    kbase = (b * HKV + h * HKV // H) * SKV * D        # head h reads kv head h*HKV//H
-    vbase = (b * HKV + h * HKV // H) * SKV * DV
+    key0 = (b * HKV + h * HKV // H) * SKV             # first key row of kv head h*HKV//H
     first = tile * block_size()                       # the block's first and last query rows
     last = min(first + block_size() - 1, SQ - 1)
     s = first + thread_id()                           # this thread's row (s >= SQ: computes, stores nothing)
@@ -59,18 +58,25 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
     kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
     qrow = private(f32, D)                            # the row, pre-scaled, read once
     acc = private(f32, DV)
+    w = private(f32, 8)                               # a tile's scores, then its weights
     for d in range(D):
         qrow[d] = q[(bh * SQ + s) * D + d] * scale if s < SQ else 0.0
     for e in range(DV):
         acc[e] = 0.0
     m = -INF
     l = 0.0
-    for jt in range(kend_hi // 8):
-        kj = kbase + jt * 8 * D
-        vj = vbase + jt * 8 * DV
-        # a row whose keys end before this tile keeps its state (a select, not a branch: the
-        # packet stays unmasked; causal only, the condition is True otherwise)
-        take = jt < full if CAUSAL == 1 else True
+    for jt in range((kend_hi + 7) // 8):
+        j0 = jt * 8
+        # the key rows of keys j0..j0+7; past the block's last key clamped (an in-bounds row,
+        # whose score is masked below); uniform across the packet, so every load is a broadcast
+        c0 = key0 + min(j0, kend_hi - 1)
+        c1 = key0 + min(j0 + 1, kend_hi - 1)
+        c2 = key0 + min(j0 + 2, kend_hi - 1)
+        c3 = key0 + min(j0 + 3, kend_hi - 1)
+        c4 = key0 + min(j0 + 4, kend_hi - 1)
+        c5 = key0 + min(j0 + 5, kend_hi - 1)
+        c6 = key0 + min(j0 + 6, kend_hi - 1)
+        c7 = key0 + min(j0 + 7, kend_hi - 1)
         s0 = 0.0
         s1 = 0.0
         s2 = 0.0
@@ -81,41 +87,45 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
         s7 = 0.0
         for d in range(D):
             qd = qrow[d]
-            s0 += qd * k[kj + d]
-            s1 += qd * k[kj + D + d]
-            s2 += qd * k[kj + 2 * D + d]
-            s3 += qd * k[kj + 3 * D + d]
-            s4 += qd * k[kj + 4 * D + d]
-            s5 += qd * k[kj + 5 * D + d]
-            s6 += qd * k[kj + 6 * D + d]
-            s7 += qd * k[kj + 7 * D + d]
-        m_new = max(m, max(max(max(s0, s1), max(s2, s3)), max(max(s4, s5), max(s6, s7))))
+            s0 += qd * k[c0 * D + d]
+            s1 += qd * k[c1 * D + d]
+            s2 += qd * k[c2 * D + d]
+            s3 += qd * k[c3 * D + d]
+            s4 += qd * k[c4 * D + d]
+            s5 += qd * k[c5 * D + d]
+            s6 += qd * k[c6 * D + d]
+            s7 += qd * k[c7 * D + d]
+        # keys this row does not see score -inf: weight exactly 0
+        w[0] = s0 if j0 < kend else -INF
+        w[1] = s1 if j0 + 1 < kend else -INF
+        w[2] = s2 if j0 + 2 < kend else -INF
+        w[3] = s3 if j0 + 3 < kend else -INF
+        w[4] = s4 if j0 + 4 < kend else -INF
+        w[5] = s5 if j0 + 5 < kend else -INF
+        w[6] = s6 if j0 + 6 < kend else -INF
+        w[7] = s7 if j0 + 7 < kend else -INF
+        m_new = max(m, max(max(max(w[0], w[1]), max(w[2], w[3])), max(max(w[4], w[5]), max(w[6], w[7]))))
         corr = exp(m - m_new)
-        p0 = exp(s0 - m_new)
-        p1 = exp(s1 - m_new)
-        p2 = exp(s2 - m_new)
-        p3 = exp(s3 - m_new)
-        p4 = exp(s4 - m_new)
-        p5 = exp(s5 - m_new)
-        p6 = exp(s6 - m_new)
-        p7 = exp(s7 - m_new)
+        for c in range(8):                            # a loop: one copy of exp in the code
+            w[c] = exp(w[c] - m_new)
+        p0 = w[0]
+        p1 = w[1]
+        p2 = w[2]
+        p3 = w[3]
+        p4 = w[4]
+        p5 = w[5]
+        p6 = w[6]
+        p7 = w[7]
+        # a row whose keys end before this tile keeps its state (a select, not a branch: the
+        # packet stays unmasked; causal only, the condition is True otherwise)
+        take = j0 < kend if CAUSAL == 1 else True
         l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) if take else l
         for e in range(DV):
-            acc[e] = (acc[e] * corr + p0 * v[vj + e] + p1 * v[vj + DV + e] + p2 * v[vj + 2 * DV + e]
-                      + p3 * v[vj + 3 * DV + e] + p4 * v[vj + 4 * DV + e] + p5 * v[vj + 5 * DV + e]
-                      + p6 * v[vj + 6 * DV + e] + p7 * v[vj + 7 * DV + e]) if take else acc[e]
-        m = m_new if take else m
-    for j in range(full_lo * 8, kend_hi):             # a row's keys past its whole tiles, one at a time
-        take = j >= full * 8 and j < kend if CAUSAL == 1 else True
-        sj = 0.0
-        for d in range(D):
-            sj += qrow[d] * k[kbase + j * D + d]
-        m_new = max(m, sj)
-        corr = exp(m - m_new)
-        p = exp(sj - m_new)
-        l = l * corr + p if take else l
-        for e in range(DV):
-            acc[e] = acc[e] * corr + p * v[vbase + j * DV + e] if take else acc[e]
+            acc[e] = (acc[e] * corr + p0 * v[c0 * DV + e]
+                      + p1 * v[c1 * DV + e] + p2 * v[c2 * DV + e]
+                      + p3 * v[c3 * DV + e] + p4 * v[c4 * DV + e]
+                      + p5 * v[c5 * DV + e] + p6 * v[c6 * DV + e]
+                      + p7 * v[c7 * DV + e]) if take else acc[e]
         m = m_new if take else m
     if s < SQ:
         for e in range(DV):
