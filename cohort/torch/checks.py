@@ -41,6 +41,13 @@ def same_shape(op: str, a_name: str, a, b_name: str, b):
                          f"they must be equal")
 
 
+def broadcasts(op: str, a_name: str, a, x_name: str, x):
+    """a's shape broadcasts to x's (not the other way: x's shape is the result's)."""
+    sa, sx = tuple(a.shape), tuple(x.shape)
+    if len(sa) > len(sx) or any(d != 1 and d != e for d, e in zip(sa[::-1], sx[::-1])):
+        raise ValueError(f"{op}: {a_name} of shape {sa} does not broadcast to {x_name}'s shape {sx}")
+
+
 def last_dim(op: str, x_name: str, x, w_name: str, w):
     if w.dim() != 1 or w.shape[0] != x.shape[-1]:
         raise ValueError(f"{op}: {w_name} must have shape ({x.shape[-1]},) (the last dimension of "

@@ -88,14 +88,17 @@ def stats() -> dict:
     return dict(_stats)
 
 
-def build(kernel, consts: dict, v: Optional[Variant] = None) -> "Launcher":
-    """The launcher of `kernel` specialised on `consts` in variant `v` (the current one)."""
+def build(kernel, consts: dict, v: Optional[Variant] = None, whole_blocks: bool = False) -> "Launcher":
+    """The launcher of `kernel` specialised on `consts` in variant `v` (the current one).
+    whole_blocks: every launch of this op is a whole number of blocks (row operators, rope,
+    attention), so packet variants take the build specialised for that (no masked path)."""
     v = v or current_variant()
     key = (kernel, tuple(sorted(consts.items())), v)
     launcher = _builds.get(key)
     if launcher is None:
         t0 = time.perf_counter()
-        ck = compile_kernel(kernel, consts, v)
+        block = getattr(kernel, "block", None) or kernel.ir.block
+        ck = compile_kernel(kernel, consts, v, n=block if whole_blocks else None)
         with _lock:
             launcher = _builds.get(key)
             if launcher is None:
@@ -103,6 +106,23 @@ def build(kernel, consts: dict, v: Optional[Variant] = None) -> "Launcher":
                 _stats["builds"] += 1
                 _stats["build_seconds"] += time.perf_counter() - t0
     return launcher
+
+
+_recording: list = []
+
+
+class recording:
+    """`with recording() as launches:` lists every launch made inside the block as
+    (launcher, n, tensors, scalars), the tensors kept alive: `launcher.prepare(n, tensors,
+    scalars)` then rebuilds its argument block (benchmarks time the native entry so)."""
+
+    def __enter__(self) -> list:
+        _recording.append([])
+        return _recording[-1]
+
+    def __exit__(self, *exc):
+        _recording.pop()
+        return False
 
 
 _F32 = struct.Struct("<f")
@@ -120,21 +140,47 @@ class Launcher:
         self.buffers = tuple(p.name for p in k.params if p.kind is ParamKind.BUFFER)
         self.buffer_slots = tuple(slots[name] for name in self.buffers)
         self.scalars = tuple((p.name, slots[p.name][0], p.dtype) for p in k.params if p.kind is ParamKind.SCALAR)
-        self._pools: dict = {}               # build (NativeCode) -> idle (PreparedLaunch, memoryview)
+        self.f32 = tuple(dt is DType.F32 for _, _, dt in self.scalars)
+        self._pools: dict = {}               # id(build) -> idle [PreparedLaunch, memoryview]
+        self._code = ck.code                 # the build of a launch of whole blocks (or of any size)
+        self._any_size = not ck.code.full_blocks
+        v = ck.variant
+        self._caller = v.grain == "caller" or (v.workers == 1 and v.grain not in ("auto", "joint_legacy"))
+        self._bits = {}                      # f32 scalar value -> its bits (eps, scale: a few values)
 
     def __call__(self, n: int, tensors, scalars=()):
         """Run a launch of n threads; `tensors`: every buffer in parameter order (contiguous
         CPU tensors of the parameters' dtypes); `scalars`: every scalar in parameter order."""
-        ck = self.ck
-        code = ck.code if ck.code.accepts(n) else ck.code_for(n)
+        code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
         pool = self._pools.get(id(code))          # builds live as long as the process (compiler.py)
         if pool is None:
             pool = self._pools.setdefault(id(code), [])
         try:
             p, mv = pool.pop()
         except IndexError:
-            p = PreparedLaunch(ck, code)
+            p = PreparedLaunch(self.ck, code)
             mv = memoryview(p.args)
+        self._fill(p, mv, n, tensors, scalars)
+        if _recording:
+            _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))
+        if self._caller:
+            p.run()                          # writes the block range, runs, raises a recorded error
+        else:
+            self.ck.run_prepared(p)
+        _stats["launches"] += 1
+        if p.fallback is None:
+            pool.append((p, mv))
+
+    def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
+        """The argument block of a launch, not run and not pooled: the caller's (to time the
+        native entry, say). It holds the tensors' addresses: keep them alive while it is used."""
+        code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
+        p = PreparedLaunch(self.ck, code)
+        self._fill(p, memoryview(p.args), n, tensors, scalars)
+        p.buffers = dict(zip(self.buffers, tensors))
+        return p
+
+    def _fill(self, p, mv, n, tensors, scalars):
         nblocks = -(-n // self.block)
         mv[SLOT_N] = n
         mv[SLOT_BEGIN] = 0
@@ -143,10 +189,14 @@ class Launcher:
         for (ps, ls), t in zip(self.buffer_slots, tensors):
             mv[ps] = t.data_ptr()
             mv[ls] = t.numel()
-        for (name, slot, dt), value in zip(self.scalars, scalars):
-            mv[slot] = _U32.unpack(_F32.pack(value))[0] if dt is DType.F32 else int(value) & 0xFFFFFFFF
+        for (name, slot, dt), is_f32, value in zip(self.scalars, self.f32, scalars):
+            if is_f32:
+                bits = self._bits.get(value) if value else None   # (0.0 == -0.0 as keys)
+                if bits is None:
+                    bits = _U32.unpack(_F32.pack(value))[0]
+                    if value and len(self._bits) < 64:
+                        self._bits[value] = bits
+                mv[slot] = bits
+            else:
+                mv[slot] = int(value) & 0xFFFFFFFF
         p.n, p.nblocks = n, nblocks
-        ck.run_prepared(p)
-        _stats["launches"] += 1
-        if p.fallback is None:
-            pool.append((p, mv))

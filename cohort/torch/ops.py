@@ -30,8 +30,13 @@ from .launch import build
 FORMS = {"rmsnorm": "private", "layernorm": "private", "masked_softmax": "private"}
 
 
+_KERNELS = {name: registry.get(name, FORMS.get(name)).kernel
+            for name in ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu", "gelu_tanh", "gelu_residual",
+                         "rope_half", "rope_pairs")}
+
+
 def _kernel(name: str):
-    return registry.get(name, FORMS.get(name)).kernel
+    return _KERNELS[name]
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -76,7 +81,7 @@ def rmsnorm_impl(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     R, C = _rows(x)
     if R:
         k = _kernel("rmsnorm")
-        build(k, {"cols": C})(R * k.block, (x, weight, y), (eps,))
+        build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, weight, y), (eps,))
     return y
 
 
@@ -114,7 +119,7 @@ def layernorm_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -
     R, C = _rows(x)
     if R:
         k = _kernel("layernorm")
-        build(k, {"cols": C})(R * k.block, (x, weight, bias, y), (eps,))
+        build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, weight, bias, y), (eps,))
     return y
 
 
@@ -134,14 +139,8 @@ def layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Ten
 def _masked_softmax_check(x, mask):
     checks.tensor("masked_softmax", "x", x, min_dim=1)
     checks.tensor("masked_softmax", "mask", mask, dtype=torch.bool)
-    try:
-        torch.broadcast_shapes(mask.shape, x.shape)
-    except RuntimeError:
-        raise ValueError(f"masked_softmax: mask of shape {tuple(mask.shape)} does not broadcast to x's "
-                         f"shape {tuple(x.shape)}") from None
-    if torch.broadcast_shapes(mask.shape, x.shape) != x.shape:
-        raise ValueError(f"masked_softmax: mask of shape {tuple(mask.shape)} would broadcast x's shape "
-                         f"{tuple(x.shape)} to a larger one")
+    if mask.shape != x.shape:
+        checks.broadcasts("masked_softmax", "mask", mask, "x", x)
 
 
 @torch.library.custom_op("cohort::masked_softmax", mutates_args=())
@@ -157,7 +156,7 @@ def masked_softmax_impl(x: Tensor, mask: Tensor) -> Tensor:
     R, C = _rows(x)
     if R:
         k = _kernel("masked_softmax")
-        build(k, {"cols": C})(R * k.block, (x, mask, y))
+        build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, mask, y))
     return y
 
 
@@ -304,9 +303,9 @@ def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> 
         sin = sin.expand(lead + (S, R // 2)).contiguous()
     y = torch.empty(x.shape, dtype=torch.float32)
     if N * S:
-        k = registry.get("rope_pairs" if interleaved else "rope_half").kernel
+        k = _kernel("rope_pairs" if interleaved else "rope_half")
         consts = {"D": D, "R": R, "HALF": 0 if interleaved else 1}
-        build(k, consts)(N * S * k.block, (x, cos, sin, y), (cos_rows,))
+        build(k, consts, whole_blocks=True)(S * k.block, (x, cos, sin, y), (N, S, 0 if cos_rows == S else S))
     return y
 
 
@@ -347,7 +346,7 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
     if B * H * SQ:
         launch = attention_op.launch((B, H, HKV, SQ, SKV, D, DV), bool(causal), scale)
         s = launch.scalars
-        build(attention_op.attention, launch.consts)(launch.n, (q, k, v, o),
+        build(attention_op.attention, launch.consts, whole_blocks=True)(launch.n, (q, k, v, o),
                                                      (s["scale"], s["H"], s["HKV"], s["SQ"], s["SKV"]))
     return o
 

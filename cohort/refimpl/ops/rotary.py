@@ -14,10 +14,13 @@ pairs 2k with 2k + 1. Both are transformers' q*cos + rotate(q)*sin with the
 same float32 operations: (-x1)*s + x0*c = x0*c - x1*s exactly, and + is
 commutative, so the results agree with transformers' functions bit for bit.
 
-One block per row (n, s). The position s = row mod S is computed once per
-block, so S is a runtime argument: one build serves every sequence length
+One block per position s, its threads striped over the pairs of the N rows
+at that position (j = n*R/2 + k): no division by a runtime value anywhere,
+and N and S are runtime arguments, so one build serves every sequence length
 and row count; D, R and the convention are Const (the row's index pattern:
-contiguous for halves, stride 2 for pairs)."""
+contiguous for halves, stride 2 for pairs; j // (R/2) a division by a
+constant). cos and sin may also hold one row per (n, s) (CS = S: transformers'
+per-batch position ids)."""
 import numpy as np
 
 from ... import Buffer, Const, block_id, block_size, f32, i32, kernel, thread_id
@@ -25,24 +28,27 @@ from .base import Launch, Operator, ShapeError, seeded_normal, seeded_uniform
 
 
 @kernel(block=32)
-def rope_rows(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32], S: i32,
+def rope_rows(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32], N: i32, S: i32, CS: i32,
               D: Const[int], R: Const[int], HALF: Const[int]):
-    row = block_id()
+    pos = block_id()                                  # one block per position: its cos/sin row
     t = thread_id()
-    pos = min(max(row - row // S * S, 0), S - 1)      # row mod S (the clamp states its range)
-    xb = row * D
-    cb = pos * (R // 2)
-    for p in range(t, R // 2, block_size()):
-        i0 = xb + p * (2 - HALF)                      # halves: p, p + R/2; pairs: 2p, 2p + 1
-        i1 = i0 + HALF * (R // 2 - 1) + 1
-        x0 = x[i0]
-        x1 = x[i1]
-        c = cos[cb + p]
-        s = sin[cb + p]
-        y[i0] = x0 * c - x1 * s
-        y[i1] = x0 * s + x1 * c
-    for j in range(R + t, D, block_size()):           # partial rotary: the rest passes through
-        y[xb + j] = x[xb + j]
+    # The block's N rows (n, pos), their pairs striped over the threads; cos/sin row
+    # n*CS + pos (CS = 0: one row per position, shared; CS = S: one per row).
+    # Pair p = j % (R/2) of row n = j // (R/2); x0 at (n*S + pos)*D + p*(2 - HALF) (halves:
+    # p; pairs: 2p), x1 at HALF*(R/2 - 1) + 1 past it (p + R/2; 2p + 1). Index expressions
+    # are written out, not held in variables: a variable assigned in a loop of per-thread
+    # trip count counts as varying across a packet (backend/shapes.py), and R // 2 is a
+    # constant only spelt out, so that n stays uniform and p contiguous in a packet.
+    for j in range(t, N * (R // 2), block_size()):
+        c = cos[(j // (R // 2) * CS + pos) * (R // 2) + j % (R // 2)]
+        s = sin[(j // (R // 2) * CS + pos) * (R // 2) + j % (R // 2)]
+        x0 = x[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF)]
+        x1 = x[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF) + HALF * (R // 2 - 1) + 1]
+        y[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF)] = x0 * c - x1 * s
+        y[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF) + HALF * (R // 2 - 1) + 1] = x0 * s + x1 * c
+    for r in range(N):                                # partial rotary: features R.. pass through
+        for f in range(R + t, D, block_size()):
+            y[(r * S + pos) * D + f] = x[(r * S + pos) * D + f]
 
 
 def check(s):
@@ -53,9 +59,11 @@ def check(s):
         raise ShapeError(f"rope: rotary dimension R={R} is larger than the head dimension D={D}")
 
 
-def launch(s, half: bool):
+def launch(s, half: bool, shared: bool = True):
+    """shared: cos/sin [S, R/2] for every row; else [N, S, R/2], one row each."""
     N, S, D, R = s
-    return Launch(N * S * rope_rows.block, {"D": D, "R": R, "HALF": int(half)}, {"S": S})
+    return Launch(S * rope_rows.block, {"D": D, "R": R, "HALF": int(half)},
+                  {"N": N, "S": S, "CS": 0 if shared else S})
 
 
 def make_inputs(name):
