@@ -88,11 +88,18 @@ def stats() -> dict:
     return dict(_stats)
 
 
+_recent: dict = {}      # (kernel, id(variant), *const items) -> (variant, launcher): no variant hashing
+
+
 def build(kernel, consts: dict, v: Optional[Variant] = None, whole_blocks: bool = False) -> "Launcher":
     """The launcher of `kernel` specialised on `consts` in variant `v` (the current one).
     whole_blocks: every launch of this op is a whole number of blocks (row operators, rope,
     attention), so packet variants take the build specialised for that (no masked path)."""
     v = v or current_variant()
+    quick = (kernel, id(v), *consts.items())
+    hit = _recent.get(quick)
+    if hit is not None and hit[0] is v:
+        return hit[1]
     key = (kernel, tuple(sorted(consts.items())), v)
     launcher = _builds.get(key)
     if launcher is None:
@@ -105,6 +112,9 @@ def build(kernel, consts: dict, v: Optional[Variant] = None, whole_blocks: bool 
                 launcher = _builds[key] = Launcher(ck)
                 _stats["builds"] += 1
                 _stats["build_seconds"] += time.perf_counter() - t0
+    if len(_recent) > 4096:
+        _recent.clear()
+    _recent[quick] = (v, launcher)
     return launcher
 
 

@@ -40,18 +40,35 @@ def _kernel(name: str):
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_F32_MAX = 3.4028234663852886e38
+
+
+def _f32(t) -> bool:
+    """A float32 CPU tensor small enough for 32-bit lengths: what every op's quick check asks."""
+    return (type(t) is torch.Tensor or type(t) is torch.nn.Parameter) and t.dtype is torch.float32 \
+        and t.is_cpu and t.numel() <= checks.MAX_ELEMENTS
+
+
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_dispatch_modes = torch._C._len_torch_dispatch_stack
 
 
 def direct(*tensors) -> bool:
     """Run the implementation directly: eager mode, plain tensors, no gradient to record,
-    no dispatch mode active (then the dispatcher's path would do nothing else)."""
-    if torch.compiler.is_compiling():
+    no dispatch mode active (then the dispatcher's path would do nothing else). Also for an
+    argument that is no tensor at all: the implementation's check names it (TypeError)."""
+    if _is_compiling() or _dispatch_modes():
         return False
-    grad = torch.is_grad_enabled()
+    grad = _grad_enabled()
     for t in tensors:
-        if type(t) not in _PLAIN or (grad and t.requires_grad):
+        if type(t) not in _PLAIN:
+            if isinstance(t, torch.Tensor):
+                return False                        # a subclass (FakeTensor, ...): the dispatcher's
+            return True
+        if grad and t.requires_grad:
             return False
-    return torch._C._len_torch_dispatch_stack() == 0
+    return True
 
 
 def _rows(x: Tensor):
@@ -75,9 +92,11 @@ def _rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 def rmsnorm_impl(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
-    eps = _rmsnorm_check(x, weight, eps)
+    if not (_f32(x) and _f32(weight) and weight.dim() == 1 and x.dim() and weight.shape[0] == x.shape[-1]
+            and type(eps) is float and -_F32_MAX <= eps <= _F32_MAX):
+        eps = _rmsnorm_check(x, weight, eps)         # raises, or accepts an unusual but valid argument
     x, weight = x.contiguous(), weight.contiguous()
-    y = torch.empty(x.shape, dtype=torch.float32)
+    y = torch.empty_like(x)
     R, C = _rows(x)
     if R:
         k = _kernel("rmsnorm")
@@ -113,9 +132,12 @@ def _layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
 
 
 def layernorm_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
-    eps = _layernorm_check(x, weight, bias, eps)
+    if not (_f32(x) and _f32(weight) and _f32(bias) and weight.dim() == 1 and bias.dim() == 1 and x.dim()
+            and weight.shape[0] == x.shape[-1] and bias.shape[0] == x.shape[-1]
+            and type(eps) is float and -_F32_MAX <= eps <= _F32_MAX):
+        eps = _layernorm_check(x, weight, bias, eps)
     x, weight, bias = x.contiguous(), weight.contiguous(), bias.contiguous()
-    y = torch.empty(x.shape, dtype=torch.float32)
+    y = torch.empty_like(x)
     R, C = _rows(x)
     if R:
         k = _kernel("layernorm")
@@ -149,10 +171,12 @@ def _masked_softmax(x: Tensor, mask: Tensor) -> Tensor:
 
 
 def masked_softmax_impl(x: Tensor, mask: Tensor) -> Tensor:
-    _masked_softmax_check(x, mask)
-    x = x.contiguous()
-    mask = mask.expand(x.shape).contiguous()        # a broadcast mask is copied to x's shape
-    y = torch.empty(x.shape, dtype=torch.float32)
+    if not (_f32(x) and x.dim() and type(mask) is torch.Tensor and mask.dtype is torch.bool and mask.is_cpu
+            and mask.shape == x.shape):
+        _masked_softmax_check(x, mask)
+        mask = mask.expand(x.shape)                 # a broadcast mask is copied to x's shape
+    x, mask = x.contiguous(), mask.contiguous()
+    y = torch.empty_like(x)
     R, C = _rows(x)
     if R:
         k = _kernel("masked_softmax")
@@ -186,7 +210,7 @@ def _elementwise(name: str, *named):
 
 def _launch_elementwise(name: str, *inputs) -> Tensor:
     inputs = tuple(t.contiguous() for t in inputs)
-    y = torch.empty(inputs[0].shape, dtype=torch.float32)
+    y = torch.empty_like(inputs[0])
     n = y.numel()
     if n:
         build(_kernel(name), {})(n, inputs + (y,))
@@ -199,7 +223,8 @@ def _swiglu(gate: Tensor, up: Tensor) -> Tensor:
 
 
 def swiglu_impl(gate: Tensor, up: Tensor) -> Tensor:
-    _elementwise("swiglu", ("gate", gate), ("up", up))
+    if not (_f32(gate) and _f32(up) and gate.shape == up.shape):
+        _elementwise("swiglu", ("gate", gate), ("up", up))
     return _launch_elementwise("swiglu", gate, up)
 
 
@@ -222,7 +247,8 @@ def _gelu(x: Tensor) -> Tensor:
 
 
 def gelu_impl(x: Tensor) -> Tensor:
-    _elementwise("gelu", ("x", x))
+    if not _f32(x):
+        _elementwise("gelu", ("x", x))
     return _launch_elementwise("gelu", x)
 
 
@@ -245,7 +271,8 @@ def _gelu_tanh(x: Tensor) -> Tensor:
 
 
 def gelu_tanh_impl(x: Tensor) -> Tensor:
-    _elementwise("gelu_tanh", ("x", x))
+    if not _f32(x):
+        _elementwise("gelu_tanh", ("x", x))
     return _launch_elementwise("gelu_tanh", x)
 
 
@@ -268,7 +295,8 @@ def _gelu_residual(x: Tensor, r: Tensor) -> Tensor:
 
 
 def gelu_residual_impl(x: Tensor, r: Tensor) -> Tensor:
-    _elementwise("gelu_residual", ("x", x), ("r", r))
+    if not (_f32(x) and _f32(r) and x.shape == r.shape):
+        _elementwise("gelu_residual", ("x", x), ("r", r))
     return _launch_elementwise("gelu_residual", x, r)
 
 
@@ -375,3 +403,10 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Opti
 
 OPS = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu", "gelu_tanh", "gelu_residual", "rope",
        "attention")
+
+# The CPU kernels, registered directly: for CPU tensors they take the place of custom_op's
+# CompositeExplicitAutograd wrapper (which re-checks that the output aliases no input, ~2 us
+# a call). custom_op's autograd kernel, fake implementations and schema are unchanged.
+_cpu = torch.library.Library("cohort", "IMPL")
+for _name in OPS:
+    _cpu.impl(_name, globals()[f"{_name}_impl"], "CPU")
