@@ -213,6 +213,7 @@ def part_consts(rounds: int):
 def load_example():
     spec = importlib.util.spec_from_file_location("cohort_example_llama", ROOT / "examples" / "llama.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod                     # torch.compile looks modules up by name
     spec.loader.exec_module(mod)
     return mod
 

@@ -39,7 +39,7 @@ def build_model(cfg: LlamaConfig = None, seed: int = 0) -> LlamaForCausalLM:
     """The reference: random weights (seeded), float32, eval mode, PyTorch's SDPA attention."""
     torch.manual_seed(seed)
     cfg = cfg or config()
-    model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa", torch_dtype=torch.float32)
+    model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
     return model.eval()
 
 
