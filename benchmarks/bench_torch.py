@@ -123,25 +123,21 @@ def part_overhead(rounds: int, n: int):
 # ---------------------------------------------------------------- consts
 
 @kernel(block=32)
-def rope_rows_runtime(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32], S: i32,
-                      D: i32, R: i32, HALF: i32):
+def rope_rows_runtime(x: Buffer[f32], cos: Buffer[f32], sin: Buffer[f32], y: Buffer[f32], N: i32, S: i32,
+                      CS: i32, D: i32, R: i32, HALF: i32):
     """rope_rows (refimpl/ops/rotary.py) with D, R and HALF at run time: the same operations."""
-    row = block_id()
+    pos = block_id()
     t = thread_id()
-    pos = min(max(row - row // S * S, 0), S - 1)
-    xb = row * D
-    cb = pos * (R // 2)
-    for p in range(t, R // 2, block_size()):
-        i0 = xb + p * (2 - HALF)
-        i1 = i0 + HALF * (R // 2 - 1) + 1
-        x0 = x[i0]
-        x1 = x[i1]
-        c = cos[cb + p]
-        s = sin[cb + p]
-        y[i0] = x0 * c - x1 * s
-        y[i1] = x0 * s + x1 * c
-    for j in range(R + t, D, block_size()):
-        y[xb + j] = x[xb + j]
+    for j in range(t, N * (R // 2), block_size()):
+        c = cos[(j // (R // 2) * CS + pos) * (R // 2) + j % (R // 2)]
+        s = sin[(j // (R // 2) * CS + pos) * (R // 2) + j % (R // 2)]
+        x0 = x[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF)]
+        x1 = x[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF) + HALF * (R // 2 - 1) + 1]
+        y[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF)] = x0 * c - x1 * s
+        y[(j // (R // 2) * S + pos) * D + j % (R // 2) * (2 - HALF) + HALF * (R // 2 - 1) + 1] = x0 * s + x1 * c
+    for r in range(N):
+        for f in range(R + t, D, block_size()):
+            y[(r * S + pos) * D + f] = x[(r * S + pos) * D + f]
 
 
 def bind_as_consts(k: Kernel, names) -> Kernel:
@@ -171,7 +167,6 @@ def prepared(op, kernel_, shape, consts, scalars, variant="packet"):
     launch = op.launch(shape)
     p = ck.prepare(launch.n, {**bufs, **scalars})
     p.run()
-    assert p.fallback is None, p.fallback
     return p, bufs[op.output].copy(), build_s
 
 
@@ -188,8 +183,9 @@ def part_consts(rounds: int):
         assert np.array_equal(yc.view(np.uint32), yr.view(np.uint32)), "runtime copy differs"
         res = paired_native({"const": pc, "runtime": pr}, rounds)
         ratio = [a / b for a, b in zip(res["const"], res["runtime"])]
+        how = "" if pr.fallback is None else " (checked build: bounds not provable)"
         print(f"| {name} | {ops.fmt_shape(shape)} | D, R, convention | {np.median(res['const']):.2f} | "
-              f"at run time | {np.median(res['runtime']):.2f} | {np.median(ratio):.3f} "
+              f"at run time{how} | {np.median(res['runtime']):.2f} | {np.median(ratio):.3f} "
               f"({min(ratio):.3f}–{max(ratio):.3f}) | {bc:.3f} / {br:.3f} |")
     for name, shape in (("attention", (1, 4, 2, 16, 32, 16, 16)), ("attention", (1, 4, 1, 64, 128, 32, 32)),
                         ("attention_causal", (1, 4, 2, 64, 64, 16, 16))):

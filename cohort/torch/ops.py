@@ -321,15 +321,19 @@ def _rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tens
 
 
 def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tensor:
-    N, S, D, R, cos_rows = checks.rope(x, cos, sin)
-    x = x.contiguous()
-    if cos_rows == S:       # shared by every leading index: [S, R/2], no copy when contiguous
-        cos, sin = cos.reshape(S, R // 2).contiguous(), sin.reshape(S, R // 2).contiguous()
-    else:                   # per leading index: expanded to x's leading dimensions (a copy)
-        lead = tuple(x.shape[:-2])
-        cos = cos.expand(lead + (S, R // 2)).contiguous()
-        sin = sin.expand(lead + (S, R // 2)).contiguous()
-    y = torch.empty(x.shape, dtype=torch.float32)
+    if (_f32(x) and _f32(cos) and _f32(sin) and x.dim() >= 2 and cos.dim() == 2 and cos.shape == sin.shape
+            and cos.shape[0] == x.shape[-2] and 0 < 2 * cos.shape[1] <= x.shape[-1]):
+        S, D = x.shape[-2], x.shape[-1]                 # the common case: cos/sin [S, R/2]
+        R, N, cos_rows = 2 * cos.shape[1], (x.numel() // (S * D) if S * D else 0), S
+    else:
+        N, S, D, R, cos_rows = checks.rope(x, cos, sin)
+        if cos_rows == S:       # shared by every leading index: [S, R/2]
+            cos, sin = cos.reshape(S, R // 2), sin.reshape(S, R // 2)
+        else:                   # per leading index: expanded to x's leading dimensions (a copy)
+            lead = tuple(x.shape[:-2])
+            cos, sin = cos.expand(lead + (S, R // 2)), sin.expand(lead + (S, R // 2))
+    x, cos, sin = x.contiguous(), cos.contiguous(), sin.contiguous()
+    y = torch.empty_like(x)
     if N * S:
         k = _kernel("rope_pairs" if interleaved else "rope_half")
         consts = {"D": D, "R": R, "HALF": 0 if interleaved else 1}
@@ -355,27 +359,36 @@ def rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tenso
 
 # ---------------------------------------------------------------- attention
 
-def _scale(scale, D) -> float:
-    if scale is None:
-        return attention_op.default_scale(D)
-    return checks.number("attention", "scale", scale)
-
-
 @torch.library.custom_op("cohort::attention", mutates_args=())
 def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
     return attention_impl(q, k, v, causal, scale)
 
 
+_SCALES: dict = {}    # D -> SDPA's default scale, f32(1/sqrt(D))
+
+
 def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
-    B, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
-    scale = _scale(scale, D)
+    if _f32(q) and _f32(k) and _f32(v) and q.dim() == 4 and k.dim() == 4 and v.dim() == 4:
+        B, H, SQ, D = q.shape                          # shapes checked by checks.attention on a mismatch
+        Bk, HKV, SKV, Dk = k.shape
+        Bv, HKVv, SKVv, DV = v.shape
+        if not (B == Bk == Bv and D == Dk and HKV == HKVv and SKV == SKVv and HKV and H % HKV == 0 and D and DV):
+            checks.attention(q, k, v)
+    else:
+        B, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
+    if scale is None:
+        scale = _SCALES.get(D)
+        if scale is None:
+            scale = _SCALES.setdefault(D, attention_op.default_scale(D))
+    else:
+        scale = checks.number("attention", "scale", scale)
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty((B, H, SQ, DV), dtype=torch.float32)
     if B * H * SQ:
-        launch = attention_op.launch((B, H, HKV, SQ, SKV, D, DV), bool(causal), scale)
-        s = launch.scalars
-        build(attention_op.attention, launch.consts, whole_blocks=True)(launch.n, (q, k, v, o),
-                                                     (s["scale"], s["H"], s["HKV"], s["SQ"], s["SKV"]))
+        # attention_op.launch's geometry: a block per (batch, head, tile of BLOCK query rows)
+        n = B * H * -(-SQ // attention_op.BLOCK) * attention_op.BLOCK
+        launcher = build(attention_op.attention, {"D": D, "DV": DV, "CAUSAL": 1 if causal else 0}, whole_blocks=True)
+        launcher(n, (q, k, v, o), (scale, H, HKV, SQ, SKV))
     return o
 
 
