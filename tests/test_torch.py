@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
 import cohort.torch as ct  # noqa: E402
-from cohort import Buffer, f32, global_id, kernel  # noqa: E402
+from cohort import Buffer, f32, global_id, i32, kernel  # noqa: E402
 from cohort.refimpl import ops  # noqa: E402
 from cohort.torch import launch  # noqa: E402
 
@@ -306,6 +306,27 @@ def test_launches_are_recorded_for_timing():
 
 
 # ---------------------------------------------------------------- any kernel as an op
+
+@kernel
+def _shifted(x: Buffer[f32], y: Buffer[f32], k: i32):
+    i = global_id()
+    y[i] = x[i + k] if i + k < len(x) else 0.0     # a guard on an expression: the proof cannot use it
+
+
+def test_a_launch_the_proof_cannot_cover_runs_the_checked_build_and_errors_are_raised():
+    shifted = ct.kernel_op("cohort_test::shifted", _shifted, inputs=("x",), output="y", scalars=("k",),
+                           shape=lambda x, k: x.shape, launch=lambda x, k: (x.numel(), {}))
+    x = torch.arange(40, dtype=torch.float32)
+    for k in (3, 0, 5):
+        want = torch.cat((x[k:], torch.zeros(k)))
+        assert torch.equal(shifted(x, k), want)
+    too_many = ct.kernel_op("cohort_test::too_many", _shifted, inputs=("x",), output="y", scalars=("k",),
+                            shape=lambda x, k: x.shape, launch=lambda x, k: (x.numel() + 1, {}))
+    from cohort.refimpl.interpreter import KernelRuntimeError
+    with pytest.raises(KernelRuntimeError, match="out of bounds"):
+        too_many(x, 0)
+    assert torch.equal(shifted(x, 2), torch.cat((x[2:], torch.zeros(2))))
+
 
 @kernel
 def _axpy(x: Buffer[f32], y: Buffer[f32], out: Buffer[f32], a: f32):

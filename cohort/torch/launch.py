@@ -166,20 +166,22 @@ class Launcher:
         if pool is None:
             pool = self._pools.setdefault(id(code), [])
         try:
-            p, mv = pool.pop()
+            p, mv, err, fn = pool.pop()
         except IndexError:
             p = PreparedLaunch(self.ck, code)
-            mv = memoryview(p.args)
+            mv, err, fn = memoryview(p.args), memoryview(p.err), code.entry_fn
         self._fill(p, mv, n, tensors, scalars)
         if _recording:
             _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))
         if self._caller:
-            p.run()                          # writes the block range, runs, raises a recorded error
+            fn(p.address)                    # the entry, as PreparedLaunch.run calls it
+            if err[0]:                       # an error recorded, or a launch the proof did not cover:
+                p.raise_error(rerun=p.run)   # raised, or rerun with the checked build
         else:
             self.ck.run_prepared(p)
         _stats["launches"] += 1
         if p.fallback is None:
-            pool.append((p, mv))
+            pool.append((p, mv, err, fn))
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the
