@@ -347,7 +347,10 @@ def test_audit_check_json_on_a_malformed_audit(copy, capsys):
 
 
 @pytest.mark.parametrize("op,shape,ok", [("rmsnorm", "3x63", False), ("layernorm", "3x63", False),
-                                         ("swiglu", "3x63", True), ("attention", "1x4x2x16x32x16x16", True)])
+                                         ("swiglu", "3x63", True), ("gelu", "3x63", True),
+                                         # a block per tile of query rows (and rope: per position)
+                                         ("attention", "1x4x2x16x32x16x16", False),
+                                         ("rope_half", "2x3x16x16", False)])
 def test_block_knob_on_operators(capsys, op, shape, ok):
     """Re-blocking an operator whose rows are blocks would change what it computes (its
     launch and its reduction tree): exit 2 naming why. Operators that only read global_id

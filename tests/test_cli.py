@@ -22,11 +22,13 @@ def last_json(stdout: str) -> dict:
 def test_ops_lists_every_operator(capsys):
     assert main(["ops"]) == 0
     out = capsys.readouterr().out
-    for name in ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu_residual", "rope", "attention"):
+    names = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu_residual", "rope", "attention", "gelu",
+             "gelu_tanh", "rope_half", "rope_pairs", "attention_causal")
+    for name in names:
         assert f"{name}:" in out
     assert main(["ops", "--json"]) == 0
     data = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert len(data["operators"]) == 7 and "1024x4097" in data["operators"][0]["sizes"]
+    assert len(data["operators"]) == len(names) and "1024x4097" in data["operators"][0]["sizes"]
 
 
 def test_run_ref_json_fields(capsys):

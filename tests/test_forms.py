@@ -24,8 +24,10 @@ from cohort.refimpl.ir import Collective, Op, ParamKind, Store, stmt_exprs, walk
 from cohort.verify.checksum import bitwise_equal, first_difference
 from cohort.verify.guard import GuardedSet
 
-ROW_OPS = [n for n in ops.OPERATORS if n != "attention"]
-ELEMENTWISE = ["swiglu", "gelu_residual", "rope"]
+# the operators with a private form: the row operators (attention and the rotary
+# operators rope_half and rope_pairs have one formulation each)
+ROW_OPS = [n for n, op in ops.OPERATORS.items() if op.forms]
+ELEMENTWISE = ["swiglu", "gelu_residual", "rope", "gelu", "gelu_tanh"]
 LANES = (4, 8, 16)
 # odd tails: C not a multiple of the block, R*C not a multiple of it, C < 32; one long row
 SHAPES = {"rope": [(3, 64), (17, 66), (129, 768), (5, 20)]}

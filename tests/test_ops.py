@@ -18,6 +18,12 @@ ODD_CASES = [
     ("rope", (1, 2)), ("rope", (3, 6)), ("rope", (5, 34)),
     ("attention", (1, 1, 1, 1, 1, 1, 1)), ("attention", (2, 4, 2, 3, 5, 7, 9)),
     ("attention", (1, 6, 3, 33, 17, 8, 4)), ("attention", (1, 2, 2, 1, 64, 16, 1)),
+    ("gelu", (7, 5)), ("gelu", (3, 11)), ("gelu_tanh", (1, 1)), ("gelu_tanh", (7, 5)),
+    ("rope_half", (1, 1, 2, 2)), ("rope_half", (3, 4, 10, 4)), ("rope_half", (2, 9, 6, 6)),
+    ("rope_pairs", (1, 1, 2, 2)), ("rope_pairs", (3, 4, 10, 4)), ("rope_pairs", (5, 3, 130, 96)),
+    ("attention_causal", (1, 1, 1, 1, 1, 1, 1)), ("attention_causal", (2, 4, 2, 3, 5, 7, 9)),
+    ("attention_causal", (1, 6, 3, 33, 17, 8, 4)), ("attention_causal", (1, 2, 2, 1, 64, 16, 1)),
+    ("attention_causal", (1, 2, 1, 40, 40, 4, 4)),
 ]
 
 
@@ -84,6 +90,57 @@ def test_attention_grouped_heads_read_their_kv_head():
     y2 = ops.run_reference(op, shape, swapped)
     assert np.array_equal(y2, y[:, perm])
     assert not np.array_equal(y[:, :2], y[:, 2:])
+
+
+def test_causal_attention_aligns_bottom_right_and_rows_without_keys_are_zero():
+    op = ops.get("attention_causal")
+    shape = (1, 2, 1, 9, 4, 4, 3)                     # Sq > Skv: rows 0..4 see no key
+    inputs = op.make_inputs(shape, 1)
+    y = ops.run_reference(op, shape, inputs)
+    assert np.array_equal(y[:, :, :5], np.zeros((1, 2, 5, 3), np.float32))
+    # the last row sees every key: it is the unmasked operator's last row, bit for bit
+    full = ops.run_reference(ops.get("attention"), shape, inputs)
+    assert np.array_equal(y[:, :, -1], full[:, :, -1])
+    assert not np.array_equal(y[:, :, -2], full[:, :, -2])
+
+
+def test_rope_pairs_is_the_rope_operator_and_rope_half_its_permutation():
+    # rope_pairs with one row per position and full rotation is `rope` (the same operations)
+    rope, pairs, half = ops.get("rope"), ops.get("rope_pairs"), ops.get("rope_half")
+    inputs = rope.make_inputs((9, 20), 4)
+    want = ops.run_reference(rope, (9, 20), inputs)
+    got = ops.run_reference(pairs, (1, 9, 20, 20), {**inputs, "x": inputs["x"][None]})
+    assert np.array_equal(got[0], want)
+    # halves: features k, k + R/2 are pairs (2k, 2k+1) of the interleaved layout
+    perm = np.arange(20).reshape(2, 10).T.reshape(-1)      # [0, 10, 1, 11, ...]
+    got_half = ops.run_reference(half, (1, 9, 20, 20), {**inputs, "x": inputs["x"][None][..., np.argsort(perm)]})
+    assert np.array_equal(got_half[0][..., np.argsort(perm)][..., perm], got_half[0])
+    assert np.array_equal(got_half[0][..., perm], want)
+
+
+def test_gelu_tail_error_is_absolute():
+    # gelu's erf form (torch's) cancels in 1 + erf(x/sqrt(2)) for x < -3, where |gelu| < 0.005:
+    # the error there is absolute (<= 1e-7), not relative; a row holding only such x (a 1x1
+    # row at x = -4.97, seed 0) misses the row-relative bound, as torch's own gelu does
+    op = ops.get("gelu")
+    x = np.linspace(-12, 0, 4001).astype(np.float32)[None]
+    y, ref = ops.run_reference(op, x.shape, {"x": x}), op.oracle({"x": x})
+    assert np.abs(y - ref).max() <= 1e-7
+    tail = ops.run_reference(op, (1, 1), op.make_inputs((1, 1), 0))
+    assert ops.oracle_error(tail, op.oracle(op.make_inputs((1, 1), 0)))[1] > op.rel_tol
+
+
+def test_gelu_plus_residual_is_gelu_residual():
+    x = ops.get("gelu_residual").make_inputs((5, 37), 2)
+    g = ops.run_reference(ops.get("gelu"), (5, 37), {"x": x["x"]})
+    assert np.array_equal(g + x["r"], ops.run_reference(ops.get("gelu_residual"), (5, 37), x))
+
+
+def test_rotary_rejects_odd_or_oversized_rotation():
+    with pytest.raises(ops.ShapeError, match="even rotary dimension"):
+        ops.get("rope_half").parse_shape("2x3x8x5")
+    with pytest.raises(ops.ShapeError, match="larger than the head dimension"):
+        ops.get("rope_pairs").parse_shape("2x3x8x10")
 
 
 def test_inputs_depend_only_on_seed():

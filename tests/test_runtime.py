@@ -17,7 +17,9 @@ from cohort.verify.checksum import bitwise_equal
 GRAINS = ["caller", "0", "1", "3", "legacy", "auto"]
 WORKERS = [1, 2, 8]
 SIZES = {"attention": [(1, 4, 2, 16, 32, 16, 16), (2, 3, 3, 37, 5, 4, 4)],
-         "rope": [(17, 66), (129, 768), (300, 2)]}
+         "attention_causal": [(1, 4, 2, 16, 32, 16, 16), (2, 3, 3, 37, 5, 4, 4)],
+         "rope": [(17, 66), (129, 768), (300, 2)],
+         "rope_half": [(4, 17, 64, 64), (3, 41, 20, 12)], "rope_pairs": [(4, 17, 64, 64), (3, 41, 20, 12)]}
 DEFAULT_SIZES = [(17, 65), (129, 768), (300, 3)]
 CASES = [(name, shape) for name in ops.OPERATORS for shape in SIZES.get(name, DEFAULT_SIZES)]
 

@@ -194,8 +194,10 @@ def test_pooled_launches_fall_back_per_launch(variant):
 
 
 def _case_sizes(name):
-    if name == "attention":
+    if name in ("attention", "attention_causal"):
         return [(1, 4, 2, 16, 32, 16, 16), (1, 2, 1, 5, 3, 4, 3)]     # n = 128 and n = 10
+    if name in ("rope_half", "rope_pairs"):
+        return [(4, 5, 64, 64), (3, 2, 20, 12)]                       # full and partial rotary
     if name in ("swiglu", "gelu_residual"):
         return [(4, 64), (3, 33)]
     if name == "rope":
@@ -226,7 +228,7 @@ def test_too_short_output_to_every_operator(name):
 @pytest.mark.parametrize("name", list(ops.OPERATORS))
 def test_every_operator_default_build_has_no_per_access_checks(name):
     op = ops.get(name)
-    for shape in op.seed_sizes[:2] + ((2, 4, 2, 5, 3, 4, 3),) * (name == "attention"):
+    for shape in op.seed_sizes[:2] + ((2, 4, 2, 5, 3, 4, 3),) * name.startswith("attention"):
         launch = op.launch(shape)
         inputs = op.make_inputs(shape, 0)
         ref = ops.run_reference(op, shape, inputs)

@@ -22,7 +22,13 @@ MATRIX = sorted({parse_variant("whole").name} | {
     parse_variant(f"lanes={l},full_packet={fp},predicated={pr},private={pv}").name
     for l, fp, pr, pv in itertools.product((4, 8, 16), ("on", "off"), ("on", "off"), ("cohort", "thread"))})
 MATRIX_SIZES = {"attention": [(1, 4, 2, 16, 32, 16, 16), (1, 2, 1, 5, 3, 4, 3)],
-                "rope": [(17, 66), (3, 64), (1, 2)]}
+                # causal with Sq > Skv: rows with no key, rows of whole and partial key tiles, a
+                # partial query block (Sq < Skv runs the same code with a positive offset: test_ops)
+                "attention_causal": [(2, 2, 1, 21, 13, 8, 4)],
+                "rope": [(17, 66), (3, 64), (1, 2)],
+                # rotary N x S x D x R: full, partial and tiny rotation
+                "rope_half": [(3, 5, 64, 64), (2, 7, 20, 12)],
+                "rope_pairs": [(3, 5, 64, 64), (2, 7, 20, 12)]}
 MATRIX_DEFAULT_SIZES = [(17, 65), (3, 63), (1, 1)]
 
 

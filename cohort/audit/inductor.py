@@ -163,9 +163,45 @@ def _attention(q, k, v):
                                           v.repeat_interleave(rep, dim=1))   # scale 1/sqrt(D)
 
 
+def _gelu(x):
+    import torch.nn.functional as F
+    return F.gelu(x)
+
+
+def _gelu_tanh(x):
+    import torch.nn.functional as F
+    return F.gelu(x, approximate="tanh")
+
+
+def _rope_half(x, cos, sin):
+    import torch
+    h = cos.shape[-1]                                       # x [N, S, D], cos/sin [S, R/2]
+    x0, x1 = x[..., :h], x[..., h:2 * h]
+    return torch.cat((x0 * cos - x1 * sin, x0 * sin + x1 * cos, x[..., 2 * h:]), dim=-1)
+
+
+def _rope_pairs(x, cos, sin):
+    import torch
+    h = cos.shape[-1]
+    x0, x1 = x[..., 0:2 * h:2], x[..., 1:2 * h:2]
+    rot = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
+    return torch.cat((rot, x[..., 2 * h:]), dim=-1)
+
+
+def _attention_causal(q, k, v):
+    import torch
+    import torch.nn.functional as F
+    rep = q.shape[1] // k.shape[1]
+    sq, skv = q.shape[2], k.shape[2]
+    keep = torch.ones(sq, skv, dtype=torch.bool).tril(diagonal=skv - sq)   # bottom-right
+    return F.scaled_dot_product_attention(q, k.repeat_interleave(rep, dim=1),
+                                          v.repeat_interleave(rep, dim=1), attn_mask=keep)
+
+
 _REFERENCES = {"rmsnorm": _rmsnorm, "layernorm": _layernorm, "masked_softmax": _masked_softmax,
                "swiglu": _swiglu, "gelu_residual": _gelu_residual, "rope": _rope,
-               "attention": _attention}
+               "attention": _attention, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "rope_half": _rope_half,
+               "rope_pairs": _rope_pairs, "attention_causal": _attention_causal}
 
 
 def reference(op_name: str) -> Callable:

@@ -1,4 +1,4 @@
-"""The operator library: the seven operators of DESIGN §4.
+"""The operator library: the operators of DESIGN §4.
 
 Each operator module holds its kernel (written in the frontend as a GPU
 programmer would), its launch geometry, a seeded input generator and an
@@ -12,12 +12,14 @@ from dataclasses import replace
 import numpy as np
 
 from ..interpreter import interpret
-from . import attention, gelu_residual, layernorm, masked_softmax, rmsnorm, rope, swiglu
+from . import attention, gelu, gelu_residual, layernorm, masked_softmax, rmsnorm, rope, rotary, swiglu
 from .base import Launch, Operator, ShapeError, fmt_shape
 
 ROW_SIZES = ((17, 65), (129, 768), (257, 1538), (1024, 4097), (3, 63), (64, 256), (137, 1023),
              (513, 2051), (17, 16384))
 ATTENTION_SIZES = ((1, 4, 2, 16, 32, 16, 16), (1, 4, 1, 64, 128, 32, 32))
+# rotary: N x S x D x R - full and partial rotation, head dimensions of small and large models
+ROTARY_SIZES = ((8, 17, 64, 64), (4, 33, 80, 32), (32, 128, 128, 128), (1, 1, 2, 2))
 
 
 def _even(sizes):
@@ -33,6 +35,11 @@ OPERATORS = {op.name: op for op in [
     replace(gelu_residual.OP, seed_sizes=ROW_SIZES),
     replace(rope.OP, seed_sizes=_even(ROW_SIZES)),
     replace(attention.OP, seed_sizes=ATTENTION_SIZES),
+    replace(gelu.GELU, seed_sizes=ROW_SIZES),
+    replace(gelu.GELU_TANH, seed_sizes=ROW_SIZES),
+    replace(rotary.ROPE_HALF, seed_sizes=ROTARY_SIZES),
+    replace(rotary.ROPE_PAIRS, seed_sizes=ROTARY_SIZES),
+    replace(attention.CAUSAL_OP, seed_sizes=ATTENTION_SIZES),
 ]}
 
 
@@ -99,4 +106,4 @@ def oracle_error(y: np.ndarray, ref: np.ndarray):
 
 
 __all__ = ["block_dependent", "oracle_error", "OPERATORS", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
-           "fmt_shape", "ROW_SIZES", "ATTENTION_SIZES", "UnknownOperator"]
+           "fmt_shape", "ROW_SIZES", "ATTENTION_SIZES", "ROTARY_SIZES", "UnknownOperator"]

@@ -1,48 +1,135 @@
-"""attention: o = softmax(q k^T / sqrt(D)) v per head, grouped KV heads, no mask.
+"""attention: o = softmax(scale * q k^T [+ causal mask]) v per head, grouped KV heads.
 
-One thread per query row, online softmax (running max m and sum l): the
-query row is read once into a private array, the output row accumulated in
-another (acc[DV]), flash-attention style.
-Head h reads KV head h*HKV//H."""
+Layouts are scaled_dot_product_attention's: q [B,H,Sq,D], k [B,Hkv,Skv,D],
+v [B,Hkv,Skv,Dv], o [B,H,Sq,Dv]; head h reads KV head h*Hkv//H (H a multiple
+of Hkv: SDPA's enable_gqa, repeat_interleave of the KV heads).
+
+Geometry: a block per (batch, head, tile of BLOCK query rows), a thread per
+query row. The block's rows share one KV head, so every key and value load is
+uniform across a packet (one broadcast feeds all lanes) while each lane's
+query row and accumulator sit in private arrays: a packet runs the outer
+product of 8 query rows with one key, the register-blocked shape of a GEMM
+micro-kernel.
+
+Keys are taken in tiles of TILE = 8 (flash attention's online softmax at tile
+granularity): the tile's eight scores are eight independent accumulators over
+d (one load of q[d] feeds eight products); the running max m moves once per
+tile, so one correction exp(m - m_new) rescales l and acc per tile, not per
+key; the values are folded in as acc[e] = acc[e]*corr + p0*v0[e] + ... + p7*v7[e]
+(left to right). Keys past the last full tile run one at a time with the same
+update for a tile of one. This order of float32 operations is the operator's
+definition (DESIGN §4); the oracle is float64.
+
+Lengths are runtime: SQ, SKV, H and HKV are scalar arguments, so one build
+serves every sequence length, batch and head count; D and DV stay Const (the
+private arrays' sizes and the unrolled dot products), and so does CAUSAL.
+
+Causal masking aligns the last query with the last key (bottom-right, as
+FlashAttention and KV-cache decoding): query row s sees keys j <= s + SKV - SQ.
+When SQ > SKV the first SQ - SKV rows see no key and are 0. (SDPA's is_causal
+aligns top-left, j <= s; the two agree when SQ == SKV.)"""
 import numpy as np
 
-from ... import INF, Buffer, Const, exp, f32, global_id, kernel, private, sqrt
+from ... import INF, Buffer, Const, block_id, block_size, exp, f32, i32, kernel, private, thread_id
 from .base import Launch, Operator, ShapeError, seeded_normal
 
+BLOCK = 16    # query rows per block: two packets of 8 lanes, one of 16
+TILE = 8      # keys per online-softmax step
 
-@kernel(block=32)
-def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32],
-              H: Const[int], HKV: Const[int], SQ: Const[int], SKV: Const[int], D: Const[int],
-              DV: Const[int]):
-    g = global_id()                      # query row: ((b*H + h)*SQ + s)
-    bh = g // SQ
+
+@kernel(block=BLOCK)
+def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], scale: f32,
+              H: i32, HKV: i32, SQ: i32, SKV: i32, D: Const[int], DV: Const[int], CAUSAL: Const[int]):
+    # Block-level values (uniform across the block's packets). The clamps change no value:
+    # they state the ranges (tile < tiles, h < H) the bounds proof cannot derive.
+    tiles = (SQ + block_size() - 1) // block_size()
+    bh = block_id() // tiles                          # (batch, head) of this block
+    tile = min(max(block_id() - bh * tiles, 0), tiles - 1)
     b = bh // H
-    h = bh - b * H
-    kv = b * HKV + h * HKV // H
-    qbase = g * D
-    kbase = kv * SKV * D
-    vbase = kv * SKV * DV
-    scale = 1.0 / sqrt(f32(D))
-    qrow = private(f32, D)               # the thread's query row, read once
+    h = min(max(bh - b * H, 0), H - 1)
+    key0 = (b * HKV + h * HKV // H) * SKV             # first key row of kv head h*HKV//H
+    first = tile * block_size()                       # the block's first and last query rows
+    last = min(first + block_size() - 1, SQ - 1)
+    s = first + thread_id()                           # this thread's row (s >= SQ: computes, stores nothing)
+    # keys a row sees: all, or (causal) up to its diagonal aligned bottom-right
+    kend = min(max(s + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
+    full = kend // 8                                  # this row's whole tiles of 8 keys
+    full_lo = (min(max(first + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV) // 8
+    kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
+    qrow = private(f32, D)                            # the row, pre-scaled, read once
     acc = private(f32, DV)
+    w = private(f32, 8)                               # a tile's scores, then its weights
     for d in range(D):
-        qrow[d] = q[qbase + d]
+        qrow[d] = q[(bh * SQ + s) * D + d] * scale if s < SQ else 0.0
+    for e in range(DV):
+        acc[e] = 0.0
     m = -INF
     l = 0.0
-    for j in range(SKV):
-        s = 0.0
+    for jt in range((kend_hi + 7) // 8):
+        j0 = jt * 8
+        # the key rows of keys j0..j0+7; past the block's last key clamped (an in-bounds row,
+        # whose score is masked below); uniform across the packet, so every load is a broadcast
+        c0 = key0 + min(j0, kend_hi - 1)
+        c1 = key0 + min(j0 + 1, kend_hi - 1)
+        c2 = key0 + min(j0 + 2, kend_hi - 1)
+        c3 = key0 + min(j0 + 3, kend_hi - 1)
+        c4 = key0 + min(j0 + 4, kend_hi - 1)
+        c5 = key0 + min(j0 + 5, kend_hi - 1)
+        c6 = key0 + min(j0 + 6, kend_hi - 1)
+        c7 = key0 + min(j0 + 7, kend_hi - 1)
+        s0 = 0.0
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        s4 = 0.0
+        s5 = 0.0
+        s6 = 0.0
+        s7 = 0.0
         for d in range(D):
-            s += qrow[d] * k[kbase + j * D + d]
-        s = s * scale
-        m_new = max(m, s)
+            qd = qrow[d]
+            s0 += qd * k[c0 * D + d]
+            s1 += qd * k[c1 * D + d]
+            s2 += qd * k[c2 * D + d]
+            s3 += qd * k[c3 * D + d]
+            s4 += qd * k[c4 * D + d]
+            s5 += qd * k[c5 * D + d]
+            s6 += qd * k[c6 * D + d]
+            s7 += qd * k[c7 * D + d]
+        # keys this row does not see score -inf: weight exactly 0
+        w[0] = s0 if j0 < kend else -INF
+        w[1] = s1 if j0 + 1 < kend else -INF
+        w[2] = s2 if j0 + 2 < kend else -INF
+        w[3] = s3 if j0 + 3 < kend else -INF
+        w[4] = s4 if j0 + 4 < kend else -INF
+        w[5] = s5 if j0 + 5 < kend else -INF
+        w[6] = s6 if j0 + 6 < kend else -INF
+        w[7] = s7 if j0 + 7 < kend else -INF
+        m_new = max(m, max(max(max(w[0], w[1]), max(w[2], w[3])), max(max(w[4], w[5]), max(w[6], w[7]))))
         corr = exp(m - m_new)
-        p = exp(s - m_new)
-        l = l * corr + p
+        for c in range(8):                            # a loop: one copy of exp in the code
+            w[c] = exp(w[c] - m_new)
+        p0 = w[0]
+        p1 = w[1]
+        p2 = w[2]
+        p3 = w[3]
+        p4 = w[4]
+        p5 = w[5]
+        p6 = w[6]
+        p7 = w[7]
+        # a row whose keys end before this tile keeps its state (a select, not a branch: the
+        # packet stays unmasked; causal only, the condition is True otherwise)
+        take = j0 < kend if CAUSAL == 1 else True
+        l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) if take else l
         for e in range(DV):
-            acc[e] = acc[e] * corr + p * v[vbase + j * DV + e]
-        m = m_new
-    for e in range(DV):
-        o[g * DV + e] = acc[e] / l
+            acc[e] = (acc[e] * corr + p0 * v[c0 * DV + e]
+                      + p1 * v[c1 * DV + e] + p2 * v[c2 * DV + e]
+                      + p3 * v[c3 * DV + e] + p4 * v[c4 * DV + e]
+                      + p5 * v[c5 * DV + e] + p6 * v[c6 * DV + e]
+                      + p7 * v[c7 * DV + e]) if take else acc[e]
+        m = m_new if take else m
+    if s < SQ:
+        for e in range(DV):
+            o[(bh * SQ + s) * DV + e] = acc[e] / l if kend > 0 else 0.0
 
 
 def check(s):
@@ -51,13 +138,35 @@ def check(s):
         raise ShapeError(f"attention needs H a multiple of Hkv, got H={H}, Hkv={HKV}")
 
 
-def oracle(inp):
-    q, k, v = (inp[n].astype(np.float64) for n in ("q", "k", "v"))
-    H, HKV = q.shape[1], k.shape[1]
+def default_scale(D: int) -> float:
+    """SDPA's default, 1/sqrt(D) in double rounded to float32."""
+    return float(np.float32(1.0 / np.sqrt(np.float64(D))))
+
+
+def launch(s, causal: bool = False, scale=None):
+    B, H, HKV, SQ, SKV, D, DV = s
+    tiles = -(-SQ // BLOCK)
+    return Launch(B * H * tiles * BLOCK, {"D": D, "DV": DV, "CAUSAL": int(causal)},
+                  {"scale": default_scale(D) if scale is None else float(scale),
+                   "H": H, "HKV": HKV, "SQ": SQ, "SKV": SKV})
+
+
+def reference(q, k, v, causal=False, scale=None):
+    """The float64 oracle: SDPA's definition, with causal masking aligned bottom-right and
+    rows that see no key 0."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    H, HKV, SQ, SKV, D = q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3]
     kh = np.arange(H) * HKV // H
-    s = np.einsum("bhqd,bhkd->bhqk", q, k[:, kh]) / np.sqrt(q.shape[-1])
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    return np.einsum("bhqk,bhkd->bhqd", s / s.sum(axis=-1, keepdims=True), v[:, kh])
+    sc = np.float64(np.float32(default_scale(D) if scale is None else scale))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k[:, kh]) * sc
+    if causal:
+        keep = np.arange(SKV)[None, :] <= np.arange(SQ)[:, None] + (SKV - SQ)
+        s = np.where(keep, s, -np.inf)
+    mx = s.max(axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(mx), mx, 0.0))
+    total = e.sum(axis=-1, keepdims=True)
+    p = np.where(total > 0, e / np.where(total > 0, total, 1.0), 0.0)
+    return np.einsum("bhqk,bhkd->bhqd", p, v[:, kh])
 
 
 def shapes(s):
@@ -65,13 +174,19 @@ def shapes(s):
     return {"q": (B, H, SQ, D), "k": (B, HKV, SKV, D), "v": (B, HKV, SKV, DV), "o": (B, H, SQ, DV)}
 
 
-OP = Operator(
-    name="attention", kernel=attention, dims=("B", "H", "Hkv", "Sq", "Skv", "D", "Dv"),
-    buffer_shapes=shapes, output="o",
-    launch=lambda s: Launch(s[0] * s[1] * s[3], dict(zip(("H", "HKV", "SQ", "SKV", "D", "DV"), s[1:])), {}),
-    make_inputs=lambda s, seed: {n: seeded_normal(seed, "attention", n, sh)
-                                 for n, sh in shapes(s).items() if n != "o"},
-    oracle=oracle, check=check,
-    seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0,
-    definition="o = softmax(q k^T / sqrt(D)) v; head h reads kv head h*Hkv/H",
-)
+def _operator(name, causal, definition):
+    return Operator(
+        name=name, kernel=attention, dims=("B", "H", "Hkv", "Sq", "Skv", "D", "Dv"),
+        buffer_shapes=shapes, output="o",
+        launch=lambda s: launch(s, causal),
+        make_inputs=lambda s, seed: {n: seeded_normal(seed, "attention", n, sh)
+                                     for n, sh in shapes(s).items() if n != "o"},
+        oracle=lambda inp: reference(inp["q"], inp["k"], inp["v"], causal),
+        check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0, definition=definition)
+
+
+OP = _operator("attention", False,
+               "o = softmax(q k^T / sqrt(D)) v; head h reads kv head h*Hkv/H")
+CAUSAL_OP = _operator("attention_causal", True,
+                      "attention with key j masked for query s when j > s + Skv - Sq (bottom-right); "
+                      "a row that sees no key is 0")

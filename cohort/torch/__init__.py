@@ -1,0 +1,26 @@
+"""cohort.torch: cohort's operators as PyTorch ops (import registers them).
+
+    import torch, cohort.torch as ct
+    y = ct.rmsnorm(x, w)                              # = torch.ops.cohort.rmsnorm(x, w)
+    o = ct.attention(q, k, v, causal=True)            # SDPA layouts, grouped KV heads
+    model = torch.compile(model, fullgraph=True)      # the ops trace as single nodes
+
+float32 CPU tensors in, new tensors out (DESIGN §4 for each operator's exact
+definition). Ops: rmsnorm, layernorm, masked_softmax, swiglu, gelu,
+gelu_tanh, gelu_residual, rope, attention (ops.py); `kernel_op` makes any
+`@cohort.kernel` an op; `variant` chooses the variant they run (default
+"packet"); `stats` counts builds and launches. torch is an extra
+(`pip install cohort[torch]`).
+"""
+try:
+    import torch as _torch  # noqa: F401
+except ImportError as e:  # pragma: no cover - exercised only without torch
+    raise ImportError("cohort.torch needs PyTorch: pip install 'cohort[torch]'") from e
+
+from .kernel_op import kernel_op
+from .launch import DEFAULT_VARIANT, current_variant, stats, variant
+from .ops import (OPS, attention, gelu, gelu_residual, gelu_tanh, layernorm, masked_softmax, rmsnorm, rope,
+                  swiglu)
+
+__all__ = ["OPS", "DEFAULT_VARIANT", "attention", "current_variant", "gelu", "gelu_residual", "gelu_tanh",
+           "kernel_op", "layernorm", "masked_softmax", "rmsnorm", "rope", "stats", "swiglu", "variant"]

@@ -1,0 +1,109 @@
+"""Argument checks shared by the ops' real and fake implementations: they read
+only dtypes, devices and shapes, so they run on FakeTensors and symbolic
+shapes too. Bad input raises TypeError (not a tensor, wrong dtype) or
+ValueError (device, shape), naming the op and the argument."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+MAX_ELEMENTS = 2 ** 31 - 1024      # a buffer's length and a launch's threads are 32-bit
+
+
+def tensor(op: str, name: str, t, dtype=torch.float32, min_dim: int = 0):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        hint = " (convert with .float())" if dtype == torch.float32 and t.is_floating_point() else ""
+        raise TypeError(f"{op}: {name} must be {dtype}, got {t.dtype}{hint}")
+    if t.device.type != "cpu":
+        raise ValueError(f"{op}: {name} must be on the CPU, got device {t.device}")
+    if t.dim() < min_dim:
+        raise ValueError(f"{op}: {name} needs at least {min_dim} dimension(s), got shape {tuple(t.shape)}")
+    if not isinstance(t.numel(), torch.SymInt) and t.numel() > MAX_ELEMENTS:
+        raise ValueError(f"{op}: {name} has {t.numel()} elements; at most {MAX_ELEMENTS}")
+    return t
+
+
+def number(op: str, name: str, v, positive: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{op}: {name} must be a float, got {type(v).__name__}")
+    v = float(v)
+    if not math.isfinite(v) or abs(v) > 3.4028234663852886e38 or (positive and v <= 0):
+        raise ValueError(f"{op}: {name} must be a finite float32{' > 0' if positive else ''}, got {v!r}")
+    return v
+
+
+def same_shape(op: str, a_name: str, a, b_name: str, b):
+    if a.shape != b.shape:
+        raise ValueError(f"{op}: {b_name} has shape {tuple(b.shape)}, {a_name} has {tuple(a.shape)}; "
+                         f"they must be equal")
+
+
+def broadcasts(op: str, a_name: str, a, x_name: str, x):
+    """a's shape broadcasts to x's (not the other way: x's shape is the result's)."""
+    sa, sx = tuple(a.shape), tuple(x.shape)
+    if len(sa) > len(sx) or any(d != 1 and d != e for d, e in zip(sa[::-1], sx[::-1])):
+        raise ValueError(f"{op}: {a_name} of shape {sa} does not broadcast to {x_name}'s shape {sx}")
+
+
+def last_dim(op: str, x_name: str, x, w_name: str, w):
+    if w.dim() != 1 or w.shape[0] != x.shape[-1]:
+        raise ValueError(f"{op}: {w_name} must have shape ({x.shape[-1]},) (the last dimension of "
+                         f"{x_name}), got {tuple(w.shape)}")
+
+
+def rope(x, cos, sin):
+    """(N, S, D, R, cos_rows) of a rope call; cos_rows: S when cos/sin broadcast over x's leading
+    dimensions as [S, R/2], N*S when they must be expanded to x's leading dimensions."""
+    op = "rope"
+    tensor(op, "x", x, min_dim=2)
+    tensor(op, "cos", cos, min_dim=2)
+    tensor(op, "sin", sin, min_dim=2)
+    if cos.shape != sin.shape:
+        raise ValueError(f"rope: cos has shape {tuple(cos.shape)}, sin has {tuple(sin.shape)}; they must be equal")
+    S, D = x.shape[-2], x.shape[-1]
+    half = cos.shape[-1]
+    if half == 0:
+        raise ValueError("rope: cos and sin have no columns (the rotary dimension R = 2 * cos.shape[-1] is 0)")
+    R = 2 * half
+    if R > D:
+        raise ValueError(f"rope: the rotary dimension R = 2 * cos.shape[-1] = {R} is larger than x's last "
+                         f"dimension D = {D}")
+    if cos.shape[-2] != S:
+        raise ValueError(f"rope: cos has {cos.shape[-2]} positions (shape {tuple(cos.shape)}), x has {S} "
+                         f"(x.shape[-2]); cos and sin are [S, R/2]")
+    lead_x, lead_c = tuple(x.shape[:-2]), tuple(cos.shape[:-2])
+    if len(lead_c) > len(lead_x) or any(c != 1 and c != a for c, a in zip(lead_c[::-1], lead_x[::-1])):
+        raise ValueError(f"rope: cos of shape {tuple(cos.shape)} does not broadcast over x's leading "
+                         f"dimensions {lead_x}")
+    N = math.prod(lead_x)
+    shared = all(c == 1 for c in lead_c)
+    return N, S, D, R, (S if shared else N * S)
+
+
+def attention(q, k, v):
+    """(B, H, HKV, SQ, SKV, D, DV) of an attention call."""
+    op = "attention"
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        tensor(op, name, t)
+        if t.dim() != 4:
+            raise ValueError(f"attention: {name} must be 4-D [batch, heads, sequence, features] as in "
+                             f"scaled_dot_product_attention, got shape {tuple(t.shape)}")
+    B, H, SQ, D = q.shape
+    Bk, HKV, SKV, Dk = k.shape
+    Bv, HKVv, SKVv, DV = v.shape
+    if Bk != B or Bv != B:
+        raise ValueError(f"attention: batch sizes differ: q {B}, k {Bk}, v {Bv}")
+    if Dk != D:
+        raise ValueError(f"attention: k's feature size {Dk} differs from q's {D} (k {tuple(k.shape)}, "
+                         f"q {tuple(q.shape)})")
+    if HKVv != HKV or SKVv != SKV:
+        raise ValueError(f"attention: v has shape {tuple(v.shape)}, k {tuple(k.shape)}; their heads and "
+                         f"sequence lengths must be equal")
+    if HKV == 0 or H % HKV != 0:
+        raise ValueError(f"attention: q's heads ({H}) must be a multiple of k's and v's heads ({HKV})")
+    if D == 0 or DV == 0:
+        raise ValueError(f"attention: feature sizes must be at least 1, got q/k {D}, v {DV}")
+    return B, H, HKV, SQ, SKV, D, DV

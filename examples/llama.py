@@ -1,0 +1,181 @@
+"""A small Llama on cohort's operators.
+
+Builds transformers' LlamaForCausalLM from a config (random weights, float32,
+nothing downloaded), then runs its RMSNorms, its MLP's SwiGLU, its rotary
+embedding (rotate-half) and its causal attention on cohort.torch: the norms,
+MLPs and attention layers are replaced by modules that call cohort.torch
+(module replacement), and the attention itself is registered with
+transformers' AttentionInterface as "cohort". transformers is not edited.
+
+    python examples/llama.py                      # compare with eager PyTorch, time forward passes
+    python examples/llama.py --layers 4 --hidden 256 --heads 8 --kv-heads 2 --prompt 64
+
+The logits agree with the eager model to ~1e-7 relative, greedy generation is
+identical, and generation compiles nothing after the first token: sequence
+lengths are runtime arguments of cohort's attention and rope kernels.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+
+import torch
+from torch import nn
+from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+
+import cohort.torch as ct
+
+
+def config(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=176, vocab=256, max_positions=256,
+           rope_theta=10000.0) -> LlamaConfig:
+    return LlamaConfig(vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate,
+                       num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                       max_position_embeddings=max_positions, rms_norm_eps=1e-6, rope_theta=rope_theta,
+                       hidden_act="silu", tie_word_embeddings=False)
+
+
+def build_model(cfg: LlamaConfig = None, seed: int = 0) -> LlamaForCausalLM:
+    """The reference: random weights (seeded), float32, eval mode, PyTorch's SDPA attention."""
+    torch.manual_seed(seed)
+    cfg = cfg or config()
+    model = LlamaForCausalLM._from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
+    return model.eval()
+
+
+# ---------------------------------------------------------------- the cohort modules
+
+class CohortRMSNorm(nn.Module):
+    """LlamaRMSNorm on cohort (shares the original's weight)."""
+
+    def __init__(self, norm: nn.Module):
+        super().__init__()
+        self.weight = norm.weight
+        self.eps = norm.variance_epsilon
+
+    def forward(self, x):
+        return ct.rmsnorm(x, self.weight, self.eps)
+
+
+class CohortMLP(nn.Module):
+    """down_proj(silu(gate_proj(x)) * up_proj(x)) with cohort's fused swiglu."""
+
+    def __init__(self, mlp: nn.Module):
+        super().__init__()
+        if mlp.config.hidden_act != "silu":
+            raise ValueError(f"CohortMLP runs SwiGLU; this model's activation is {mlp.config.hidden_act!r}")
+        self.gate_proj, self.up_proj, self.down_proj = mlp.gate_proj, mlp.up_proj, mlp.down_proj
+
+    def forward(self, x):
+        return self.down_proj(ct.swiglu(self.gate_proj(x), self.up_proj(x)))
+
+
+class CohortAttention(nn.Module):
+    """LlamaAttention with cohort's rope (rotate-half) and the "cohort" attention function."""
+
+    def __init__(self, attn: nn.Module):
+        super().__init__()
+        self.config, self.layer_idx, self.head_dim = attn.config, attn.layer_idx, attn.head_dim
+        self.scaling, self.is_causal = attn.scaling, attn.is_causal
+        self.q_proj, self.k_proj, self.v_proj, self.o_proj = attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj
+
+    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
+                past_key_values=None, **kwargs):
+        cache = cache if cache is not None else past_key_values
+        shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        cos, sin = position_embeddings                    # [B, S, D], the two halves equal
+        half = self.head_dim // 2
+        cos, sin = cos[..., :half].unsqueeze(1), sin[..., :half].unsqueeze(1)   # [B, 1, S, D/2]
+        q = ct.rope(q, cos, sin, interleaved=False)
+        k = ct.rope(k, cos, sin, interleaved=False)
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
+        attend = AttentionInterface().get_interface(self.config._attn_implementation, None)
+        out, weights = attend(self, q, k, v, attention_mask, scaling=self.scaling, dropout=0.0, **kwargs)
+        return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), weights
+
+
+def cohort_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """transformers' attention-function signature on cohort.torch.attention. The KV heads are
+    passed ungrouped (cohort reads head h from KV head h*Hkv/H); the causal mask aligns the
+    last query with the last key, which is what a KV cache needs."""
+    if attention_mask is not None:
+        raise ValueError("cohort attention takes no attention mask (no padding): causal masking is built in")
+    if dropout:
+        raise ValueError("cohort attention has no dropout (inference only)")
+    out = ct.attention(query, key, value, causal=getattr(module, "is_causal", True), scale=scaling)
+    return out.transpose(1, 2), None
+
+
+AttentionInterface.register("cohort", cohort_attention)
+
+
+def use_cohort(model: LlamaForCausalLM) -> LlamaForCausalLM:
+    """Replace the norms, MLPs and attention layers by cohort modules (in place; weights shared)."""
+    inner = model.model
+    for layer in inner.layers:
+        layer.input_layernorm = CohortRMSNorm(layer.input_layernorm)
+        layer.post_attention_layernorm = CohortRMSNorm(layer.post_attention_layernorm)
+        layer.mlp = CohortMLP(layer.mlp)
+        layer.self_attn = CohortAttention(layer.self_attn)
+    inner.norm = CohortRMSNorm(inner.norm)
+    model.config._attn_implementation = "cohort"     # no mask is built for an unknown implementation
+    return model
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| / max |b|."""
+    return float((a - b).abs().max() / b.abs().max())
+
+
+def _time(fn, repeat: int) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--kv-heads", type=int, default=2)
+    ap.add_argument("--intermediate", type=int, default=176)
+    ap.add_argument("--prompt", type=int, default=32, help="prompt length (tokens)")
+    ap.add_argument("--new-tokens", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=20, help="timed forward passes (the best is reported)")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile timings")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    cfg = config(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads, intermediate=a.intermediate)
+    reference = build_model(cfg)
+    model = use_cohort(copy.deepcopy(reference))
+    ids = torch.randint(0, cfg.vocab_size, (1, a.prompt), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ref_logits, logits = reference(ids).logits, model(ids).logits
+        builds = ct.stats()["builds"]
+        ref_tokens = reference.generate(ids, max_new_tokens=a.new_tokens, do_sample=False)
+        tokens = model.generate(ids, max_new_tokens=a.new_tokens, do_sample=False)
+        print(f"logits: max relative error {relative_error(logits, ref_logits):.2e}")
+        print(f"greedy generation of {a.new_tokens} tokens identical: {torch.equal(tokens, ref_tokens)}")
+        print(f"builds after the first forward: {builds}; after generating: {ct.stats()['builds']}")
+        rows = [("eager PyTorch (SDPA)", lambda: reference(ids)), ("cohort", lambda: model(ids))]
+        if not a.no_compile:
+            compiled_ref = torch.compile(reference)
+            compiled = torch.compile(model, fullgraph=True)
+            rows += [("torch.compile(eager model)", lambda: compiled_ref(ids)),
+                     ("torch.compile(cohort model, fullgraph)", lambda: compiled(ids))]
+        print(f"forward of {a.prompt} tokens, best of {a.repeat} (one thread):")
+        for name, fn in rows:
+            print(f"  {name:40s} {_time(fn, a.repeat) * 1e3:8.3f} ms")
+
+
+if __name__ == "__main__":
+    main()

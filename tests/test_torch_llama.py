@@ -1,0 +1,117 @@
+"""A real client (issue 16): transformers' LlamaForCausalLM (a tiny random one, float32,
+nothing downloaded) running on cohort.torch through examples/llama.py, against the
+eager model; and cohort's rope against transformers' own rotary functions, bit for bit
+(Llama's and GPT-NeoX's rotate_half, GPT-J's rotate_every_two, partial rotary).
+Skipped when transformers is not installed (it is in the dev extra)."""
+import copy
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import cohort.torch as ct  # noqa: E402
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "llama.py"
+
+
+@pytest.fixture(scope="module")
+def example():
+    spec = importlib.util.spec_from_file_location("cohort_example_llama", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod                     # torch.compile looks modules up by name
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def models(example):
+    reference = example.build_model(example.config(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=176))
+    return reference, example.use_cohort(copy.deepcopy(reference))
+
+
+def _prompt(n, vocab=256):
+    return torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(n))
+
+
+def test_logits_agree_with_the_eager_model(example, models):
+    reference, model = models
+    with torch.no_grad():
+        for n in (1, 7, 33):
+            want, got = reference(_prompt(n)).logits, model(_prompt(n)).logits
+            assert example.relative_error(got, want) <= 1e-5, n
+
+
+def test_greedy_generation_is_identical_and_compiles_nothing_after_the_first_token(models):
+    reference, model = models
+    ids = _prompt(11)
+    with torch.no_grad():
+        model(ids[:, :5])                       # the first token of some other prompt: builds made
+        builds = ct.stats()["builds"]
+        want = reference.generate(ids, max_new_tokens=8, do_sample=False)
+        got = model.generate(ids, max_new_tokens=8, do_sample=False)
+    assert torch.equal(got, want) and got.shape[1] == 11 + 8
+    assert ct.stats()["builds"] == builds      # new lengths, prefill and decoding: no new build
+
+
+def test_the_model_runs_through_cohort_modules_and_attention_interface(models):
+    _, model = models
+    names = {type(m).__name__ for m in model.modules()}
+    assert {"CohortRMSNorm", "CohortMLP", "CohortAttention"} <= names
+    assert not {"LlamaRMSNorm", "LlamaMLP", "LlamaAttention"} & names
+    assert model.config._attn_implementation == "cohort"
+    from transformers import AttentionInterface
+    assert "cohort" in AttentionInterface()
+
+
+def _angles(S, half, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(S, half, generator=g) * 6 - 3
+
+
+@pytest.mark.parametrize("rotary", [16, 8])
+def test_rope_halves_is_llama_and_neox_bit_for_bit(rotary):
+    from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama
+    g = torch.Generator().manual_seed(1)
+    q, k = torch.randn(2, 3, 9, 16, generator=g), torch.randn(2, 3, 9, 16, generator=g)
+    a = _angles(9, rotary // 2, 2)
+    emb = torch.cat((a, a), dim=-1)                  # transformers' [S, R]: both halves the same
+    cos, sin = emb.cos()[None].expand(2, 9, rotary), emb.sin()[None].expand(2, 9, rotary)
+    want_q, want_k = neox(q, k, cos, sin)            # partial rotary when rotary < 16
+    assert torch.equal(ct.rope(q, a.cos(), a.sin(), interleaved=False), want_q)
+    assert torch.equal(ct.rope(k, a.cos(), a.sin(), interleaved=False), want_k)
+    if rotary == 16:
+        lq, lk = llama(q, k, cos, sin)
+        assert torch.equal(ct.rope(q, a.cos(), a.sin(), interleaved=False), lq)
+
+
+@pytest.mark.parametrize("rotary", [16, 8])
+def test_rope_pairs_is_gptj_bit_for_bit(rotary):
+    from transformers.models.gptj.modeling_gptj import apply_rotary_pos_emb as gptj
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 9, 3, 16, generator=g)        # GPT-J's [B, S, H, D]
+    a = _angles(9, rotary // 2, 4)
+    sin, cos = a.sin()[None].expand(2, 9, rotary // 2), a.cos()[None].expand(2, 9, rotary // 2)
+    rot = gptj(x[..., :rotary], sin, cos)
+    want = torch.cat((rot, x[..., rotary:]), dim=-1)
+    got = ct.rope(x.transpose(1, 2), a.cos(), a.sin(), interleaved=True).transpose(1, 2)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.slow
+def test_compiled_cohort_model_has_no_graph_break(example, models):
+    # Inductor compiles the rest of the model (projections, residuals, the rotary table's
+    # sin and cos) with its own code: close to the eager logits, not the same bits
+    from torch._dynamo.utils import counters
+    _, model = models
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, fullgraph=True)
+    with torch.no_grad():
+        for n in (6, 13):
+            assert example.relative_error(compiled(_prompt(n)).logits, model(_prompt(n)).logits) <= 1e-5
+    assert not counters["graph_break"]
