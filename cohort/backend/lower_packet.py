@@ -38,6 +38,7 @@ from .context import (ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I32T, I6
                       vector_const)
 from .lower_ops import LOWER, bitcast, convert, scalar_type
 from . import inject
+from .claims import LaneClaim
 from .lower_whole import WholeLowering, contains_load, names_in, tree_steps
 from .shapes import Access, ShapeAnalysis, choose_interleave, classify
 
@@ -61,7 +62,7 @@ class PacketLowering(WholeLowering):
         self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)
         self.sx = Ctx(self.module, self.b, 1, variant.fast_math)
         self.shapes = ShapeAnalysis(kernel, self.W)
-        self.annotations: dict = {}     # id(node or stmt) -> (kind, name, Access or None, modes)
+        self.annotations: dict = {}     # id(node or stmt) -> LaneClaim
         self.counts = Counter()
         self.mask = None
         self.cmask = None
@@ -103,9 +104,8 @@ class PacketLowering(WholeLowering):
         return self.b.sext(idx, t) if dt is DType.I32 else self.b.zext(idx, t)
 
     def annotate(self, key, kind: str, name: str, access, mode: str):
-        prev = self.annotations.get(id(key))
-        modes = (prev[3] if prev else frozenset()) | {mode}
-        self.annotations[id(key)] = (kind, name, access, modes)
+        """Record the lane claim this lowering of `key` rests on (claims.py)."""
+        self.annotations[id(key)] = LaneClaim.of(kind, name, access, mode, self.annotations.get(id(key)))
 
     def intrinsic(self, name: str, ret, args):
         fn = self.module.globals.get(name)
