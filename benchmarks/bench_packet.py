@@ -17,21 +17,25 @@ from cohort.audit.measure import run_rounds
 from cohort.backend import timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ops
-from cohort.verify.checksum import bitwise_equal
-from cohort.verify.guard import GuardedSet
+from cohort.verify.compare import verify_build
 
 
-def column(op, shape, inputs, ref, variant):  # noqa: C901
+def column(op, shape, inputs, ref, variant):
     launch = op.launch(shape)
     ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
-    guarded = GuardedSet(ops.allocate(op, shape, inputs))
-    prepared = ck.prepare(launch.n, {**guarded.arrays, **launch.scalars})
-    prepared.run()
+
+    def first_run(n, args):          # the entry timed below, run once and checked
+        prepared = ck.prepare(n, args)
+        prepared.run()
+        return prepared
+    verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars}, {op.output: ref},
+                           claims=False, launch=first_run)
+    prepared = verdict.launch_result
 
     def verify(*_):
-        y = guarded.arrays[op.output].reshape(ref.shape)
-        if not (bitwise_equal(y, ref) and guarded.intact()):
-            raise SystemExit(f"{op.name}/{op.form} {ops.fmt_shape(shape)} {variant}: output or guard band wrong")
+        if not verdict.ok or not verdict.recheck():
+            raise SystemExit(f"{op.name}/{op.form} {ops.fmt_shape(shape)} {variant}: output or guard band wrong"
+                             f" ({verdict.detail or 'after timed runs'})")
         return True
     verify()
     iters = timer.calibrate_iters(prepared.entry, prepared.address)

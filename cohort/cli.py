@@ -80,6 +80,20 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--inject", metavar="BUG[,BUG]", default="",
                    help="testing the fuzzer itself: deliberate backend bug(s) to inject (backend/inject.py)")
     f.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    f.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run on a Dask cluster: a scheduler address (tcp://host:port), or local:N for a "
+                        "LocalCluster of N worker processes (needs cohort[cluster])")
+    f.add_argument("--campaign", metavar="DIR", help="durable campaign state: seeds done, failures binned with "
+                                                     "their shrunk kernels, coverage, throughput per worker; the "
+                                                     "same command again resumes")
+    f.add_argument("--merge", nargs="+", metavar="DIR", help="merge campaigns over disjoint seeds into --campaign")
+    f.add_argument("--seeds", default=None, metavar="N", help="run seeds 0..N-1 of the campaign, then stop")
+    f.add_argument("--seeds-per-task", default="1", metavar="N", help="seeds per Dask task (default 1)")
+    f.add_argument("--examples-per-seed", default="9", metavar="N",
+                   help="programs per seed (one Hypothesis run each; default 9)")
+    f.add_argument("--max-stmts", default="16", metavar="N", help="statements per generated kernel, at most")
+    f.add_argument("--variant", action="append", metavar="SPEC",
+                   help="run only these variants (repeatable; default: the whole matrix)")
     return p
 
 
@@ -385,9 +399,21 @@ def cmd_audit(args) -> int:
 
 # ---------------------------------------------------------------- fuzz
 
-def cmd_fuzz(args) -> int:
+def _count(flag: str, text, lo: int, hi: int):
+    if text is None:
+        return None
+    try:
+        v = int(text)
+    except ValueError:
+        raise UsageError(f"{flag} takes an integer, got {text!r}") from None
+    if not lo <= v <= hi:
+        raise UsageError(f"{flag} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def _fuzz_options(args) -> dict:
+    """The campaign keywords of `cohort fuzz`'s options (usage errors before any work)."""
     from .backend.inject import BUGS
-    from .verify.fuzz import default_corpus_dir, format_report, run_campaign
     try:
         seconds, jobs = float(args.seconds), int(args.jobs)
         programs = None if args.programs is None else int(args.programs)
@@ -404,15 +430,63 @@ def cmd_fuzz(args) -> int:
     unknown = [b for b in bugs if b not in BUGS]
     if unknown:
         raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
-    corpus = args.corpus or (None if bugs else default_corpus_dir())   # injected bugs: no corpus by default
-    report = run_campaign(seconds, _seed(args.seed), jobs=jobs, bugs=bugs, corpus_dir=corpus,
-                          shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs)
+    kw = dict(jobs=jobs, bugs=bugs, shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs,
+              seeds=_count("--seeds", args.seeds, 1, 10 ** 9),
+              seeds_per_task=_count("--seeds-per-task", args.seeds_per_task, 1, 1000),
+              batch=_count("--examples-per-seed", args.examples_per_seed, 1, 1000),
+              max_stmts=_count("--max-stmts", args.max_stmts, 1, 64))
+    if args.variant:
+        from .backend.variant import VariantError, parse_variant
+        from .verify.matrix import short_name
+        try:
+            kw["variants"] = tuple(dict.fromkeys(short_name(parse_variant(v)) for v in args.variant))
+        except VariantError as e:
+            raise UsageError(f"--variant: {e}") from None
+    if args.scheduler:
+        sched = args.scheduler
+        if sched.startswith("local:") and _count("--scheduler local:N", sched[6:], 1, 256) is None:
+            raise UsageError("--scheduler local:N needs N")
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            raise UsageError("--scheduler needs Dask distributed: pip install 'cohort[cluster]'") from None
+        kw["scheduler"] = sched
+    if args.campaign:
+        _output_dir("--campaign", args.campaign)
+        kw["campaign_dir"] = args.campaign
+    return {"seconds": seconds, **kw}
+
+
+def cmd_fuzz(args) -> int:
+    from .verify.fuzz import CampaignError, default_corpus_dir, format_report, merge, run_campaign
+    from .verify.fuzz.cluster import SchedulerUnavailable
+    if args.merge:
+        if not args.campaign:
+            raise UsageError("--merge A B ... needs --campaign DIR, the merged campaign")
+        try:
+            merge(args.merge, args.campaign).close()
+        except CampaignError as e:
+            raise UsageError(str(e)) from None
+        print(f"merged {len(args.merge)} campaigns into {args.campaign}")
+        return 0
+    kw = _fuzz_options(args)
+    corpus = args.corpus or (None if kw["bugs"] else default_corpus_dir())   # injected bugs: no corpus by default
+    try:
+        report = run_campaign(kw.pop("seconds"), _seed(args.seed), corpus_dir=corpus, **kw)
+    except CampaignError as e:
+        raise UsageError(str(e)) from None
+    except SchedulerUnavailable as e:
+        raise UsageError(f"--scheduler {args.scheduler}: {e}") from None
     print(format_report(report))
     if args.json:
         print(json.dumps(report))
     if report["interrupted"]:
         print("interrupted", file=sys.stderr)
         return 130                     # as bench: an interrupted campaign did not pass
+    if report.get("scheduler_lost"):
+        print(f"scheduler lost ({report['scheduler_lost']}); the same command resumes the campaign"
+              if args.campaign else f"scheduler lost ({report['scheduler_lost']})", file=sys.stderr)
+        return 1
     # a campaign that tested nothing has not passed either (exit 1; format_report says why)
     return 1 if report["failures"] or report["programs"] == 0 else 0
 

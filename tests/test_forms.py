@@ -18,11 +18,10 @@ import pytest
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
-from cohort.refimpl.annotations import AnnotationChecker
-from cohort.refimpl.interpreter import interpret
+from cohort.backend.claims import Lanes, Site
 from cohort.refimpl.ir import Collective, Op, ParamKind, Store, stmt_exprs, walk_expr, walk_stmts
 from cohort.verify.checksum import bitwise_equal, first_difference
-from cohort.verify.guard import GuardedSet
+from cohort.verify.compare import verify_build
 
 # the operators with a private form: the row operators (attention and the rotary
 # operators rope_half and rope_pairs have one formulation each)
@@ -61,11 +60,12 @@ def build(name: str, form: str, shape: tuple, variant: str):
 cached_build = functools.lru_cache(maxsize=None)(build)
 
 
-def run(op, shape, launch, ck, inputs) -> np.ndarray:
-    guarded = GuardedSet(ops.allocate(op, shape, inputs))
-    ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
-    assert guarded.intact(), f"{op.name} [{ck.variant.label}]: guard bands {guarded.status()}"
-    return guarded.arrays[op.output]
+def run(op, shape, launch, ck, inputs, expected) -> np.ndarray:
+    """The build's output, checked against `expected` (the one comparison path)."""
+    verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars},
+                           {op.output: expected}, claims=False)
+    assert verdict.ok, f"{op.name}: {verdict.describe()}"
+    return verdict.native[op.output]
 
 
 def normalised_ir(ck) -> str:
@@ -74,7 +74,7 @@ def normalised_ir(ck) -> str:
 
 def private_accesses(ck) -> list:
     """(kind, array, access) of every private load and store the lowering annotated."""
-    return [(kind, name, acc) for kind, name, acc, _ in ck.annotations.values() if kind in ("pload", "pstore")]
+    return [(c.site.value, c.name, c) for c in ck.annotations.values() if c.site in (Site.PLOAD, Site.PSTORE)]
 
 
 # ------------------------------------------------------------------ the forms exist
@@ -187,9 +187,9 @@ def test_private_layouts_differ_in_code(name, lanes, shape):
     sizes = {s.name: int(s.size.arg) for s in thread.kernel.body if type(s).__name__ == "Private"}
     acc_c, acc_t = private_accesses(cohort), private_accesses(thread)
     assert acc_c and len(acc_c) == len(acc_t)
-    assert all(acc.kind == "contiguous" for _, _, acc in acc_c), acc_c
-    for kind, arr, acc in acc_t:   # lane l's element k at l*size + k: lanes `size` elements apart
-        assert acc.kind == ("gather" if kind == "pload" else "scatter") and acc.stride == sizes[arr], acc_t
+    assert all(c.lanes is Lanes.CONTIGUOUS for _, _, c in acc_c), acc_c
+    for kind, arr, c in acc_t:   # lane l's element k at l*size + k: lanes `size` elements apart
+        assert c.lanes is (Lanes.GATHER if kind == "pload" else Lanes.SCATTER) and c.stride == sizes[arr], acc_t
 
 
 @pytest.mark.parametrize("name", ROW_OPS)
@@ -208,9 +208,7 @@ def test_private_layouts_agree_bit_for_bit(name, lanes, shape):
     inputs, stream, private = references(name, shape)
     for layout in ("cohort", "thread"):
         op, launch, ck = cached_build(name, "private", shape, f"lanes={lanes},private={layout}")
-        y = run(op, shape, launch, ck, inputs).reshape(stream.shape)
-        label = f"{name} {shape} [{ck.variant.label}]"
-        assert bitwise_equal(y, private), f"{label}: first difference {first_difference(y, private)}"
+        y = run(op, shape, launch, ck, inputs, private).reshape(stream.shape)
         assert bitwise_equal(y, stream)
 
 
@@ -225,10 +223,6 @@ def test_private_form_on_the_variant_matrix(name, variant):
     inputs, stream, _ = references(name, shape)
     op, launch, ck = build(name, "private", shape, variant)
     label = f"{name}/private {shape} [{ck.variant.label}]{' [full blocks]' if ck.code.full_blocks else ''}"
-    if ck.annotations:
-        bufs = ops.allocate(op, shape, inputs)
-        checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label)
-        interpret(ck.kernel, launch.n, {**bufs, **launch.scalars}, None, checker=checker)
-        assert bitwise_equal(bufs[op.output].reshape(stream.shape), stream), label
-    y = run(op, shape, launch, ck, inputs).reshape(stream.shape)
-    assert bitwise_equal(y, stream), f"{label}: first difference {first_difference(y, stream)}"
+    verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars},
+                           {op.output: stream}, label=label)
+    assert verdict.ok, verdict.describe()

@@ -15,6 +15,7 @@ from cohort.backend.variant import VariantError, parse_variant
 from cohort.refimpl import ops
 from cohort.refimpl.interpreter import KernelRuntimeError, interpret
 from cohort.verify.checksum import bitwise_equal
+from cohort.verify.compare import verify_build
 from cohort.verify.guard import GuardedSet
 
 DEFAULTS = ["whole", "packet,lanes=4", "packet,lanes=8", "packet,lanes=16"]
@@ -147,17 +148,20 @@ def test_data_dependent_indices_run_correctly_when_in_bounds(variant):
 
 
 def _agree(kfn, variant, n, args, consts=None):
+    """A prepared launch, run once and checked against the interpreter's run of the source
+    kernel (the one comparison path); returns the prepared launch."""
     ref = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
     interpret(kfn.ir, n, ref, consts)
-    guarded_set = GuardedSet({k: v for k, v in args.items() if isinstance(v, np.ndarray)})
-    scalars = {k: v for k, v in args.items() if not isinstance(v, np.ndarray)}
     ck = compile_kernel(kfn, consts, variant, n=n)
-    p = ck.prepare(n, {**guarded_set.arrays, **scalars})
-    p.run()
-    for name, a in guarded_set.arrays.items():
-        assert bitwise_equal(a, ref[name]), (kfn.__name__, variant, n, name)
-    assert guarded_set.intact()
-    return p
+
+    def run_prepared(n, a):
+        p = ck.prepare(n, a)
+        p.run()
+        return p
+    verdict = verify_build(ck, n, args, {k: v for k, v in ref.items() if isinstance(v, np.ndarray)},
+                           claims=False, launch=run_prepared)
+    assert verdict.ok, (kfn.__name__, variant, n, verdict.describe())
+    return verdict.launch_result
 
 
 @pytest.mark.parametrize("variant", DEFAULTS + ["packet,grain=1,workers=2", "whole,grain=2,workers=2"])

@@ -13,10 +13,8 @@ import pytest
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.variant import PRESETS, parse_variant
 from cohort.refimpl import ops
-from cohort.refimpl.annotations import AnnotationChecker
-from cohort.refimpl.interpreter import interpret
-from cohort.verify.checksum import bitwise_equal, first_difference
-from cohort.verify.guard import GuardedSet
+from cohort.verify.checksum import bitwise_equal
+from cohort.verify.compare import verify_build
 
 MATRIX = sorted({parse_variant("whole").name} | {
     parse_variant(f"lanes={l},full_packet={fp},predicated={pr},private={pv}").name
@@ -51,17 +49,11 @@ def run_variant(name: str, shape: tuple, variant: str, check_annotations: bool, 
         assert not builds[1].code.full_blocks
     for ck in builds:
         label = f"{name} {shape} {variant}{' [full blocks]' if ck.code.full_blocks else ''}"
-        if check_annotations and ck.annotations:
-            # the interpreter runs the exact kernel object the backend lowered and checks its lane claims
-            bufs = ops.allocate(op, shape, inputs)
-            checker = AnnotationChecker(ck.annotations, ck.annotation_lanes, ck.variant.label)
-            interpret(ck.kernel, launch.n, {**bufs, **launch.scalars}, None, checker=checker)
-            assert bitwise_equal(bufs[op.output].reshape(ref.shape), ref)
-        guarded = GuardedSet(ops.allocate(op, shape, inputs))
-        ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
-        y = guarded.arrays[op.output].reshape(ref.shape)
-        assert bitwise_equal(y, ref), f"{label}: first difference {first_difference(y, ref)}"
-        assert guarded.intact(), f"{label}: guard bands {guarded.status()}"
+        # with claims, the interpreter runs the exact kernel object the backend lowered and
+        # checks its lane claims
+        verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars},
+                               {op.output: ref}, claims=check_annotations, label=label)
+        assert verdict.ok, verdict.describe()
 
 
 def _ids(v):
@@ -143,11 +135,11 @@ def test_whole_blocks_build_launches_other_sizes_with_the_general_build():
     assert ck.code.full_blocks
     inputs, ref = reference("swiglu", shape)
     for n in (launch.n - 1, launch.n - 31, 1, launch.n):
-        guarded = GuardedSet(ops.allocate(op, shape, inputs))
-        y = guarded.arrays["y"]
-        ck.launch(n, {**guarded.arrays, **launch.scalars})
-        assert bitwise_equal(y[:n], ref.reshape(-1)[:n]) and not y[n:].any(), n
-        assert guarded.intact()
+        want = ref.reshape(-1).copy()
+        want[n:] = 0                                  # threads past n write nothing
+        verdict = verify_build(ck, n, {**ops.allocate(op, shape, inputs), **launch.scalars}, {"y": want},
+                               claims=False)
+        assert verdict.ok, (n, verdict.describe())
     assert ck.prepare(launch.n - 1, {**ops.allocate(op, shape, inputs)}).code is not ck.code
     # the specialised entry itself refuses a launch of a partial block: an error, not a run
     bufs = ops.allocate(op, shape, inputs)
@@ -173,12 +165,12 @@ def test_fast_math_within_the_stated_bound(name, shape, variant):
     if builds[0].code.full_blocks and shape in MATRIX_SIZES.get(name, MATRIX_DEFAULT_SIZES):
         builds.append(compile_kernel(op.kernel, launch.consts, variant))     # the general build too
     for ck in builds:
-        guarded = GuardedSet(ops.allocate(op, shape, inputs))
-        ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
-        y = guarded.arrays[op.output].reshape(ref.shape)
         label = f"{name} {shape} {variant}{' [full blocks]' if ck.code.full_blocks else ''}"
-        assert row_ulps(y, ref) <= op.fast_math_ulps, f"{label}: {row_ulps(y, ref)} row-ulps"
-        assert guarded.intact()
+        verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars},
+                               {op.output: ref}, claims=False, label=label,
+                               equal=lambda y, r: row_ulps(y, r) <= op.fast_math_ulps)
+        y = verdict.native[op.output].reshape(ref.shape)
+        assert verdict.ok, f"{verdict.describe()}: {row_ulps(y, ref)} row-ulps"
 
 
 def test_fast_math_really_is_fast_math():

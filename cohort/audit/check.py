@@ -21,7 +21,7 @@ import os
 
 from ..refimpl import ops
 from ..verify.checksum import checksum
-from ..verify.guard import GuardedSet
+from ..verify.compare import verify_build
 from . import validate
 from .artifacts import FILES
 from .tables import load_replay, render_markdown, render_notes
@@ -172,13 +172,14 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
                 except (UnsupportedVariant, VariantError) as e:
                     problems.append(f"{cid} {col}: cannot recompile: {e}")
                     continue
-                guarded = GuardedSet(ops.allocate(op, shape, inputs))
-                ck.launch(launch.n, {**guarded.arrays, **launch.scalars})
-                y = guarded.arrays[op.output].reshape(ref.shape)
+                verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars},
+                                       {op.output: ref}, claims=False)
+                y = verdict.native[op.output].reshape(ref.shape)
                 if checksum(y) != case["reference_checksum"]:
                     problems.append(f"{cid} {col}: rerun output checksum differs from the reference")
-                if not guarded.intact():
-                    problems.append(f"{cid} {col}: rerun broke a guard band")
+                only_output = verdict.status == "mismatch" and set(verdict.mismatches) == {op.output}
+                if not verdict.ok and not only_output:     # (a wrong output is the problem above)
+                    problems.append(f"{cid} {col}: rerun: {verdict.detail}")
             elif info["kind"] == "inductor":
                 notes.append(f"{cid} {col}: Inductor outputs were checked against the oracle when timed "
                              f"({info.get('verdict', '')}); not rerun here")

@@ -36,6 +36,7 @@ from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import inject, jit
+from .claims import LaneClaims
 from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, ERR_UNPROVEN,
                       MAX_SCRATCH_BYTES, SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
                       abi_slots, private_layout)
@@ -65,8 +66,7 @@ class NativeCode:
     compile_seconds: float = 0.0
     _facts: Optional[dict] = field(default=None, repr=False)
     scratch_bytes: int = 0         # private arrays of one block, in caller-provided memory
-    annotation_lanes: int = 1      # lanes per vector the lowering worked in (packets x interleave)
-    annotations: dict = field(default_factory=dict, repr=False)   # lane claims, for the interpreter
+    annotations: LaneClaims = field(default_factory=LaneClaims, repr=False)   # lane claims (claims.py)
     lowering_counts: dict = field(default_factory=dict, repr=False)
     full_blocks: bool = False      # specialised for launches of whole blocks only
 
@@ -434,8 +434,8 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
                     time.perf_counter() - t0)
     ck.scratch_bytes = scratch
     ck.full_blocks = lowering.full_blocks
-    ck.annotations = lowering.lane_claims
+    # the lane claims, with the width they speak of (packets x interleave)
+    ck.annotations = LaneClaims(lowering.lane_claims, lowering.W)
     ck.lowering_counts = dict(lowering.counts)
     ck.lowering_counts["interleave"] = lowering.interleave
-    ck.annotation_lanes = lowering.W   # the lane groups the annotations speak of
     return ck

@@ -242,6 +242,15 @@ def choose(prepared, workers: int, policy: str = "auto") -> AutoChoice:
     return hit
 
 
+def choose_again(prepared, workers: int, policy: str = "auto", limit: int = 1000) -> AutoChoice:
+    """A fresh choice for this prepared launch (its trials measured now), settled and kept
+    for its later launches."""
+    c = AutoChoice(prepared, workers, policy)
+    c.settle(prepared, limit)
+    prepared._auto = c
+    return c
+
+
 def settle(prepared, workers: int, limit: int = 1000, policy: str = "auto") -> str:
     """Launch until the policy has made its choice (benchmarks time the steady state)."""
     return choose(prepared, workers, policy).settle(prepared, limit)

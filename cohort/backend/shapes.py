@@ -5,9 +5,9 @@ of the lane-0 value (for integer shapes), which lets `g // SQ` stay uniform
 when SQ is a multiple of the packet width.
 
 The analysis feeds memory-access classification and uniform branches; each
-claim it makes about a memory access or an `if` condition is exported as an
-annotation that the interpreter can check at run time against the actual
-lane values (`refimpl.annotations`).
+claim it makes about a memory access or an `if` condition is exported as a
+lane claim (claims.py) that the interpreter checks at run time against the
+actual lane values (`verify/lane_check.py`).
 """
 from __future__ import annotations
 

@@ -47,15 +47,20 @@ def row_ulps(y: np.ndarray, ref: np.ndarray) -> float:
     return float((err / ulp).max(initial=0.0))
 
 
-def first_difference(a: np.ndarray, b: np.ndarray):
-    """(flat index, a value, b value) of the first element that differs, or None."""
+def differing(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Flat mask of the elements that differ as bitwise_equal counts them (NaN == NaN; a bool
+    is its truth, not its byte)."""
     fa, fb = np.ravel(a), np.ravel(b)
     if fa.dtype == np.float32:
         ua, ub = fa.view(np.uint32), fb.view(np.uint32)
-        diff = (ua != ub) & ~(np.isnan(fa) & np.isnan(fb))
-    elif fa.dtype == np.bool_:
-        diff = (fa.view(np.uint8) != 0) != (fb.view(np.uint8) != 0)
-    else:
-        diff = fa != fb
-    idx = np.flatnonzero(diff)
+        return (ua != ub) & ~(np.isnan(fa) & np.isnan(fb))
+    if fa.dtype == np.bool_:
+        return (fa.view(np.uint8) != 0) != (fb.view(np.uint8) != 0)
+    return fa != fb
+
+
+def first_difference(a: np.ndarray, b: np.ndarray):
+    """(flat index, a value, b value) of the first element that differs, or None."""
+    fa, fb = np.ravel(a), np.ravel(b)
+    idx = np.flatnonzero(differing(fa, fb))
     return None if len(idx) == 0 else (int(idx[0]), fa[idx[0]].item(), fb[idx[0]].item())

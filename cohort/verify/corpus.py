@@ -391,10 +391,11 @@ def case_files(directory: str) -> list:
 def replay(doc_or_path, variants=None) -> dict:
     """Re-run a case in this process: the interpreter and each listed variant.
 
-    Returns the fuzzer's run record (`fuzz.execute`): a discard reason if the
+    Returns the fuzzer's run record (`execute.execute`): a discard reason if the
     interpreter rejects the launch, else a status per variant.
     """
-    from .fuzz import execute, variants_for
+    from .execute import execute
+    from .matrix import variants_for
     if isinstance(doc_or_path, str):
         case, doc = load_case(doc_or_path)
     else:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..refimpl import ops
 from .checksum import bitwise_equal, checksum, first_difference, row_ulps
-from .guard import GuardedSet
+from .compare import verify_build
 
 
 def on_caller(variant) -> bool:
@@ -112,31 +112,35 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
 
     launch = op.launch(shape)
     ck = compile_operator(op, launch, variant)
-    bufs = ops.allocate(op, shape, inputs)
-    guarded = GuardedSet(bufs)
-    args = {**guarded.arrays, **launch.scalars}
-    out_buf = guarded.arrays[op.output]
+    if variant.fast_math:   # never bitwise: within the operator's stated bound (DESIGN §3)
+        equal = lambda y, r: row_ulps(y, r) <= op.fast_math_ulps   # noqa: E731
+        agreement = f"fast math: within {op.fast_math_ulps:g} ulps of each row's max |reference|"
+    else:
+        equal, agreement = bitwise_equal, "bitwise vs interpreter (NaN == NaN)"
     # The check launches exactly as the variant's knobs say: CompiledKernel.launch,
     # which goes through the runtime's pool for grain/workers (DESIGN §5, §6).
-    launches = _checked_launches(ck, variant, launch.n, args, out_buf, ref, op)
-    y = out_buf.reshape(ref.shape).copy()
+    verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars}, {op.output: ref},
+                           claims=False, equal=equal,
+                           launch=lambda n, args: _checked_launches(ck, variant, n, args, args[op.output], ref, op))
+    if verdict.launch_exception is not None:
+        raise verdict.launch_exception
+    launches = verdict.launch_result
+    args = {**verdict.guarded.arrays, **launch.scalars}
+    y = verdict.native[op.output].reshape(ref.shape).copy()
     bitwise = bitwise_equal(y, ref)
     diff = first_difference(y, ref)
-    guards = guarded.status()
-    if variant.fast_math:   # never bitwise: within the operator's stated bound (DESIGN §3)
-        ulps = row_ulps(y, ref)
-        close = ulps <= op.fast_math_ulps
-        agreement = f"fast math: within {op.fast_math_ulps:g} ulps of each row's max |reference|"
-        out["row_ulps_vs_interpreter"] = ulps
-    else:
-        close, agreement = bitwise, "bitwise vs interpreter (NaN == NaN)"
+    if variant.fast_math:
+        out["row_ulps_vs_interpreter"] = row_ulps(y, ref)
     out.update(
         variant=variant.label, variant_knobs=variant.name, checksum=checksum(y), output=y,
-        agree=bool(close and launches["all_agree"] and all(guards.values())), bitwise_equal=bool(bitwise),
-        agreement=agreement, guard_bands=guards, launch_path=launch_path(ck, variant, launch.n, launches["choice"]),
+        agree=bool(verdict.ok and launches["all_agree"]), bitwise_equal=bool(bitwise),
+        agreement=agreement, guard_bands=verdict.guards,
+        launch_path=launch_path(ck, variant, launch.n, launches["choice"]),
         launches_checked=launches["count"], launches_agree=launches["all_agree"],
         compile_seconds=round(ck.compile_seconds, 6), facts=ck.facts,
     )
+    if not verdict.ok:
+        out["verdict"] = verdict.detail
     if diff is not None:
         out["first_difference"] = {"index": diff[0], "native": diff[1], "reference": diff[2]}
     if timing and out["agree"]:
@@ -157,9 +161,7 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
             if native.choice:
                 out["auto_choice"] = native.choice
             out["launch_path"] = launch_path(ck, variant, launch.n, launches["choice"])
-        after = guarded.arrays[op.output].reshape(ref.shape)
-        same = row_ulps(after, ref) <= op.fast_math_ulps if variant.fast_math else bitwise_equal(after, ref)
-        still = same and guarded.intact()
+        still = verdict.recheck()
         out.update(time_us=float(np.median(ns)) / 1e3, boundary=boundary, timing_iters=iters,
                    timing_samples_us=[round(v / 1e3, 4) for v in ns], agree_after_timing=bool(still))
         out["agree"] = bool(out["agree"] and still)

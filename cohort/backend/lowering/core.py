@@ -29,6 +29,7 @@ from llvmlite import ir
 from ...refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, ParamKind, Private, walk_stmts
 from .. import inject
 from ..bounds import Bounds
+from ..claims import LaneClaim
 from ..context import (ERR_PARTIAL_BLOCK, ERR_SCRATCH, I1, I8, I32T, I64, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N,
                        SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx, abi_slots, mem_type, private_layout)
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
@@ -80,7 +81,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)   # values of the lowering's width
         self.sx = Ctx(self.module, self.b, 1, variant.fast_math)        # scalars
         self.counts = Counter()
-        self.annotations: dict = {}   # id(node or stmt) -> (kind, name, Access or None, modes)
+        self.annotations: dict = {}   # id(node or stmt) -> LaneClaim
         self.stmt_ids: dict = {}      # id(stmt) -> index into self.stmt_table
         self.stmt_table: list = []
         self.types = var_types(kernel)
@@ -109,9 +110,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         return UNIFORM if self.shapes is None else self.shapes.vars.get(name)
 
     def annotate(self, key, kind: str, name: str, access, mode: str):
-        prev = self.annotations.get(id(key))
-        modes = (prev[3] if prev else frozenset()) | {mode}
-        self.annotations[id(key)] = (kind, name, access, modes)
+        """Record the lane claim this lowering of `key` rests on (claims.py)."""
+        self.annotations[id(key)] = LaneClaim.of(kind, name, access, mode, self.annotations.get(id(key)))
 
     @property
     def lane_claims(self) -> dict:

@@ -1,0 +1,348 @@
+"""A time-boxed campaign in this process: Hypothesis draws the programs, a local
+pool of worker processes (workers.py) runs each one's variants.
+
+Seeds: the campaign's index-th Hypothesis run of `batch` programs is seeded by
+`state.seed_value(seed, index)`. With a campaign directory (state.py) a seed
+whose programs all ran is committed there; a resumed campaign skips it, and
+every failure is kept the moment it is found. A failing program is shrunk in
+the Hypothesis run that found it (shrink.py), then written to the corpus.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import corpus
+from ..matrix import DEFAULT_VARIANTS, FAST_MATH_NOTE, shrink_cost, variants_for
+from .shrink import Internal, Shrinker, found, hypothesis_settings
+from .state import CampaignState, seed_value
+from .tally import Tally, checksum_bins, failures_of
+from .workers import InProcess, WorkerPool
+
+
+@dataclass
+class CampaignConfig:
+    seconds: float = 60.0
+    seed: int = 0
+    jobs: int = 1                      # worker processes; 0 runs everything in this process
+    max_programs: Optional[int] = None
+    variants: tuple = DEFAULT_VARIANTS
+    bugs: tuple = ()                   # injected backend bugs (testing the fuzzer itself)
+    shrink: bool = True
+    shrink_seconds: float = 60.0
+    max_shrinks: int = 3               # failures shrunk per campaign; later ones are kept as found
+    stop_on_failure: bool = False
+    corpus_dir: Optional[str] = None   # where failing cases are written (None: nowhere)
+    max_corpus_writes: int = 20
+    batch: int = 9                     # examples per Hypothesis run (one seed per batch). Hypothesis
+                                       # mutates examples after its first 10 and starts runs of 10 or
+                                       # more with deliberately small ones; compiles are dear, so
+                                       # fresh random programs pay most here
+    max_stmts: int = 16
+    progress: bool = False
+    campaign_dir: Optional[str] = None  # durable state (state.py): resume, merge
+    scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
+    seeds_per_task: int = 1             # Dask tasks: seeds per task
+    seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
+
+    def meaning(self) -> dict:
+        """What a seed of this campaign is (stored in its directory, checked on resume)."""
+        return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
+                "examples_per_seed": self.batch, "bugs": sorted(self.bugs)}
+
+
+def open_state(cfg: CampaignConfig) -> Optional[CampaignState]:
+    return CampaignState(cfg.campaign_dir, cfg.meaning()) if cfg.campaign_dir else None
+
+
+class Campaign:
+    def __init__(self, config: CampaignConfig, pool=None, state: Optional[CampaignState] = None):
+        self.cfg = config
+        self.pool = pool
+        self.state = state
+        self.session = Tally()           # this run's seeds
+        self.current = Tally()           # the seed being run
+        self.failures: list = []
+        self.seen: set = set(state.keys) if state else set()
+        self.shrinks_done = 0
+        self.corpus_writes = 0
+        self.shrinker: Optional[Shrinker] = None
+        self.pending: Optional[dict] = None
+        self.pending_bin: Optional[str] = None
+        self.internal: Optional[BaseException] = None
+        self.stopped = False
+        self.interrupted = False
+        self.seed_cut = False
+        self.seeds_done = 0
+        self.last_progress = 0.0
+
+    # ------------------------------------------------------------ helpers
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    @property
+    def programs(self) -> int:
+        return self.session.programs + self.current.programs
+
+    def time_up(self) -> bool:
+        if self.stopped or self.elapsed() >= self.cfg.seconds:
+            return True
+        return self.cfg.max_programs is not None and self.programs >= self.cfg.max_programs
+
+    def progress(self, final=False):
+        if not self.cfg.progress:
+            return
+        now = time.monotonic()
+        if not final and now - self.last_progress < 0.5:
+            return
+        self.last_progress = now
+        el, s, c = self.elapsed(), self.session, self.current
+        line = (f"\rfuzz {el:6.1f}s/{self.cfg.seconds:.0f}s  programs {self.programs} "
+                f"({self.programs / max(el, 1e-9):.2f}/s)  variant runs {s.variant_runs + c.variant_runs}  "
+                f"discarded {s.discarded + c.discarded}  mismatches {s.mismatches + c.mismatches}  "
+                f"{'[shrinking]' if self.shrinker else ''}   ")
+        sys.stderr.write(line + ("\n" if final else ""))
+        sys.stderr.flush()
+
+    def run_case(self, case, variants: list, deadline: Optional[float] = None,
+                 stop_on_failure: bool = False) -> dict:
+        try:
+            return self.pool.run(case, variants, deadline, stop_on_failure)
+        except Exception as e:  # noqa: BLE001 - a bug in the fuzzer, not a finding
+            self.internal = e
+            raise Internal(str(e)) from e
+
+    # ------------------------------------------------------------ the Hypothesis test body
+    def test(self, case):
+        if self.internal is not None:
+            raise Internal("earlier internal error")
+        if self.shrinker is not None:
+            return self.shrinker.step(case)
+        if self.time_up():
+            self.seed_cut = True
+            return
+        key = corpus.case_key(case)
+        if key[:16] in self.seen:
+            return
+        self.seen.add(key[:16])
+        variants = variants_for(case, self.cfg.variants)
+        res = self.run_case(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
+        if res.get("incomplete"):
+            self.seen.discard(key[:16])
+            self.session.cut += 1
+            self.seed_cut = True
+            return
+        fails = self.current.program(case, key, res, len(self.cfg.variants) - len(variants))
+        self.progress()
+        if not fails:
+            return
+        spec, rec = min(fails, key=lambda f: shrink_cost(f[0]))   # the cheapest to recompile
+        record = {"kind": rec["status"], "variant": spec, "description": rec.get("detail", ""),
+                  "failing_variants": [v for v, _ in fails], "bins": checksum_bins(res),
+                  "found_after_seconds": round(self.elapsed(), 2), "shrunk": False,
+                  "seed": self.hseed, "key": key}
+        self.pending_bin, first = self.keep(case, record)
+        if self.cfg.shrink and first and self.shrinks_done < self.cfg.max_shrinks:
+            self.pending = record
+            self.shrinker = Shrinker(self.run_case, spec, rec["status"], case, key, res, self.cfg.shrink_seconds,
+                                     self.progress)
+            found()
+        self.record(case, record)
+        if self.cfg.stop_on_failure:
+            self.stopped = True
+
+    def keep(self, case, record: dict) -> tuple:
+        """Into the campaign directory at once (never lost); (its bin, whether the bin still
+        needs a shrunk kernel)."""
+        if self.state is None:
+            return None, True
+        b, first = self.state.add_failure({**record, "case": corpus.case_to_json(case)})
+        return b, first and b not in self.state.shrunk
+
+    # ------------------------------------------------------------ results
+    def finish_shrink(self):
+        sh, record = self.shrinker, self.pending
+        case, stats = sh.finish()
+        record.update(stats)
+        record["description"] = sh.description(record["description"])
+        # the minimal case on the whole matrix: which variants share the bug
+        res = self.run_case(case, variants_for(case, self.cfg.variants))
+        if not res["discard"]:
+            record["bins"] = checksum_bins(res)
+            record["failing_variants"] = [v for v, _ in failures_of(res)] or [sh.spec]
+        self.shrinker = None
+        self.shrinks_done += 1
+        self.record(case, record)
+        if self.state is not None:      # the bin stays the found program's
+            self.state.add_shrunk(self.pending_bin, {**record, "case": corpus.case_to_json(case)})
+        if self.cfg.stop_on_failure:
+            self.stopped = True
+
+    def record(self, case, record: dict):
+        from ...refimpl.printer import format_kernel
+        record["kernel"] = format_kernel(case.kernel)
+        record["case"] = case.describe()
+        record["inputs_seed"] = case.seed
+        record["n"], record["block"], record["consts"] = case.n, case.block, dict(case.consts)
+        if self.cfg.corpus_dir and self.corpus_writes < self.cfg.max_corpus_writes:
+            name = f"fuzz-{record['kind']}-{corpus.case_key(case)[:10]}"
+            note = (f"found by `cohort fuzz --seed {self.cfg.seed}`"
+                    + (f" with injected bug(s) {', '.join(self.cfg.bugs)}" if self.cfg.bugs else ""))
+            path = corpus.save_case(self.cfg.corpus_dir, case, name=name,
+                                    variants=record["failing_variants"], expected="agree", note=note,
+                                    found={k: record[k] for k in ("kind", "variant", "description", "kernel",
+                                                                  "bins", "shrunk")})
+            record["case_file"] = path
+            self.corpus_writes += 1
+        self.failures.append(record)
+
+    def end_seed(self, index: int):
+        """The seed's programs into the session; into the campaign directory if all of them ran."""
+        if self.state is not None and not self.seed_cut and not self.interrupted:
+            self.state.commit_seed(self.hseed, index, self.current, worker=f"local:{os.getpid()}")
+            self.seeds_done += 1
+        self.session.add(self.current)
+        self.current = Tally()
+
+    # ------------------------------------------------------------ driver
+    def run(self) -> dict:
+        from hypothesis import given, seed
+
+        from ..generate import cases
+        own_pool = self.pool is None
+        if own_pool:
+            self.pool = InProcess(self.cfg.bugs) if self.cfg.jobs == 0 else WorkerPool(self.cfg.jobs, self.cfg.bugs)
+        strategy = cases(max_stmts=self.cfg.max_stmts)
+        self.t0 = time.monotonic()
+        index = runs = 0
+        try:
+            while not self.time_up() and (self.cfg.seeds is None or index < self.cfg.seeds):
+                self.hseed = seed_value(self.cfg.seed, index)
+                if self.state is not None and self.state.is_done(self.hseed):
+                    index += 1
+                    continue
+                self.seed_cut = False
+                t_seed = time.monotonic()
+                test = hypothesis_settings(self.cfg.batch, True)(seed(self.hseed)(given(strategy)(self.test)))
+                runs += 1
+                try:
+                    test()
+                except Internal:
+                    raise self.internal
+                except KeyboardInterrupt:
+                    self.interrupted = True
+                    if self.shrinker is not None:     # keep the smallest failing case seen so far
+                        self.pending["shrink_steps"] = self.shrinker.steps
+                        self.record(self.shrinker.best, self.pending)
+                        self.shrinker = None
+                    break
+                except BaseException:  # noqa: BLE001 - Found, or Hypothesis' flaky wrappers of it
+                    if self.internal is not None:
+                        raise self.internal
+                    if self.shrinker is None:
+                        raise
+                    self.finish_shrink()
+                if self.shrinker is not None:      # Hypothesis gave up without reporting: keep the best
+                    self.finish_shrink()
+                self.current.seconds = time.monotonic() - t_seed
+                self.end_seed(index)
+                index += 1
+        finally:
+            if self.current.generated or self.current.cut:
+                self.end_seed(index)
+            if own_pool:
+                self.pool.close(kill=self.interrupted)
+            self.progress(final=True)
+        return self.report(runs)
+
+    def report(self, batches: int = 0) -> dict:
+        r = session_report(self.cfg, self.session, self.elapsed(), self.failures, self.interrupted)
+        s = self.session
+        r.update(hypothesis_batches=batches, worker_restarts=getattr(self.pool, "restarts", 0),
+                 worker_crashes=getattr(self.pool, "crashes", 0),
+                 worker_rates={f"local:{os.getpid()}:jobs={self.cfg.jobs}": {
+                     "programs": s.programs, "seconds": round(s.seconds, 2),
+                     "programs_per_second": round(s.programs / max(s.seconds, 1e-9), 3)}})
+        if self.state is not None:
+            r["campaign"] = campaign_summary(self.state, self.seeds_done)
+            self.state.write_summary(r)
+        return r
+
+
+def session_report(cfg: CampaignConfig, t: Tally, seconds: float, failures: list, interrupted: bool) -> dict:
+    gen = max(t.generated, 1)
+    return {
+        "seed": cfg.seed,
+        "seconds": round(seconds, 2),
+        "programs": t.programs,
+        "generated": t.generated,
+        "discarded": t.discarded,
+        "discard_rate": round(t.discarded / gen, 4),
+        "discard_reasons": dict(t.discard_reasons),
+        "variant_runs": t.variant_runs,
+        "variants_skipped": t.skipped,
+        "programs_cut_by_time_box": t.cut,
+        "programs_per_second": round(t.programs / max(seconds, 1e-9), 3),
+        "variant_runs_per_second": round(t.variant_runs / max(seconds, 1e-9), 2),
+        "mismatches": t.mismatches,
+        "failing_programs": t.failing_programs,
+        "failure_kinds": dict(t.failure_kinds),
+        "failures": failures,
+        "bins": {str(k): v for k, v in sorted(t.bins.items())},
+        "variants": list(cfg.variants),
+        "fast_math": FAST_MATH_NOTE,
+        "injected_bugs": list(cfg.bugs),
+        "interrupted": interrupted,
+        "coverage": t.coverage.report(),
+    }
+
+
+def campaign_summary(state: CampaignState, seeds_this_run: int) -> dict:
+    """The whole campaign so far (every run of it), from its directory."""
+    t = state.total
+    bins = state.bins()
+    return {
+        "dir": os.path.abspath(state.dir),
+        "seeds_done": len(state.done),
+        "seeds_this_run": seeds_this_run,
+        "programs": t.programs,
+        "variant_runs": t.variant_runs,
+        "discarded": t.discarded,
+        "mismatches": t.mismatches,
+        "failing_programs": t.failing_programs,
+        "failure_bins": {b: {"count": v["count"], "kind": v["first"]["kind"], "variant": v["first"]["variant"],
+                             "shrunk": v["shrunk"] is not None,
+                             "case_file": os.path.join(state.cases_dir, f"{b}.json")} for b, v in bins.items()},
+        "coverage_gaps": t.coverage.report()["gaps"],
+        "workers": {w: {**v, "programs_per_second": round(v["programs"] / max(v["seconds"], 1e-9), 3)}
+                    for w, v in state.workers.items()},
+    }
+
+
+def default_corpus_dir() -> Optional[str]:
+    """tests/corpus of the source tree this package runs from, if there is one."""
+    here = os.path.abspath(__file__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
+    d = os.path.join(root, "tests", "corpus")
+    return d if os.path.isdir(d) else None
+
+
+def run_campaign(seconds: float = 60.0, seed: int = 0, **kw) -> dict:
+    """A time-boxed campaign (see CampaignConfig); injected bugs active in the caller
+    (`inject_bug_TESTING_ONLY`) are passed on to the workers. With `scheduler`, it runs on
+    a Dask cluster (cluster.py); with `campaign_dir`, it resumes and records there."""
+    from ...backend import inject
+    bugs = tuple(sorted(set(kw.pop("bugs", ())) | set(inject.key())))
+    cfg = CampaignConfig(seconds=seconds, seed=seed, bugs=bugs, **kw)
+    state = open_state(cfg)
+    try:
+        if cfg.scheduler:
+            from .cluster import ClusterCampaign
+            return ClusterCampaign(cfg, state).run()
+        return Campaign(cfg, state=state).run()
+    finally:
+        if state is not None:
+            state.close()

@@ -1,0 +1,278 @@
+"""Worker processes: a fuzz case's variants compiled and checked away from the campaign.
+
+A worker is `python -m cohort.verify.fuzz --worker`: it reads one request (a
+case as JSON and the variants to run) per line on stdin and answers with
+tagged JSON events (ready, ref, begin, result, done). An LLVM fatal error
+kills a worker, not the campaign: the variant it was compiling is reported
+as a crash and the worker restarted; a hang is killed after a timeout; a
+worker is recycled after a number of compiles because every JIT compile
+leaks memory (the JIT keeps every module it linked). With `jobs >= 2` the variants of a case are
+split over several workers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+from .. import corpus
+from ..execute import FAILURE_STATUSES, execute
+
+WORKER_TAG = "@@"
+
+
+def worker_main(bugs: tuple = ()):
+    """Serve requests (one JSON line each) on stdin; answer with tagged JSON lines."""
+    import signal
+    from ...backend import inject
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the campaign's to handle, not ours
+    real_stdout = sys.stdout
+    sys.stdout = sys.stderr            # anything else printed goes to the log, not the protocol
+
+    def emit(ev):
+        real_stdout.write(WORKER_TAG + json.dumps(ev) + "\n")
+        real_stdout.flush()
+
+    crash_on = os.environ.get("COHORT_FUZZ_TEST_CRASH")   # tests: abort when compiling this variant
+    with inject.inject_bug_TESTING_ONLY(*bugs):
+        emit({"event": "ready", "pid": os.getpid()})
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            req = json.loads(line)
+            case = corpus.case_from_json(req["case"])
+
+            def hook(ev):
+                emit(ev)
+                if crash_on and ev.get("event") == "begin" and ev["variant"] == crash_on:
+                    os.abort()
+            execute(case, req["variants"], hook)
+            emit({"event": "done"})
+
+
+class Worker:
+    def __init__(self, bugs: tuple):
+        self.log = tempfile.TemporaryFile(mode="w+")
+        cmd = [sys.executable, "-m", "cohort.verify.fuzz", "--worker"]
+        if bugs:
+            cmd += ["--inject", ",".join(bugs)]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, bufsize=1)
+        self.lines: queue.Queue = queue.Queue()
+        self.compiles = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith(WORKER_TAG):
+                self.lines.put(json.loads(line[len(WORKER_TAG):]))
+        self.lines.put(None)
+
+    def next(self, timeout: float):
+        try:
+            return self.lines.get(timeout=timeout)
+        except queue.Empty:
+            return "timeout"
+
+    def send(self, req: dict):
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+
+    def death(self) -> str:
+        try:
+            rc = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            rc = None
+        what = "still running" if rc is None else (f"killed by signal {-rc}" if rc < 0 else f"exit code {rc}")
+        self.log.seek(0)
+        tail = self.log.read()[-600:].strip().replace("\n", " | ")
+        return f"worker {what}" + (f"; stderr: {tail}" if tail else "")
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self.log.close()
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+class WorkerPool:
+    """`jobs` worker processes; a case's variants are split over them."""
+
+    def __init__(self, jobs: int = 1, bugs: tuple = (), recycle_compiles: int = 250,
+                 timeout: float = 120.0):
+        self.jobs, self.bugs = max(1, jobs), tuple(bugs)
+        self.recycle, self.timeout = recycle_compiles, timeout
+        self.workers: list = [None] * self.jobs
+        self.restarts = 0
+        self.crashes = 0
+        self.closed = False
+        self.executor = ThreadPoolExecutor(self.jobs) if self.jobs > 1 else None
+
+    def _worker(self, i: int) -> Worker:
+        w = self.workers[i]
+        if w is None:
+            w = self.workers[i] = Worker(self.bugs)
+            ev = w.next(self.timeout)
+            if not isinstance(ev, dict) or ev.get("event") != "ready":
+                msg = w.death()
+                w.kill()
+                self.workers[i] = None
+                raise RuntimeError(f"fuzz worker failed to start: {msg}")
+        return w
+
+    def _retire(self, i: int, kill: bool = False):
+        w = self.workers[i]
+        if w is not None:
+            w.kill() if kill else w.close()
+            self.workers[i] = None
+            self.restarts += 1
+
+    def _run_part(self, i: int, doc: dict, variants: list, deadline: Optional[float] = None,
+                  stop: Optional[threading.Event] = None) -> dict:
+        out = {"discard": None, "variants": {}}
+        todo = list(variants)
+        first = True
+        while todo or first:
+            first = False
+            if self.closed or (stop is not None and stop.is_set()):
+                return out
+            w = self._worker(i)
+            w.send({"case": doc, "variants": todo})
+            current = "reference"
+            last = time.monotonic()
+            while True:
+                if stop is not None and stop.is_set():
+                    self._retire(i, kill=True)        # a failure was found: no more variants wanted
+                    return out
+                now = time.monotonic()
+                wait = max(self.timeout - (now - last), 0.0)
+                if deadline is not None:
+                    wait = min(wait, max(deadline - now, 0.0))
+                if stop is not None:
+                    wait = min(wait, 0.2)              # poll the stop flag
+                ev = w.next(wait)
+                now = time.monotonic()
+                if self.closed:                       # the campaign is over (Ctrl-C)
+                    return out
+                if ev == "timeout" and deadline is not None and now >= deadline:
+                    self._retire(i, kill=True)        # the time box ended mid-case: drop the case
+                    out["incomplete"] = True
+                    return out
+                if ev == "timeout" and now - last < self.timeout:
+                    continue
+                if isinstance(ev, dict):
+                    last = now
+                if ev == "timeout" or ev is None:
+                    status = "timeout" if ev == "timeout" else "crash"
+                    if ev == "timeout":
+                        w.kill()
+                    detail = w.death() if ev is None else f"no answer within {self.timeout:.0f} s"
+                    self.crashes += 1
+                    self._retire(i, kill=True)
+                    if current == "reference":
+                        out["discard"] = {"reason": f"interpreter {status}", "message": detail}
+                        return out
+                    if current in out["variants"]:     # between two variants: blame the next one
+                        rest = todo[todo.index(current) + 1:]
+                        if not rest:
+                            todo = []
+                            break
+                        current = rest[0]
+                    out["variants"][current] = {"variant": current, "status": status,
+                                                "detail": f"{current}: {detail}"}
+                    todo = todo[todo.index(current) + 1:]
+                    if stop is not None:
+                        stop.set()
+                    break
+                kind = ev["event"]
+                if kind == "ref":
+                    if ev.get("discard"):
+                        out["discard"] = ev["discard"]
+                    else:
+                        out["reference_checksum"] = ev["reference_checksum"]
+                elif kind == "begin":
+                    current = ev["variant"]
+                    w.compiles += 1
+                elif kind == "result":
+                    out["variants"][ev["record"]["variant"]] = ev["record"]
+                    if stop is not None and ev["record"]["status"] in FAILURE_STATUSES:
+                        stop.set()
+                elif kind == "done":
+                    todo = []
+                    if w.compiles >= self.recycle:
+                        self._retire(i)
+                    break
+            if out["discard"]:
+                return out
+        return out
+
+    def run(self, case, variants: list, deadline: Optional[float] = None,
+            stop_on_failure: bool = False) -> dict:
+        """`deadline` (time.monotonic()): past it, the case is abandoned ({"incomplete": True}).
+        `stop_on_failure`: the first failing variant ends the run (the others are not run)."""
+        doc = corpus.case_to_json(case)
+        parts = [variants[i::self.jobs] for i in range(self.jobs)]
+        parts = [(i, p) for i, p in enumerate(parts) if p] or [(0, [])]
+        stop = threading.Event() if stop_on_failure else None
+        if self.executor is None or len(parts) == 1:
+            results = [self._run_part(i, doc, p, deadline, stop) for i, p in parts]
+        else:
+            results = list(self.executor.map(lambda ip: self._run_part(ip[0], doc, ip[1], deadline, stop),
+                                             parts))
+        if any(r.get("incomplete") for r in results):
+            return {"incomplete": True, "discard": None, "variants": {}}
+        out = {"discard": None, "variants": {}}
+        for r in results:
+            if r.get("discard"):
+                return {"discard": r["discard"], "variants": {}}
+            out["reference_checksum"] = r.get("reference_checksum")
+            out["variants"].update(r["variants"])
+        out["variants"] = {v: out["variants"][v] for v in variants if v in out["variants"]}
+        return out
+
+    def close(self, kill: bool = False):
+        self.closed = True
+        for i in range(self.jobs):
+            if self.workers[i] is not None:
+                self.workers[i].kill() if kill else self.workers[i].close()
+                self.workers[i] = None
+        if self.executor is not None:
+            self.executor.shutdown()
+
+
+class InProcess:
+    """The same interface without subprocesses (debugging, replays, small runs)."""
+    restarts = crashes = 0
+
+    def __init__(self, bugs: tuple = ()):
+        self.bugs = tuple(bugs)
+
+    def run(self, case, variants: list, deadline: Optional[float] = None,
+            stop_on_failure: bool = False) -> dict:
+        from ...backend import inject
+        with inject.inject_bug_TESTING_ONLY(*self.bugs):
+            return execute(case, variants)
+
+    def close(self, kill: bool = False):
+        pass
+
