@@ -17,7 +17,7 @@ from cohort.backend.inject import inject_bug_TESTING_ONLY
 from cohort.refimpl.ir import DType
 from cohort.verify.compare import verify_build
 from cohort.verify.execute import execute, reference, run_variant
-from cohort.verify.generate import BufferSpec, Case, make_args
+from cohort.verify.gen import BufferSpec, Case, make_args
 
 WIDE = "lanes=8,full_packet=on,predicated=on,private=cohort,interleave=2"
 

@@ -32,20 +32,14 @@ message is the one line `TORCH_MISSING`.
 """
 from __future__ import annotations
 
-import ast
 import ctypes
 import functools
-import importlib.util
-import itertools
 import os
 import re
 import shutil
 import tempfile
-import threading
 import time
-import types
 import zipfile
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import numpy as np
@@ -53,8 +47,28 @@ import numpy as np
 from ..backend import jit
 from ..refimpl import ops
 from ..verify.guard import GuardedBuffer, GuardedSet
-
-TORCH_MISSING = "torch is not installed; the Inductor column needs the [torch] extra"
+from .inductor_entry import (
+    _ARGTYPE,
+    GraphFacts,
+    NativeEntry,
+    _capsule,
+    _capsule_pointer,
+    _empty_function_address,
+    _ids,
+    _record_lock,
+    _trampoline_ir,
+    analyse_output_code,
+)
+from .inductor_refs import (  # noqa: F401
+    TORCH_MISSING,
+    InductorUnavailable,
+    _fresh,
+    _torch,
+    reference,
+    reference_output,
+    torch_available,
+    unavailable_reason,
+)
 
 # Inductor is not bit-exact: Sleef exp/erf (~1 ulp), 16-lane (AVX-512)
 # reductions in another order than ours, Welford for layernorm, a blocked
@@ -75,314 +89,6 @@ REL_TOL_FACTOR = ORACLE_FACTOR       # the name cohort/audit/columns.py reads
 # skips the container's model pool and its locking (one caller, one model);
 # `AOTInductorModelContainerRun` measured the same within noise here.
 AOTI_RUN_SYMBOL = "AOTInductorModelContainerRunSingleThreaded"
-
-
-class InductorUnavailable(RuntimeError):
-    """torch (or a needed part of it) is missing; the message says so in one line."""
-
-
-# ---------------------------------------------------------------- torch, lazily
-
-_torch_mod = {}
-
-
-def torch_available() -> bool:
-    """True when torch can be imported (checked without importing it)."""
-    if "torch" in _torch_mod:
-        return _torch_mod["torch"] is not None
-    try:
-        return importlib.util.find_spec("torch") is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def unavailable_reason() -> Optional[str]:
-    """None when the Inductor column can run here, else the one-line reason."""
-    try:
-        _torch()
-    except InductorUnavailable as e:
-        return str(e)
-    return None
-
-
-def _torch():
-    if "torch" not in _torch_mod:
-        try:
-            import torch  # noqa: F401
-            import torch.nn.functional  # noqa: F401
-            _torch_mod["torch"] = torch
-        except ImportError:
-            _torch_mod["torch"] = None
-    torch = _torch_mod["torch"]
-    if torch is None:
-        raise InductorUnavailable(TORCH_MISSING)
-    return torch
-
-
-# ---------------------------------------------------------------- references
-# The operators of DESIGN §4 in eager torch, FP32, the same inputs as ours.
-# Written as an ML engineer would: library calls where torch has one.
-
-def _rmsnorm(x, w):
-    import torch
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
-
-
-def _layernorm(x, w, b):
-    import torch.nn.functional as F
-    return F.layer_norm(x, (x.shape[-1],), w, b, eps=1e-5)
-
-
-def _masked_softmax(x, mask):
-    import torch
-    # softmax over the unmasked entries; the final masked_fill also turns a
-    # fully masked row (softmax of all -inf = NaN) into zeros.
-    return torch.softmax(x.masked_fill(~mask, float("-inf")), dim=-1).masked_fill(~mask, 0.0)
-
-
-def _swiglu(a, b):
-    import torch.nn.functional as F
-    return F.silu(a) * b
-
-
-def _gelu_residual(x, r):
-    import torch.nn.functional as F
-    return F.gelu(x) + r                     # approximate="none": the exact erf form
-
-
-def _rope(x, cos, sin):
-    import torch
-    x0, x1 = x.unflatten(-1, (-1, 2)).unbind(-1)          # pairs (2k, 2k+1)
-    return torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
-
-
-def _attention(q, k, v):
-    import torch.nn.functional as F
-    rep = q.shape[1] // k.shape[1]                          # head h reads kv head h*Hkv//H
-    return F.scaled_dot_product_attention(q, k.repeat_interleave(rep, dim=1),
-                                          v.repeat_interleave(rep, dim=1))   # scale 1/sqrt(D)
-
-
-def _gelu(x):
-    import torch.nn.functional as F
-    return F.gelu(x)
-
-
-def _gelu_tanh(x):
-    import torch.nn.functional as F
-    return F.gelu(x, approximate="tanh")
-
-
-def _rope_half(x, cos, sin):
-    import torch
-    h = cos.shape[-1]                                       # x [N, S, D], cos/sin [S, R/2]
-    x0, x1 = x[..., :h], x[..., h:2 * h]
-    return torch.cat((x0 * cos - x1 * sin, x0 * sin + x1 * cos, x[..., 2 * h:]), dim=-1)
-
-
-def _rope_pairs(x, cos, sin):
-    import torch
-    h = cos.shape[-1]
-    x0, x1 = x[..., 0:2 * h:2], x[..., 1:2 * h:2]
-    rot = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2)
-    return torch.cat((rot, x[..., 2 * h:]), dim=-1)
-
-
-def _attention_causal(q, k, v):
-    import torch
-    import torch.nn.functional as F
-    rep = q.shape[1] // k.shape[1]
-    sq, skv = q.shape[2], k.shape[2]
-    keep = torch.ones(sq, skv, dtype=torch.bool).tril(diagonal=skv - sq)   # bottom-right
-    return F.scaled_dot_product_attention(q, k.repeat_interleave(rep, dim=1),
-                                          v.repeat_interleave(rep, dim=1), attn_mask=keep)
-
-
-_REFERENCES = {"rmsnorm": _rmsnorm, "layernorm": _layernorm, "masked_softmax": _masked_softmax,
-               "swiglu": _swiglu, "gelu_residual": _gelu_residual, "rope": _rope,
-               "attention": _attention, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "rope_half": _rope_half,
-               "rope_pairs": _rope_pairs, "attention_causal": _attention_causal}
-
-
-def reference(op_name: str) -> Callable:
-    """The eager-torch function of an operator: `f(*input tensors in operator order) -> tensor`."""
-    _torch()
-    ops.get(op_name)
-    return _REFERENCES[op_name]
-
-
-def reference_output(op_name: str, inputs: dict) -> np.ndarray:
-    """The eager torch output (float32 numpy, logical shape) for `inputs`."""
-    torch = _torch()
-    op = ops.get(op_name)
-    with torch.no_grad():
-        y = reference(op_name)(*[torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in op.inputs])
-    return y.numpy().copy()
-
-
-def _fresh(fn: Callable) -> Callable:
-    """A copy of `fn` with its own code object, hence its own Dynamo cache:
-    one compiled graph per column (no recompile limit across sizes, and the
-    E2E figure checks one guard set, not every size compiled before)."""
-    if not isinstance(fn, types.FunctionType):
-        return fn
-    return types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__,
-                              fn.__defaults__, fn.__closure__)
-
-
-# ---------------------------------------------------------------- output-code analysis
-
-_ALLOWED_CALLS = {"assert_size_stride", "assert_alignment", "empty_strided_cpu", "reinterpret_tensor",
-                  "alloc_from_pool", "args.clear", "len", "range"}
-_ARGTYPE = {"int64_t": "i64", "long": "i64", "float": "float", "double": "double"}
-
-
-def _dotted(node) -> str:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return _dotted(node.value) + "." + node.attr
-    if isinstance(node, ast.Call):
-        return _dotted(node.func) + "()"
-    if isinstance(node, ast.Subscript):
-        return _dotted(node.value) + "[]"
-    return type(node).__name__
-
-
-@dataclass
-class GraphFacts:
-    """What the output-code module's `call()` does, read from its source."""
-    kernels: dict                 # name -> list of C argument types
-    sequence: list                # kernel names in call order (static)
-    foreign: list                 # calls that are neither allocation/view nor a generated kernel
-    omp_threads: int              # thread count baked into the kernels (1: no OpenMP region)
-    vector_lanes: list            # Vectorized widths seen (16 on AVX-512, 8 on AVX2)
-    control_flow: bool            # loops/branches in call(): the static sequence may not be the run's
-
-
-def analyse_output_code(source: str) -> GraphFacts:
-    """Parse an Inductor CPU output-code module (the file PyCodeCache loaded)."""
-    tree = ast.parse(source)
-    kernels = {}
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Call) and _dotted(node.value.func).endswith(".cpp_pybinding")):
-            argtypes = ast.literal_eval(node.value.args[0])
-            kernels[node.targets[0].id] = list(argtypes)
-    call = None
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "call":
-            call = node
-            break
-    if call is None:
-        raise ValueError("output code has no call() function")
-    sequence, foreign, control = [], [], False
-    for node in ast.walk(call):
-        if isinstance(node, (ast.For, ast.While, ast.If, ast.IfExp, ast.Try, ast.With)):
-            control = True
-        if isinstance(node, ast.Call):
-            name = _dotted(node.func)
-            if name in kernels:
-                sequence.append((node.lineno, node.col_offset, name))
-            elif name not in _ALLOWED_CALLS:
-                foreign.append(name)
-    sequence = [n for _, _, n in sorted(sequence)]
-    threads = [int(t) for t in re.findall(r"#pragma\s+omp\s+parallel[^\n]*num_threads\((\d+)\)", source)]
-    if re.search(r"#pragma\s+omp\s+parallel(?![^\n]*num_threads)", source):
-        threads.append(-1)     # an OpenMP region without a baked count: runtime-dependent
-    lanes = sorted({int(n) for n in re.findall(r"Vectorized<float>::loadu\([^;]*?static_cast<int64_t>\((\d+)\)\)",
-                                                 source)} |
-                   {int(n) for n in re.findall(r"x\d+\+=static_cast<int64_t>\((\d+)L?\)", source) if int(n) > 1})
-    return GraphFacts(kernels, sequence, sorted(set(foreign)), max(threads) if threads else 1, lanes, control)
-
-
-# ---------------------------------------------------------------- the native entry
-
-_ids = itertools.count()
-_record_lock = threading.Lock()
-_empty = {}
-
-
-def _empty_function_address() -> int:
-    """A JIT function that returns at once (called with any arity: the SysV ABI allows it)."""
-    if not _empty:
-        linked = jit.compile_module("define void @cohort_inductor_empty() {\n  ret void\n}\n",
-                                    ["cohort_inductor_empty"])
-        _empty["keep"] = linked
-        _empty["addr"] = linked.addresses["cohort_inductor_empty"]
-    return _empty["addr"]
-
-
-_LLTYPE = {"ptr": "ptr", "i64": "i64", "float": "float", "double": "double"}
-
-
-def _trampoline_ir(name: str, calls: list) -> str:
-    """`void name(ptr args)`: for each (address, [types]) call address(args[k], ...), slots in order."""
-    lines = [f"define void @{name}(ptr %args) {{", "entry:"]
-    slot = 0
-    for c, (addr, types_) in enumerate(calls):
-        vals = []
-        for j, t in enumerate(types_):
-            lt = _LLTYPE[t]
-            lines.append(f"  %p{c}_{j} = getelementptr i64, ptr %args, i64 {slot}")
-            lines.append(f"  %a{c}_{j} = load {lt}, ptr %p{c}_{j}, align 8")
-            vals.append(f"{lt} %a{c}_{j}")
-            slot += 1
-        lines.append(f"  %f{c} = inttoptr i64 {addr} to ptr")
-        lines.append(f"  call void %f{c}({', '.join(vals)})")
-    lines += ["  ret void", "}", ""]
-    return "\n".join(lines)
-
-
-@dataclass
-class NativeEntry:
-    """What the native timer needs: `time_entry(fn_address, arg_address, iters, samples)`.
-
-    `overhead_address` is the same trampoline calling an empty function in
-    place of every kernel (same arities, same argument loads; for AOTInductor:
-    the tensor-handle juggling without the model run), to subtract the
-    harness's and trampoline's own per-call cost where wanted.
-    """
-    fn_address: int
-    arg_address: int
-    overhead_address: int
-    kind: str                     # "inductor-kernels" | "aoti"
-    whole_graph: bool
-    kernels: list                 # names, in call order
-    note: str = ""
-    _keep: list = field(default_factory=list, repr=False)
-    _status: Optional[Callable] = field(default=None, repr=False)
-
-    def run(self) -> None:
-        """One call of the entry from Python (ctypes)."""
-        ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.fn_address)(self.arg_address)
-
-    def errors(self) -> int:
-        """Failed calls counted by the entry so far (AOTInductor run error codes; 0 for kernels)."""
-        return int(self._status()) if self._status else 0
-
-    def time_ns(self, iters: int, samples: int) -> np.ndarray:
-        from ..backend import timer
-        return timer.time_entry(self.fn_address, self.arg_address, iters, samples)
-
-    def overhead_ns(self, iters: int, samples: int) -> np.ndarray:
-        from ..backend import timer
-        return timer.time_entry(self.overhead_address, self.arg_address, iters, samples)
-
-
-def _capsule_pointer(capsule) -> int:
-    """The pointer in a nameless PyCapsule (torch._C._aoti hands AtenTensorHandles out so)."""
-    api = ctypes.pythonapi
-    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-    return int(api.PyCapsule_GetPointer(capsule, None))
-
-
-def _capsule(pointer: int):
-    api = ctypes.pythonapi
-    api.PyCapsule_New.restype = ctypes.py_object
-    api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    return api.PyCapsule_New(pointer, None, None)
 
 
 # ---------------------------------------------------------------- the column

@@ -17,7 +17,7 @@ import numpy as np
 from ..refimpl.ir import ParamKind
 from .checksum import canonical_bytes
 from .compare import verify_build
-from .generate import make_args
+from .gen import make_args
 
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
                     "reference_error", "specialise_mismatch")

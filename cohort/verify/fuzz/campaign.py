@@ -211,7 +211,7 @@ class Campaign:
     def run(self) -> dict:
         from hypothesis import given, seed
 
-        from ..generate import cases
+        from ..gen import cases
         own_pool = self.pool is None
         if own_pool:
             self.pool = InProcess(self.cfg.bugs) if self.cfg.jobs == 0 else WorkerPool(self.cfg.jobs, self.cfg.bugs)

@@ -53,7 +53,7 @@ def draw_seed(hseed: int, examples: int, max_stmts: int) -> list:
     from hypothesis import given, seed
     from hypothesis.errors import HypothesisDeprecationWarning
 
-    from ..generate import cases
+    from ..gen import cases
     from .shrink import hypothesis_settings
     out = []
 

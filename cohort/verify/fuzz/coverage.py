@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 
 from ...refimpl.ir import For, If, Op, PStore, Store, Collective, stmt_exprs, walk_expr, walk_stmts
-from ..generate import make_args
+from ..gen import make_args
 
 
 EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",

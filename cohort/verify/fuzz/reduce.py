@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 
 from ...refimpl.ir import Assign, For, If, Kernel, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
-from ..generate import Case
+from ..gen import Case
 
 
 def _with_body(case, body) -> Case:

@@ -115,7 +115,7 @@ def shrink_found(run, record: dict, seconds: float, examples: int, max_stmts: in
     """Shrink a failure record (case JSON, variant, kind, seed) found elsewhere; (case, stats, shrinker)."""
     from hypothesis import given, seed as hseed
 
-    from ..generate import cases
+    from ..gen import cases
     case = corpus.case_from_json(record["case"])
     key = corpus.case_key(case)
     sh = Shrinker(run, record["variant"], record["kind"], case, key, None, seconds, on_step)
