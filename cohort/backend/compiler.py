@@ -328,7 +328,7 @@ def _handle_key(k, consts, variant: Variant, n):
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
         full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-        return (k, ckey, variant, bool(full), inject.key(), fma_lowering())
+        return (k, ckey, variant, bool(full), fma_lowering(), inject.key())   # inject.key() stays last
     except (TypeError, AttributeError, ValueError):
         return None
 
