@@ -17,7 +17,8 @@ from cohort.refimpl.ir import DType, For, Op, walk_expr, walk_stmts, stmt_exprs
 from cohort.refimpl.spec import validate
 from cohort.verify import corpus
 from cohort.verify.checksum import bitwise_equal
-from cohort.verify.fuzz import EXPECTED_ACCESS, EXPECTED_EFFECTS, EXPECTED_STRUCTURE, Coverage, execute
+from cohort.verify.fuzz import Coverage, execute
+from cohort.verify.fuzz.coverage import EXPECTED_ACCESS, EXPECTED_EFFECTS, EXPECTED_STRUCTURE
 from cohort.verify.gen import (BufferSpec, Case, Steering, all_categories, categories, fill, generate,
                                make_args, source_round_trip)
 from cohort.verify.gen import steer as steer_mod

@@ -1,7 +1,12 @@
-"""A readable printer. Its output is valid frontend source: printing a kernel
-and parsing the text again gives a kernel with the same meaning (shared
+"""The printer. Its output is valid frontend source: printing a kernel and
+parsing the text again gives a kernel with the same meaning (shared
 subexpressions are printed once per use). How each operation is written is its
-registry record's `spelling` (opdefs.py); this file implements each form once."""
+registry record's `spelling` (opdefs.py); this file implements each form once.
+
+Two styles: readable (the default: weakly typed literals, minimal parentheses)
+and `exact` (typed literals `f32(1.5)`, `i32(-3)`, every operation
+parenthesised), whose text the frontend turns back into the same IR node for
+node — the fuzzer's source path (verify/gen/pysource.py) relies on it."""
 from __future__ import annotations
 
 import math
@@ -10,7 +15,11 @@ from .ir import Assign, Collective, DType, Expr, For, If, Kernel, ParamKind, Pri
 from .opdefs import OPDEFS
 
 
-def _literal(v, dt: DType) -> str:
+def _literal(v, dt: DType, exact: bool = False) -> str:
+    if exact and dt is not DType.BOOL:
+        if dt is DType.F32:
+            return f"f32({_literal(v, dt)})"
+        return f"{dt.value}({int(v)})"
     if dt is DType.F32:
         if math.isnan(v):
             return "NAN"
@@ -22,61 +31,71 @@ def _literal(v, dt: DType) -> str:
     return repr(int(v)) if dt is DType.I32 else f"u32({int(v)})"
 
 
-def format_expr(e: Expr, prec: int = 0) -> str:
-    """`e` as source, parenthesised where an operator binding at `prec` needs it."""
+_ALL = 99     # a binding level above every operator's: parenthesise whatever is printed at it
+
+
+def format_expr(e: Expr, prec: int = 0, exact: bool = False) -> str:
+    """`e` as source, parenthesised where an operator binding at `prec` needs it
+    (`exact`: typed literals, every operation parenthesised)."""
     d = OPDEFS[e.op]
     sp = d.spelling_for(e)
-    return _FORMS[sp.form](e, sp, prec)
+    return _FORMS[sp.form](e, sp, _ALL if exact else prec, exact)
 
 
-def _form_literal(e, sp, prec):
-    s = _literal(e.arg, e.dtype)
+def _sub(e: Expr, prec: int, exact: bool) -> str:
+    return format_expr(e, _ALL if exact else prec, exact)
+
+
+def _form_literal(e, sp, prec, exact):
+    s = _literal(e.arg, e.dtype, exact)
     return f"({s})" if s.startswith("-") and prec > 13 else s
 
 
-def _form_call(e, sp, prec):
+def _form_call(e, sp, prec, exact):
     # `len(x)`: the arg is the first argument; `exp(x)`: the arg is the function
     name, args = (sp.text, [] if e.arg is None else [e.arg]) if sp.text else (e.arg, [])
-    return f"{name}({', '.join(args + [format_expr(s) for s in e.src])})"
+    return f"{name}({', '.join(args + [_sub(s, 0, exact) for s in e.src])})"
 
 
-def _form_convert(e, sp, prec):
+def _form_convert(e, sp, prec, exact):
     if e.dtype is not DType.BOOL:
-        return f"{e.dtype.value}({format_expr(e.src[0])})"
+        return f"{e.dtype.value}({_sub(e.src[0], 0, exact)})"
     if e.src[0].dtype is DType.BOOL:
-        return format_expr(e.src[0], prec)
+        return format_expr(e.src[0], prec, exact)
     # no bool() in kernels: conversion to bool is x != 0
-    s = f"{format_expr(e.src[0], 6)} != {'0.0' if e.src[0].dtype is DType.F32 else '0'}"
+    zero = _literal(0, e.src[0].dtype, exact) if e.src[0].dtype is not DType.F32 else \
+        ("f32(0.0)" if exact else "0.0")
+    s = f"{_sub(e.src[0], 6, exact)} != {zero}"
     return f"({s})" if prec > 5 else s
 
 
-def _form_prefix(e, sp, prec):
-    s = f"{sp.text}{format_expr(e.src[0], min(sp.prec + 1, 14))}"
+def _form_prefix(e, sp, prec, exact):
+    s = f"{sp.text}{_sub(e.src[0], min(sp.prec + 1, 14), exact)}"
     return f"({s})" if prec > sp.prec else s
 
 
-def _form_ternary(e, sp, prec):
-    s = f"{format_expr(e.src[1], 2)} if {format_expr(e.src[0], 2)} else {format_expr(e.src[2], 1)}"
+def _form_ternary(e, sp, prec, exact):
+    s = f"{_sub(e.src[1], 2, exact)} if {_sub(e.src[0], 2, exact)} else {_sub(e.src[2], 1, exact)}"
     return f"({s})" if prec > 0 else s
 
 
-def _form_infix(e, sp, prec):
+def _form_infix(e, sp, prec, exact):
     # comparisons do not chain in our output: parenthesise nested ones
     p = sp.prec
-    s = f"{format_expr(e.src[0], p + (1 if p == 5 else 0))} {sp.text} {format_expr(e.src[1], p + 1)}"
+    s = f"{_sub(e.src[0], p + (1 if p == 5 else 0), exact)} {sp.text} {_sub(e.src[1], p + 1, exact)}"
     return f"({s})" if prec > p else s
 
 
 _FORMS = {
     "literal": _form_literal,
-    "name": lambda e, sp, prec: f"{sp.text}{e.arg}",
+    "name": lambda e, sp, prec, exact: f"{sp.text}{e.arg}",
     "call": _form_call,
-    "index": lambda e, sp, prec: f"{e.arg}[{format_expr(e.src[0])}]",
+    "index": lambda e, sp, prec, exact: f"{e.arg}[{_sub(e.src[0], 0, exact)}]",
     "prefix": _form_prefix,
     "infix": _form_infix,
     "ternary": _form_ternary,
     "convert": _form_convert,
-    "reinterpret": lambda e, sp, prec: f"{sp.text}({format_expr(e.src[0])}, {e.dtype.value})",
+    "reinterpret": lambda e, sp, prec, exact: f"{sp.text}({_sub(e.src[0], 0, exact)}, {e.dtype.value})",
 }
 
 
@@ -88,39 +107,43 @@ def _param(p) -> str:
     return f"{p.name}: {p.dtype.value}"
 
 
-def format_stmts(body, indent: int = 1) -> list:
+def format_stmts(body, indent: int = 1, exact: bool = False) -> list:
     pad = "    " * indent
     out = []
+
+    def fx(e):
+        return format_expr(e, 0, exact)
+
     for s in body:
         if isinstance(s, Assign):
-            out.append(f"{pad}{s.name} = {format_expr(s.value)}")
+            out.append(f"{pad}{s.name} = {fx(s.value)}")
         elif isinstance(s, Store):
-            out.append(f"{pad}{s.buf}[{format_expr(s.index)}] = {format_expr(s.value)}")
+            out.append(f"{pad}{s.buf}[{fx(s.index)}] = {fx(s.value)}")
         elif isinstance(s, PStore):
-            out.append(f"{pad}{s.arr}[{format_expr(s.index)}] = {format_expr(s.value)}")
+            out.append(f"{pad}{s.arr}[{fx(s.index)}] = {fx(s.value)}")
         elif isinstance(s, Private):
             dt = "bool" if s.dtype is DType.BOOL else s.dtype.value
-            out.append(f"{pad}{s.name} = private({dt}, {format_expr(s.size)})")
+            out.append(f"{pad}{s.name} = private({dt}, {fx(s.size)})")
         elif isinstance(s, Collective):
-            out.append(f"{pad}{s.name} = {s.op.value}({format_expr(s.value)})")
+            out.append(f"{pad}{s.name} = {s.op.value}({fx(s.value)})")
         elif isinstance(s, If):
-            out.append(f"{pad}if {format_expr(s.cond)}:")
-            out.extend(format_stmts(s.then, indent + 1) or [f"{pad}    pass"])
+            out.append(f"{pad}if {fx(s.cond)}:")
+            out.extend(format_stmts(s.then, indent + 1, exact) or [f"{pad}    pass"])
             if s.orelse:
                 out.append(f"{pad}else:")
-                out.extend(format_stmts(s.orelse, indent + 1))
+                out.extend(format_stmts(s.orelse, indent + 1, exact))
         elif isinstance(s, For):
-            out.append(f"{pad}for {s.var} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
-                       f"{format_expr(s.step)}):")
-            out.extend(format_stmts(s.body, indent + 1) or [f"{pad}    pass"])
+            out.append(f"{pad}for {s.var} in range({fx(s.start)}, {fx(s.stop)}, "
+                       f"{fx(s.step)}):")
+            out.extend(format_stmts(s.body, indent + 1, exact) or [f"{pad}    pass"])
         else:
             out.append(f"{pad}<{type(s).__name__}>")
     return out
 
 
-def format_kernel(k: Kernel) -> str:
+def format_kernel(k: Kernel, exact: bool = False) -> str:
     head = [f"@kernel(block={k.block})"]
     if k.consts:
         head.append("# specialised: " + ", ".join(f"{n}={v}" for n, v in k.consts))
     head.append(f"def {k.name}({', '.join(_param(p) for p in k.params)}):")
-    return "\n".join(head + (format_stmts(k.body) or ["    pass"]))
+    return "\n".join(head + (format_stmts(k.body, 1, exact) or ["    pass"]))

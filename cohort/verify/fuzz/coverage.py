@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
-
-from ...refimpl.ir import For, If, Op, PStore, Store, Collective, stmt_exprs, walk_expr, walk_stmts
-from ..gen import make_args
+from ...refimpl.ir import Op, stmt_exprs, walk_expr, walk_stmts
+from ..gen.steer import input_categories, structure_of
 
 
 EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",
@@ -29,8 +27,6 @@ class Coverage:
 
     def program(self, case):
         """Static facts of one program that ran (counted once per program)."""
-        from ...backend.shapes import ShapeAnalysis
-        from ...refimpl.specialize import specialize
         k = case.kernel
         seen = set()
         for s in walk_stmts(k.body):
@@ -42,55 +38,10 @@ class Coverage:
                         self.math[node.arg] += 1
         self.launch[f"n={case.n}"] += 1
         self.launch[f"block={case.block}"] += 1
-        sk = specialize(k, case.consts)
-        shapes = ShapeAnalysis(sk, 8)
-        facts = set()
-        stored = {s.buf for s in walk_stmts(sk.body) if isinstance(s, Store)}
-
-        def visit(body, if_depth, loop_depth):
-            for s in body:
-                if isinstance(s, If):
-                    if s.orelse:
-                        facts.add("if:else")
-                    if if_depth:
-                        facts.add("if:nested")
-                    visit(s.then, if_depth + 1, loop_depth)
-                    visit(s.orelse, if_depth + 1, loop_depth)
-                elif isinstance(s, For):
-                    u = shapes.shape(s.start).uniform and shapes.shape(s.stop).uniform
-                    facts.add("for:uniform" if u else "for:per-thread")
-                    if loop_depth:
-                        facts.add("for:nested")
-                    visit(s.body, if_depth, loop_depth + 1)
-                elif isinstance(s, Collective):
-                    facts.add(f"collective:{s.op.value}")
-                    facts.add(f"collective:{s.value.dtype.value}")
-                elif isinstance(s, PStore):
-                    facts.add("private:" + ("uniform-index" if shapes.shape(s.index).uniform else
-                                            "per-thread-index"))
-                elif isinstance(s, Store):
-                    if any(n.op is Op.LOAD and n.arg == s.buf for n in walk_expr(s.value)):
-                        facts.add("store:read-modify-write")
-                for e in stmt_exprs(s):
-                    for node in walk_expr(e):
-                        if node.op is Op.PLOAD:
-                            facts.add("private:" + ("uniform-index" if shapes.shape(node.src[0]).uniform
-                                                    else "per-thread-index"))
-                        if node.op is Op.LOAD and node.arg in stored:
-                            facts.add("read:own-slot" if _reads_own(node) else "read:neighbour")
-        visit(sk.body, 0, 0)
-        for f in facts:
+        # the generator's own category extraction, so steering and this report agree
+        for f in structure_of(k, case.consts):
             self.structure[f] += 1
-        args = make_args(case)
-        found = set()
-        for b in case.buffers:
-            a = args[b.name]
-            if a.dtype == np.float32 and a.size:
-                found |= {name for name, hit in (("nan", np.isnan(a).any()), ("inf", np.isinf(a).any()),
-                                                 ("-0", (a.view(np.uint32) == 0x80000000).any()),
-                                                 ("subnormal", ((a != 0) & (np.abs(a) < 1.17549435e-38)).any()),
-                                                 ("huge", (np.abs(a[np.isfinite(a)]) > 1e30).any())) if hit}
-        for f in found:
+        for f in input_categories(case):
             self.inputs[f] += 1
 
     def variant(self, rec: dict):
@@ -132,11 +83,3 @@ class Coverage:
                 "effect_modes": srt(self.effects), "lowering": srt(self.lowering), "launch": srt(self.launch),
                 "inputs": srt(self.inputs),
                 "gaps": gaps}
-
-
-def _reads_own(load_node) -> bool:
-    """A load of an output at the thread's own slot (no neighbour arithmetic in the index)."""
-    return not any(x.op is Op.MOD and x.src[0].op is Op.ADD and x.src[0].src[0].op is Op.THREAD_ID
-                   for x in walk_expr(load_node.src[0]))
-
-

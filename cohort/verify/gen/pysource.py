@@ -2,10 +2,10 @@
 
 `kernel_source(k)` prints a kernel as `@kernel` Python source that the frontend
 (`refimpl.frontend`) turns back into *the same IR*, node for node, not only the
-same meaning (`refimpl.printer` aims at readability: weakly typed literals,
-minimal parentheses). Literals are typed (`f32(1.5)`, `i32(-3)`, `u32(7)`,
-`f32(-0.0)`, `f32(NAN)`), every operation is parenthesised, `range` always
-gets three arguments. Two IR forms have no source spelling and are normalised
+same meaning. It is the printer's `exact` style (refimpl/printer.py; its
+default style aims at readability): literals are typed (`f32(1.5)`, `i32(-3)`,
+`u32(7)`, `f32(-0.0)`, `f32(NAN)`), every operation is parenthesised, `range`
+always gets three arguments. Two IR forms have no source spelling and are normalised
 first (`normalise`), with the same meaning: a conversion to bool is `x != 0`
 (DESIGN §3: NaN is true, -0.0 false), and a NaN literal is the canonical NaN (a
 NaN's payload is unspecified). Sharing of expression nodes is not kept (the
@@ -19,18 +19,12 @@ from __future__ import annotations
 
 import itertools
 import linecache
-import math as _math
 import struct
 
-from ...refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Private, PStore,
+from ...refimpl.printer import format_expr, format_kernel
+from ...refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, Private, PStore,
                            Store, binary, const)
 
-_SYM = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*", Op.MOD: "%", Op.AND: "&", Op.OR: "|", Op.XOR: "^",
-        Op.SHL: "<<", Op.SHR: ">>", Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "==",
-        Op.NE: "!="}
-_CALL0 = {Op.THREAD_ID: "thread_id", Op.BLOCK_ID: "block_id", Op.GLOBAL_ID: "global_id",
-          Op.BLOCK_SIZE: "block_size", Op.NUM_THREADS: "num_threads"}
-_TYPE = {DType.F32: "f32", DType.I32: "i32", DType.U32: "u32", DType.BOOL: "bool"}
 _files = itertools.count()
 
 
@@ -76,102 +70,16 @@ def normalise(k: Kernel) -> Kernel:
 
 # ---------------------------------------------------------------- printing
 
-def _literal(e: Expr) -> str:
-    v, dt = e.arg, e.dtype
-    if dt is DType.BOOL:
-        return repr(bool(v))
-    if dt is DType.F32:
-        if v != v:
-            return "f32(NAN)"
-        if _math.isinf(v):
-            return "f32(INF)" if v > 0 else "f32(-INF)"
-        return f"f32({float(v)!r})"
-    return f"{dt.value}({int(v)})"
-
-
 def expr_source(e: Expr) -> str:
-    op = e.op
-    if op is Op.CONST:
-        return _literal(e)
-    if op in (Op.VAR, Op.PARAM):
-        return e.arg
-    if op in _CALL0:
-        return f"{_CALL0[op]}()"
-    if op is Op.BUFLEN:
-        return f"len({e.arg})"
-    if op in (Op.LOAD, Op.PLOAD):
-        return f"{e.arg}[{expr_source(e.src[0])}]"
-    if op is Op.MATH:
-        return f"{e.arg}({expr_source(e.src[0])})"
-    if op in (Op.SQRT, Op.ABS):
-        return f"{op.name.lower()}({expr_source(e.src[0])})"
-    if op in (Op.MIN, Op.MAX, Op.FMA):
-        return f"{op.name.lower()}({', '.join(expr_source(s) for s in e.src)})"
-    if op is Op.CAST:
-        if e.dtype is DType.BOOL:
-            raise ValueError("a conversion to bool has no source spelling: normalise() first")
-        return f"{e.dtype.value}({expr_source(e.src[0])})"
-    if op is Op.BITCAST:
-        return f"bitcast({expr_source(e.src[0])}, {e.dtype.value})"
-    if op is Op.NEG:
-        return f"(-{expr_source(e.src[0])})"
-    if op is Op.NOT:
-        return f"(not {expr_source(e.src[0])})" if e.dtype is DType.BOOL else f"(~{expr_source(e.src[0])})"
-    if op is Op.SELECT:
-        c, a, b = (expr_source(s) for s in e.src)
-        return f"({a} if {c} else {b})"
-    if op is Op.DIV:
-        sym = "/" if e.dtype is DType.F32 else "//"
-    elif op in _SYM:
-        sym = _SYM[op]
-    else:
-        raise ValueError(f"no source spelling for {op.name}")
-    return f"({expr_source(e.src[0])} {sym} {expr_source(e.src[1])})"
-
-
-def _stmts(body, indent: int) -> list:
-    pad = "    " * indent
-    out = []
-    for s in body:
-        if isinstance(s, Assign):
-            out.append(f"{pad}{s.name} = {expr_source(s.value)}")
-        elif isinstance(s, Store):
-            out.append(f"{pad}{s.buf}[{expr_source(s.index)}] = {expr_source(s.value)}")
-        elif isinstance(s, PStore):
-            out.append(f"{pad}{s.arr}[{expr_source(s.index)}] = {expr_source(s.value)}")
-        elif isinstance(s, Private):
-            out.append(f"{pad}{s.name} = private({_TYPE[s.dtype]}, {expr_source(s.size)})")
-        elif isinstance(s, Collective):
-            out.append(f"{pad}{s.name} = {s.op.value}({expr_source(s.value)})")
-        elif isinstance(s, If):
-            out.append(f"{pad}if {expr_source(s.cond)}:")
-            out.extend(_stmts(s.then, indent + 1) or [f"{pad}    pass"])
-            if s.orelse:
-                out.append(f"{pad}else:")
-                out.extend(_stmts(s.orelse, indent + 1))
-        elif isinstance(s, For):
-            out.append(f"{pad}for {s.var} in range({expr_source(s.start)}, {expr_source(s.stop)}, "
-                       f"{expr_source(s.step)}):")
-            out.extend(_stmts(s.body, indent + 1) or [f"{pad}    pass"])
-        else:
-            raise TypeError(f"not a statement: {s!r}")
-    return out
-
-
-def _param(p) -> str:
-    if p.kind is ParamKind.BUFFER:
-        return f"{p.name}: Buffer[{_TYPE[p.dtype]}]"
-    if p.kind is ParamKind.CONST:
-        return f"{p.name}: Const[int]"
-    return f"{p.name}: {p.dtype.value}"
+    """The printer's exact style: typed literals, every operation parenthesised."""
+    return format_expr(e, exact=True)
 
 
 def kernel_source(k: Kernel) -> str:
     """`@kernel` source of a (normalised) kernel; the frontend gives back its IR."""
     if k.specialised:
         raise ValueError("a specialised kernel has no source (its Const parameters are bound)")
-    head = [f"@kernel(block={k.block})", f"def {k.name}({', '.join(_param(p) for p in k.params)}):"]
-    return "\n".join(head + (_stmts(k.body, 1) or ["    pass"])) + "\n"
+    return format_kernel(k, exact=True) + "\n"
 
 
 # ---------------------------------------------------------------- parsing
