@@ -47,6 +47,7 @@ class CampaignConfig:
     scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
     seeds_per_task: int = 1             # Dask tasks: seeds per task
     seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
+    steer: bool = True                  # weigh what this run has not covered yet (gen/steer.py)
 
     def meaning(self) -> dict:
         """What a seed of this campaign is (stored in its directory, checked on resume)."""
@@ -207,6 +208,13 @@ class Campaign:
         self.session.add(self.current)
         self.current = Tally()
 
+    def steering(self):
+        """The generator's weights from what this run has covered so far (None: unsteered)."""
+        if not self.cfg.steer:
+            return None
+        from ..gen import Steering
+        return Steering.from_report(self.session.coverage.report())
+
     # ------------------------------------------------------------ driver
     def run(self) -> dict:
         from hypothesis import given, seed
@@ -215,7 +223,6 @@ class Campaign:
         own_pool = self.pool is None
         if own_pool:
             self.pool = InProcess(self.cfg.bugs) if self.cfg.jobs == 0 else WorkerPool(self.cfg.jobs, self.cfg.bugs)
-        strategy = cases(max_stmts=self.cfg.max_stmts)
         self.t0 = time.monotonic()
         index = runs = 0
         try:
@@ -226,6 +233,9 @@ class Campaign:
                     continue
                 self.seed_cut = False
                 t_seed = time.monotonic()
+                # steering is refreshed between Hypothesis runs only: a run's shrinking replays
+                # its choices under the steering they were drawn with
+                strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering())
                 test = hypothesis_settings(self.cfg.batch, True)(seed(self.hseed)(given(strategy)(self.test)))
                 runs += 1
                 try:

@@ -26,6 +26,7 @@ import warnings
 from typing import Optional
 
 from .. import corpus
+from ..gen import Steering
 from ..matrix import shrink_cost, variants_for
 from .campaign import CampaignConfig, campaign_summary, session_report
 from .shrink import shrink_found
@@ -48,8 +49,9 @@ def _pool(bugs: tuple, timeout: float):
     return pool
 
 
-def draw_seed(hseed: int, examples: int, max_stmts: int) -> list:
-    """The programs of one seed: the campaign's Hypothesis run for it, drawn without running them."""
+def draw_seed(hseed: int, examples: int, max_stmts: int, steer=None) -> list:
+    """The programs of one seed: the campaign's Hypothesis run for it (under `steer`, a
+    gen.Steering or None), drawn without running them."""
     from hypothesis import given, seed
     from hypothesis.errors import HypothesisDeprecationWarning
 
@@ -62,7 +64,7 @@ def draw_seed(hseed: int, examples: int, max_stmts: int) -> list:
     with warnings.catch_warnings():
         # the Dask worker's own threads use the `random` module while Hypothesis draws
         warnings.simplefilter("ignore", HypothesisDeprecationWarning)
-        hypothesis_settings(examples, False)(seed(hseed)(given(cases(max_stmts=max_stmts))(keep)))()
+        hypothesis_settings(examples, False)(seed(hseed)(given(cases(max_stmts=max_stmts, steer=steer))(keep)))()
     return out
 
 
@@ -78,7 +80,8 @@ def run_seeds(seeds: list, spec: dict) -> dict:
     for index, hseed in seeds:
         time.sleep(delay)
         programs = []
-        for case in draw_seed(hseed, spec["examples"], spec["max_stmts"]):
+        steer = Steering.from_json(spec.get("steer"))
+        for case in draw_seed(hseed, spec["examples"], spec["max_stmts"], steer):
             key = corpus.case_key(case)
             if key[:16] in _seen:
                 continue
@@ -258,7 +261,9 @@ class ClusterCampaign:
                     batch = retry.pop() if retry else self.next_batch()
                     if not batch:
                         break
-                    inflight[client.submit(run_seeds, batch, spec, pure=False)] = batch
+                    if self.cfg.steer:     # what the campaign has covered when the task leaves
+                        spec["steer"] = Steering.from_report(self.session.coverage.report()).to_json()
+                    inflight[client.submit(run_seeds, batch, dict(spec), pure=False)] = batch
                 if not inflight or (self.time_up() and self.stopped):
                     break
                 if self.time_up() and self.elapsed() >= self.cfg.seconds:
