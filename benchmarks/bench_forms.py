@@ -14,6 +14,7 @@ import argparse
 import os
 
 from bench_packet import column  # a timed column at the native entry that checks its own output
+
 from cohort.audit.measure import run_rounds
 from cohort.refimpl import ops
 

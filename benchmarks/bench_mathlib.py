@@ -17,8 +17,6 @@ import subprocess
 import sys
 import types
 
-import numpy as np
-
 from cohort.audit.measure import run_rounds
 from cohort.backend import timer
 from cohort.backend.compiler import compile_kernel

@@ -46,7 +46,7 @@ def main():
     names = [n for n in a.ops.split(",") if n] or list(ops.OPERATORS)
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}  variant {a.variant}, "
           f"{a.rounds} rounds x {a.samples} samples")
-    print(f"| op | size | unsafe µs | safe µs | safe/unsafe | range | fallback |")
+    print("| op | size | unsafe µs | safe µs | safe/unsafe | range | fallback |")
     print("|---|---|---:|---:|---:|---:|---|")
     worst = 0.0
     for name in names:

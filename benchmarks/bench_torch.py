@@ -38,12 +38,12 @@ import torch
 import torch.nn.functional as F
 
 import cohort.torch as ct
-from cohort.torch import launch
-from cohort import Buffer, Const, block_id, block_size, f32, i32, kernel, thread_id
+from cohort import Buffer, block_id, block_size, f32, i32, kernel, thread_id
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.timer import calibrate_iters, time_entry
 from cohort.refimpl import ops
 from cohort.refimpl.ir import Kernel, Param, ParamKind
+from cohort.torch import launch
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -36,12 +36,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from cohort.refimpl.interpreter import Interpreter  # noqa: E402
-from cohort.refimpl.ir import (Collective, DType, For, Op, PStore, Store, stmt_exprs, walk_expr,  # noqa: E402
-                               walk_stmts)
+from cohort.refimpl.ir import Collective, DType, For, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts  # noqa: E402
 from cohort.refimpl.launch_check import check_args  # noqa: E402
 from cohort.refimpl.printer import format_expr  # noqa: E402
 from cohort.refimpl.specialize import specialize  # noqa: E402
-
 
 BEFORE = "1a90b00"      # cohort/verify/generate.py before the split into cohort.verify.gen
 

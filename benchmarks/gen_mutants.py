@@ -37,8 +37,22 @@ from gen_breadth import BEFORE, hypothesis_programs, load_before  # noqa: E402
 from cohort.refimpl import interpreter as interp_mod  # noqa: E402
 from cohort.refimpl import semantics  # noqa: E402
 from cohort.refimpl.interpreter import interpret  # noqa: E402
-from cohort.refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, Private, PStore,  # noqa: E402
-                               Store, binary, const, unary)
+from cohort.refimpl.ir import (  # noqa: E402
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Op,
+    Private,
+    PStore,
+    Store,
+    binary,
+    const,
+    unary,
+)
 from cohort.verify.checksum import bitwise_equal  # noqa: E402
 
 I32, F32 = DType.I32, DType.F32

@@ -3,12 +3,37 @@
 Kernels are defined by an exact NumPy interpreter (`cohort.refimpl`) and
 compiled by llvmlite into scalar and SIMD variants (`cohort.backend`).
 """
+from .refimpl.errors import KernelError
 from .refimpl.frontend import KernelFunction, kernel
 from .refimpl.interpreter import KernelRuntimeError, interpret
-from .refimpl.errors import KernelError
-from .refimpl.lang import (INF, NAN, Buffer, Const, bitcast, block_id, block_max, block_min,
-                           block_size, block_sum, cos, erf, exp, f32, fma, global_id, i32, log, num_threads,
-                           private, sigmoid, sin, sqrt, tanh, thread_id, u32)
+from .refimpl.lang import (
+                           INF,
+                           NAN,
+                           Buffer,
+                           Const,
+                           bitcast,
+                           block_id,
+                           block_max,
+                           block_min,
+                           block_size,
+                           block_sum,
+                           cos,
+                           erf,
+                           exp,
+                           f32,
+                           fma,
+                           global_id,
+                           i32,
+                           log,
+                           num_threads,
+                           private,
+                           sigmoid,
+                           sin,
+                           sqrt,
+                           tanh,
+                           thread_id,
+                           u32,
+)
 
 __version__ = "0.1.0"
 

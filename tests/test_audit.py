@@ -319,6 +319,7 @@ def test_replay_records_the_tree_state_and_notes_are_written(quick_run):
 def _stub_private_form(monkeypatch):
     """rmsnorm with a 'private' form, when the operators do not register one yet (same kernel)."""
     from dataclasses import replace
+
     from cohort.refimpl import ops
     op = ops.OPERATORS["rmsnorm"]
     if "private" not in [f[0] for f in op.forms]:

@@ -26,9 +26,27 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cohort import (Buffer, Const, KernelError, KernelRuntimeError, bitcast, block_id, block_max,
-                    block_min, block_size, block_sum, f32, global_id, i32, kernel, num_threads,
-                    private, sqrt, thread_id, u32)
+from cohort import (
+    Buffer,
+    Const,
+    KernelError,
+    KernelRuntimeError,
+    bitcast,
+    block_id,
+    block_max,
+    block_min,
+    block_size,
+    block_sum,
+    f32,
+    global_id,
+    i32,
+    kernel,
+    num_threads,
+    private,
+    sqrt,
+    thread_id,
+    u32,
+)
 from cohort import exp as cohort_exp
 from cohort import sigmoid as cohort_sigmoid
 from cohort.backend import compiler, timer

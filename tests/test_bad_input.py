@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import TINY, read_replay, write_replay
+from conftest import TINY_CASE as CASE
 
-from cohort.audit import artifacts, harness, suites
+from cohort.audit import harness, suites
 from cohort.cli import main
-
-from conftest import TINY, TINY_CASE as CASE, read_replay, write_replay
 
 
 def one_line(text: str) -> str:

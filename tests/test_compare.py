@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cohort import Buffer, global_id, i32, kernel
-from cohort.backend.claims import Lanes, LaneClaims, Site
+from cohort.backend.claims import LaneClaims, Lanes, Site
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.inject import inject_bug_TESTING_ONLY
 from cohort.refimpl.ir import DType

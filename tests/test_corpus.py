@@ -9,9 +9,30 @@ from hypothesis import HealthCheck, given, settings
 
 from cohort.refimpl import ops
 from cohort.refimpl.interpreter import interpret
-from cohort.refimpl.ir import (Assign, Collective, DType, For, If, Kernel, Loc, Op, Param, ParamKind,
-                               Private, PStore, Reduce, Store, binary, builtin, const, load, var,
-                               walk_expr, walk_stmts, stmt_exprs)
+from cohort.refimpl.ir import (
+    Assign,
+    Collective,
+    DType,
+    For,
+    If,
+    Kernel,
+    Loc,
+    Op,
+    Param,
+    ParamKind,
+    Private,
+    PStore,
+    Reduce,
+    Store,
+    binary,
+    builtin,
+    const,
+    load,
+    stmt_exprs,
+    var,
+    walk_expr,
+    walk_stmts,
+)
 from cohort.refimpl.printer import format_kernel
 from cohort.refimpl.spec import validate
 from cohort.refimpl.specialize import specialize

@@ -15,10 +15,10 @@ import re
 import numpy as np
 import pytest
 
+from cohort.backend.claims import Lanes, Site
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
-from cohort.backend.claims import Lanes, Site
 from cohort.refimpl.ir import Collective, Op, ParamKind, Store, stmt_exprs, walk_expr, walk_stmts
 from cohort.verify.checksum import bitwise_equal, first_difference
 from cohort.verify.compare import verify_build

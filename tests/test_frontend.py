@@ -19,9 +19,30 @@ import pytest
 
 import cohort
 import cohort as ck
-from cohort import (INF, NAN, Buffer, Const, KernelError, bitcast, block_id, block_max, block_min,
-                    block_size, block_sum, exp, f32, global_id, i32, kernel, num_threads, private,
-                    sigmoid, sqrt, thread_id, u32)
+from cohort import (
+    INF,
+    NAN,
+    Buffer,
+    Const,
+    KernelError,
+    bitcast,
+    block_id,
+    block_max,
+    block_min,
+    block_size,
+    block_sum,
+    exp,
+    f32,
+    global_id,
+    i32,
+    kernel,
+    num_threads,
+    private,
+    sigmoid,
+    sqrt,
+    thread_id,
+    u32,
+)
 from cohort.refimpl import ir
 from cohort.refimpl.frontend import FrontendError, KernelFunction
 from cohort.refimpl.interpreter import KernelRuntimeError, interpret

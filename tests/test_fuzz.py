@@ -17,8 +17,7 @@ from cohort.refimpl.ir import DType
 from cohort.refimpl.spec import validate
 from cohort.refimpl.specialize import specialize
 from cohort.verify import corpus
-from cohort.verify.fuzz import (DEFAULT_VARIANTS, KNOB_MATRIX, Coverage, WorkerPool, execute, run_campaign,
-                                variants_for)
+from cohort.verify.fuzz import DEFAULT_VARIANTS, KNOB_MATRIX, Coverage, WorkerPool, execute, run_campaign, variants_for
 from cohort.verify.gen import BufferSpec, cases, fill, make_args
 
 # Every campaign here is bounded by a number of programs (deterministic for the seed), so

@@ -13,14 +13,23 @@ import pytest
 from cohort import Buffer, f32, global_id, i32, kernel, thread_id
 from cohort.backend.inject import BUGS, inject_bug_TESTING_ONLY
 from cohort.refimpl.interpreter import interpret
-from cohort.refimpl.ir import DType, For, Op, walk_expr, walk_stmts, stmt_exprs
+from cohort.refimpl.ir import DType, For, Op, stmt_exprs, walk_expr, walk_stmts
 from cohort.refimpl.spec import validate
 from cohort.verify import corpus
 from cohort.verify.checksum import bitwise_equal
 from cohort.verify.fuzz import Coverage, execute
 from cohort.verify.fuzz.coverage import EXPECTED_ACCESS, EXPECTED_EFFECTS, EXPECTED_STRUCTURE
-from cohort.verify.gen import (BufferSpec, Case, Steering, all_categories, categories, fill, generate,
-                               make_args, source_round_trip)
+from cohort.verify.gen import (
+    BufferSpec,
+    Case,
+    Steering,
+    all_categories,
+    categories,
+    fill,
+    generate,
+    make_args,
+    source_round_trip,
+)
 from cohort.verify.gen import steer as steer_mod
 from cohort.verify.gen.index import c_rem_range, trunc_div
 

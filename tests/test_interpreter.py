@@ -14,8 +14,23 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cohort import (Buffer, Const, KernelError, KernelRuntimeError, block_id, block_size,
-                    block_sum, f32, global_id, i32, kernel, num_threads, private, thread_id, u32)
+from cohort import (
+    Buffer,
+    Const,
+    KernelError,
+    KernelRuntimeError,
+    block_id,
+    block_size,
+    block_sum,
+    f32,
+    global_id,
+    i32,
+    kernel,
+    num_threads,
+    private,
+    thread_id,
+    u32,
+)
 
 I32_MIN, I32_MAX, U32_MAX = -(2 ** 31), 2 ** 31 - 1, 2 ** 32 - 1
 BLOCKS = [1, 2, 4, 8, 16, 32, 64]
@@ -684,11 +699,11 @@ def test_private_arrays_are_zeroed_and_per_thread(xs):
 
 
 def test_count_flops_counts_active_threads_float_arithmetic_only():
-    from cohort import exp, f32, global_id, kernel
+    from cohort import exp, global_id, kernel
     from cohort.refimpl.interpreter import count_flops
+    from cohort.refimpl.ir import walk_expr
     from cohort.refimpl.mathlib import template
     from cohort.refimpl.opdefs import FLOP_OPS
-    from cohort.refimpl.ir import walk_expr
 
     @kernel(block=8)
     def k(x: Buffer[f32], y: Buffer[f32]):

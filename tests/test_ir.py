@@ -11,10 +11,31 @@ import pytest
 from cohort.refimpl import ir
 from cohort.refimpl.errors import KernelError
 from cohort.refimpl.interpreter import KernelRuntimeError, interpret
+from cohort.refimpl.ir import (
+    Assign,
+    Collective,
+    Expr,
+    For,
+    If,
+    IRTypeError,
+    Kernel,
+    Loc,
+    Op,
+    Param,
+    ParamKind,
+    Private,
+    PStore,
+    Reduce,
+    Store,
+    boolean,
+    f32,
+    i32,
+    result_dtype,
+    u32,
+    walk_expr,
+    walk_stmts,
+)
 from cohort.refimpl.opdefs import BINARY
-from cohort.refimpl.ir import (Assign, Collective, Expr, For, If, IRTypeError, Kernel, Loc, Op,
-                               Param, ParamKind, Private, PStore, Reduce, Store, boolean, f32, i32,
-                               result_dtype, u32, walk_expr, walk_stmts)
 from cohort.refimpl.spec import MAX_PRIVATE, validate
 from cohort.refimpl.specialize import specialize
 

@@ -17,8 +17,26 @@ from cohort.backend import bounds
 from cohort.refimpl import frontend, lang, printer, semantics
 from cohort.refimpl.errors import KernelError
 from cohort.refimpl.interpreter import count_flops, evaluate, interpret
-from cohort.refimpl.ir import (Assign, DType, Expr, IRTypeError, Kernel, Op, Param, ParamKind, Private, PStore,
-                               Store, builtin, const, load, param, pload, result_dtype, var)
+from cohort.refimpl.ir import (
+    Assign,
+    DType,
+    Expr,
+    IRTypeError,
+    Kernel,
+    Op,
+    Param,
+    ParamKind,
+    Private,
+    PStore,
+    Store,
+    builtin,
+    const,
+    load,
+    param,
+    pload,
+    result_dtype,
+    var,
+)
 from cohort.refimpl.opdefs import BINARY, EVALUATE, FLOP_OPS, GROUPS, OPDEFS, RECORDS
 from cohort.refimpl.printer import format_kernel
 from cohort.refimpl.spec import validate

@@ -20,10 +20,22 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from cohort import (Buffer, KernelRuntimeError, bitcast, block_max, block_min, block_sum, f32,
-                    global_id, i32, kernel, sqrt, u32)
-from cohort.refimpl.ir import DType, Op
+from cohort import (
+    Buffer,
+    KernelRuntimeError,
+    bitcast,
+    block_max,
+    block_min,
+    block_sum,
+    f32,
+    global_id,
+    i32,
+    kernel,
+    sqrt,
+    u32,
+)
 from cohort.refimpl import semantics
+from cohort.refimpl.ir import DType, Op
 
 I32_MIN, I32_MAX, U32_MAX = -(2 ** 31), 2 ** 31 - 1, 2 ** 32 - 1
 BLOCKS = [1, 2, 4, 8, 16, 32, 64]

@@ -8,14 +8,14 @@ import math
 import os
 
 import pytest
+from conftest import TINY, read_replay, write_replay
+from conftest import TINY_CASE as CASE
 
 from cohort.audit import artifacts, harness, suites
 from cohort.audit.check import check_directory
 from cohort.audit.tables import derive, render_markdown
 from cohort.audit.validate import InvalidArtifact, audit_self_digest
 from cohort.cli import main
-
-from conftest import TINY, TINY_CASE as CASE, read_replay, write_replay
 
 
 def edit_audit(d, fn):

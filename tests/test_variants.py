@@ -126,8 +126,8 @@ def test_whole_blocks_specialisation_is_chosen_by_launch_size():
 
 
 def test_whole_blocks_build_launches_other_sizes_with_the_general_build():
-    from cohort.refimpl.interpreter import KernelRuntimeError
     from cohort.backend.context import SLOT_N
+    from cohort.refimpl.interpreter import KernelRuntimeError
     op = ops.get("swiglu")
     shape = (4, 64)                                   # 256 elements: whole blocks of 32
     launch = op.launch(shape)

@@ -79,6 +79,7 @@ def dirty_out_reason(out: str) -> str:
 def environment() -> dict:
     import llvmlite
     import numpy
+
     from ..backend import jit
     env = {"cpu": _cpu(), "os": platform.platform(), "python": sys.version.split()[0],
            "numpy": numpy.__version__, "llvmlite": llvmlite.__version__, "host": jit.host(),

@@ -36,8 +36,7 @@ from collections import defaultdict
 
 from llvmlite import ir
 
-from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Store, stmt_exprs,
-                          walk_stmts)
+from ..refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Store, stmt_exprs, walk_stmts
 from ..refimpl.opdefs import OPDEFS
 
 I64 = ir.IntType(64)

@@ -37,9 +37,25 @@ from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
 from . import inject, jit
 from .claims import LaneClaims
-from .context import (ERR_LOAD_OOB, ERR_NONE, ERR_PARTIAL_BLOCK, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_STORE_OOB, ERR_UNPROVEN,
-                      MAX_SCRATCH_BYTES, SCRATCH_ALIGN, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N, SLOT_SCRATCH, SLOT_SCRATCH_BYTES,
-                      abi_slots, private_layout)
+from .context import (
+    ERR_LOAD_OOB,
+    ERR_NONE,
+    ERR_PARTIAL_BLOCK,
+    ERR_PRIVATE_OOB,
+    ERR_SCRATCH,
+    ERR_STORE_OOB,
+    ERR_UNPROVEN,
+    MAX_SCRATCH_BYTES,
+    SCRATCH_ALIGN,
+    SLOT_BEGIN,
+    SLOT_END,
+    SLOT_ERR,
+    SLOT_N,
+    SLOT_SCRATCH,
+    SLOT_SCRATCH_BYTES,
+    abi_slots,
+    private_layout,
+)
 from .facts import code_facts
 from .launch_plan import LaunchPlan
 from .lower_ops import fma_lowering

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Optional
 
-from . import inject
-from ..refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store,
-                          walk_expr, walk_stmts)
+from ..refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store, walk_expr, walk_stmts
 from ..refimpl.opdefs import OPDEFS
+from . import inject
 
 BIG_ALIGN = 1 << 30
 
@@ -237,7 +236,7 @@ _RANK = {"uniform": 0, "contiguous": 1, "strided": 2, "gather": 3, "scatter": 3}
 
 def access_profile(kernel: Kernel, width: int) -> dict:
     """How every access and `if` of a kernel would be lowered at a vector width."""
-    from ..refimpl.ir import walk_stmts, stmt_exprs
+    from ..refimpl.ir import stmt_exprs, walk_stmts
     sa = ShapeAnalysis(kernel, width)
     prof = {}
     for s in walk_stmts(kernel.body):
@@ -264,7 +263,7 @@ def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
     most = kernel.block // lanes
     if requested != "auto":
         if requested > most:
-            from .variant import VariantError   # the variant does not fit this kernel: bad input
+            from .variant import VariantError  # the variant does not fit this kernel: bad input
             raise VariantError(f"interleave {requested} x lanes {lanes} exceeds the block ({kernel.block})")
         return int(requested)
     base = access_profile(kernel, lanes)

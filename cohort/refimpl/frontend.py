@@ -16,8 +16,23 @@ from typing import Optional
 
 from . import ir
 from .errors import KernelError
-from .ir import (Assign, Collective, DType, Expr, For, If, IRTypeError, Kernel, Loc, Op, Param,
-                 ParamKind, Private, PStore, Store)
+from .ir import (
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    IRTypeError,
+    Kernel,
+    Loc,
+    Op,
+    Param,
+    ParamKind,
+    Private,
+    PStore,
+    Store,
+)
 from .lang import BufferType, ConstType, ScalarType, _Builtin
 from .opdefs import GROUPS, RECORDS
 from .spec import validate

@@ -231,7 +231,7 @@ def log_(x: Expr) -> Expr:
                   select(binary(Op.EQ, x, c(0.0)), c(-INF), c(float("nan"))))
 
 
-from .mathlib_trig import cos_, sin_   # noqa: E402  (they use the helpers above)
+from .mathlib_trig import cos_, sin_  # noqa: E402  (they use the helpers above)
 
 
 @dataclass(frozen=True)

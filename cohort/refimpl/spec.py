@@ -12,8 +12,26 @@ import numpy as np
 
 from . import mathlib
 from .errors import KernelError
-from .ir import (Assign, Collective, DType, Expr, For, I32_MAX, I32_MIN, IRTypeError, If, Kernel, Loc, Op,
-                 ParamKind, Private, PStore, Store, U32_MAX, walk_expr)
+from .ir import (
+    I32_MAX,
+    I32_MIN,
+    U32_MAX,
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    IRTypeError,
+    Kernel,
+    Loc,
+    Op,
+    ParamKind,
+    Private,
+    PStore,
+    Store,
+    walk_expr,
+)
 from .opdefs import OPDEFS
 
 MAX_PRIVATE = 1 << 16

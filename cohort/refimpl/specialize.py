@@ -12,8 +12,23 @@ from dataclasses import replace
 import numpy as np
 
 from .errors import KernelError
-from .ir import (Collective, Expr, For, I32_MAX, I32_MIN, If, Kernel, Op, ParamKind, Private,
-                 PStore, Store, Assign, DType, const)
+from .ir import (
+    I32_MAX,
+    I32_MIN,
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Op,
+    ParamKind,
+    Private,
+    PStore,
+    Store,
+    const,
+)
 from .opdefs import OPDEFS
 from .semantics import LaneError
 from .spec import validate

@@ -19,8 +19,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
-from .ops import (OPS, attention, gelu, gelu_residual, gelu_tanh, layernorm, masked_softmax, rmsnorm, rope,
-                  swiglu)
+from .ops import OPS, attention, gelu, gelu_residual, gelu_tanh, layernorm, masked_softmax, rmsnorm, rope, swiglu
 
 __all__ = ["OPS", "DEFAULT_VARIANT", "attention", "current_variant", "gelu", "gelu_residual", "gelu_tanh",
            "kernel_op", "layernorm", "masked_softmax", "rmsnorm", "rope", "stats", "swiglu", "variant"]

@@ -9,7 +9,7 @@ generated (or hand-written) kernel in a fresh process, on any machine:
      "n": 33, "consts": {"C0": 3},
      "buffers": [{"name": "x0", "dtype": "f32", "length": 148, "fill": "data"}, ...],
      "scalars": {"sf": {"dtype": "f32", "bits": "0x7fc00000"}, ...},
-     "inputs_seed": 12345,                 # buffer contents: gen.make_args     
+     "inputs_seed": 12345,                 # buffer contents: gen.make_args
      "variants": ["lanes=8,..."] | "all", # what to replay ("all": the fuzzer's knob matrix)
      "expected": "agree" | "known_failure",
      "note": "...", "found": {...}}        # provenance: failure kind, description, printed kernel
@@ -30,8 +30,24 @@ from typing import Optional
 
 import numpy as np
 
-from ..refimpl.ir import (Assign, Collective, DTYPE_BY_NAME, DType, Expr, For, If, Kernel, Loc, Op,
-                          Param, ParamKind, Private, PStore, Reduce, Store)
+from ..refimpl.ir import (
+    DTYPE_BY_NAME,
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Loc,
+    Op,
+    Param,
+    ParamKind,
+    Private,
+    PStore,
+    Reduce,
+    Store,
+)
 from ..refimpl.opdefs import OPDEFS
 from .gen.case import FILLS
 

@@ -30,8 +30,26 @@ from ...refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, ParamKin
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
-from ..context import (ERR_PARTIAL_BLOCK, ERR_SCRATCH, I1, I8, I32T, I64, PTR, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_N,
-                       SLOT_SCRATCH, SLOT_SCRATCH_BYTES, VOID, Ctx, abi_slots, mem_type, private_layout)
+from ..context import (
+    ERR_PARTIAL_BLOCK,
+    ERR_SCRATCH,
+    I1,
+    I8,
+    I32T,
+    I64,
+    PTR,
+    SLOT_BEGIN,
+    SLOT_END,
+    SLOT_ERR,
+    SLOT_N,
+    SLOT_SCRATCH,
+    SLOT_SCRATCH_BYTES,
+    VOID,
+    Ctx,
+    abi_slots,
+    mem_type,
+    private_layout,
+)
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
 from .checks import Checks
 from .collectives import CollectiveLowering, assigned_in, names_in, split_phases

@@ -53,8 +53,6 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
     s = first + thread_id()                           # this thread's row (s >= SQ: computes, stores nothing)
     # keys a row sees: all, or (causal) up to its diagonal aligned bottom-right
     kend = min(max(s + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
-    full = kend // 8                                  # this row's whole tiles of 8 keys
-    full_lo = (min(max(first + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV) // 8
     kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
     qrow = private(f32, D)                            # the row, pre-scaled, read once
     acc = private(f32, DV)

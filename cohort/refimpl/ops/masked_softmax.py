@@ -8,8 +8,7 @@ items[ITEMS_PER_THREAD]: item k of thread t is column t + k*B), loaded once
 and read by every pass."""
 import numpy as np
 
-from ... import (INF, Buffer, Const, block_id, block_max, block_size, block_sum, exp, f32, kernel, private,
-                 thread_id)
+from ... import INF, Buffer, Const, block_id, block_max, block_size, block_sum, exp, f32, kernel, private, thread_id
 from .base import Launch, Operator, seeded_bits, seeded_normal
 
 FULLY_MASKED_ROW = 5     # the generator masks this row entirely, when it exists

@@ -241,7 +241,7 @@ class Campaign:
                 try:
                     test()
                 except Internal:
-                    raise self.internal
+                    raise self.internal from None
                 except KeyboardInterrupt:
                     self.interrupted = True
                     if self.shrinker is not None:     # keep the smallest failing case seen so far
@@ -251,7 +251,7 @@ class Campaign:
                     break
                 except BaseException:  # noqa: BLE001 - Found, or Hypothesis' flaky wrappers of it
                     if self.internal is not None:
-                        raise self.internal
+                        raise self.internal from None
                     if self.shrinker is None:
                         raise
                     self.finish_shrink()

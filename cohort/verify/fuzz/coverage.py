@@ -8,7 +8,6 @@ from collections import Counter
 from ...refimpl.ir import Op, stmt_exprs, walk_expr, walk_stmts
 from ..gen.steer import input_categories, structure_of
 
-
 EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",
                    "store:scatter", "pload:contiguous", "pload:gather", "pstore:contiguous", "pstore:scatter",
                    "if:uniform", "if:divergent")

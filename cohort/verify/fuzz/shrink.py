@@ -113,7 +113,8 @@ def hypothesis_settings(examples: int, shrink: bool):
 
 def shrink_found(run, record: dict, seconds: float, examples: int, max_stmts: int, on_step=None):
     """Shrink a failure record (case JSON, variant, kind, seed) found elsewhere; (case, stats, shrinker)."""
-    from hypothesis import given, seed as hseed
+    from hypothesis import given
+    from hypothesis import seed as hseed
 
     from ..gen import cases
     case = corpus.case_from_json(record["case"])

@@ -31,6 +31,7 @@ WORKER_TAG = "@@"
 def worker_main(bugs: tuple = ()):
     """Serve requests (one JSON line each) on stdin; answer with tagged JSON lines."""
     import signal
+
     from ...backend import inject
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the campaign's to handle, not ours
     real_stdout = sys.stdout

@@ -11,8 +11,24 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...refimpl import mathlib
-from ...refimpl.ir import (DType, Expr, Op, binary, bitcast, builtin, cast, const, fma, load, math, param, pload,
-                           select, unary, var)
+from ...refimpl.ir import (
+    DType,
+    Expr,
+    Op,
+    binary,
+    bitcast,
+    builtin,
+    cast,
+    const,
+    fma,
+    load,
+    math,
+    param,
+    pload,
+    select,
+    unary,
+    var,
+)
 from .case import BufferSpec
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL

@@ -14,8 +14,27 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...refimpl.ir import (Collective, Expr, For, If, Op, PStore, Store, binary, bitcast, builtin, cast, const,
-                           load, math, pload, select, stmt_exprs, unary, walk_expr)
+from ...refimpl.ir import (
+    Collective,
+    Expr,
+    For,
+    If,
+    Op,
+    PStore,
+    Store,
+    binary,
+    bitcast,
+    builtin,
+    cast,
+    const,
+    load,
+    math,
+    pload,
+    select,
+    stmt_exprs,
+    unary,
+    walk_expr,
+)
 from .base import BOOL, F32, I32, MATH_FUNCTIONS, U32, _Loop
 
 PLANTS_PER_PROGRAM = 8

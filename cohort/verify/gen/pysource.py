@@ -21,9 +21,8 @@ import itertools
 import linecache
 import struct
 
+from ...refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, Private, PStore, Store, binary, const
 from ...refimpl.printer import format_expr, format_kernel
-from ...refimpl.ir import (Assign, Collective, DType, Expr, For, If, Kernel, Op, Private, PStore,
-                           Store, binary, const)
 
 _files = itertools.count()
 

@@ -5,8 +5,28 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ...refimpl.ir import (Assign, Collective, Expr, For, If, Op, PStore, Reduce, Store, binary, bitcast, fma,
-                           builtin, cast, const, load, param, pload, select, var)
+from ...refimpl.ir import (
+    Assign,
+    Collective,
+    Expr,
+    For,
+    If,
+    Op,
+    PStore,
+    Reduce,
+    Store,
+    binary,
+    bitcast,
+    builtin,
+    cast,
+    const,
+    fma,
+    load,
+    param,
+    pload,
+    select,
+    var,
+)
 from .base import BOOL, F32, I32, U32, _Loop
 
 _F32_EDGES = (float("nan"), -0.0, 0.0, float("inf"), float("-inf"))
