@@ -35,7 +35,7 @@ import numpy as np
 from ...refimpl import mathlib
 from ...refimpl.ir import Collective, For, If, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
 
-# The coverage report's expected classes (the same lists as fuzz.Coverage's gaps)
+# The classes a campaign should reach (fuzz.Coverage reports the ones it has not as gaps)
 EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",
                    "store:scatter", "pload:contiguous", "pload:gather", "pstore:contiguous", "pstore:scatter",
                    "if:uniform", "if:divergent")
