@@ -47,7 +47,8 @@ class CampaignConfig:
     scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
     seeds_per_task: int = 1             # Dask tasks: seeds per task
     seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
-    steer: bool = True                  # weigh what this run has not covered yet (gen/steer.py)
+    steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
+                                        # off by default until its detection rates are measured (issue 17)
 
     def meaning(self) -> dict:
         """What a seed of this campaign is (stored in its directory, checked on resume)."""
