@@ -140,7 +140,10 @@ SLOW_BUGS = {"rem_pow2_mask", "div_pow2_shift", "ne_ordered", "le_unordered", "l
 
 
 def _bug_param(b: str):
-    marks = [pytest.mark.slow] if b in SLOW_BUGS else []
+    # With the broader generator (blocks to 128, more statements per program) a campaign per
+    # bug takes minutes, so the whole mutation check runs under -m slow; the default suite
+    # keeps the shrink test below (tree_order) and tests/test_gen.py's per-bug small kernels.
+    marks = [pytest.mark.slow]
     if b in NEEDS_POOL:
         marks.append(pytest.mark.skipif(not MATRIX_HAS_POOL, reason="the variant matrix runs no pool variant"))
     return pytest.param(b, marks=marks)
