@@ -61,9 +61,10 @@ from __future__ import annotations
 
 from ..execute import FAILURE_STATUSES, execute, outputs_checksum, reference, run_variant
 from ..matrix import DEFAULT_VARIANTS, FAST_MATH_NOTE, INTERLEAVE_VARIANTS, KNOB_MATRIX, short_name, variants_for
-from .campaign import Campaign, CampaignConfig, default_corpus_dir, run_campaign
+from .campaign import Campaign, CampaignConfig, default_corpus_dir
 from .coverage import Coverage
 from .report import format_failure, format_report, mutation_table
+from .run import run_campaign
 from .state import CampaignError, CampaignState, merge
 from .workers import InProcess, WorkerPool
 

@@ -1,8 +1,8 @@
 """`python -m cohort.verify.fuzz`: a campaign, the mutation check, or (--worker) a worker process."""
 from __future__ import annotations
 
-from .campaign import run_campaign
 from .report import format_report, mutation_table
+from .run import run_campaign
 from .workers import worker_main
 
 
