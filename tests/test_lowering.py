@@ -61,7 +61,7 @@ def test_whole_is_the_width_one_case():
     assert not re.search(r"<\d+ x ", text), "vector types in a width-1 lowering"
     P, ptext = lowered("lanes=4,interleave=1")
     assert P.W == 4 and re.search(r"<4 x float>", ptext)
-    kinds = {claim[0] for claim in P.lane_claims.values()}
+    kinds = {claim.site.value for claim in P.lane_claims.values()}
     assert {"load", "store", "if"} <= kinds
 
 
