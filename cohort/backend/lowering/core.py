@@ -87,8 +87,9 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave)
         self.W = lanes * self.interleave
         self.full_blocks = full_blocks and variant.full_packet   # only launches of whole blocks are accepted
-        # one thread has its private arrays side by side (thread-major) whatever the knob says
-        self.private_layout = variant.private if self.W > 1 else "thread"
+        # private arrays element-major across the cohort ("cohort") or thread-major; one thread
+        # at a time (width 1) has its arrays side by side, thread-major, whatever the knob says
+        self.private_order = variant.private if self.W > 1 else "thread"
         self.shapes = ShapeAnalysis(kernel, self.W) if self.W > 1 else None
         self.fn_attributes, self.tuning = self.llvm_settings()
         self.module = ir.Module(name=kernel.name)

@@ -197,7 +197,7 @@ class MemoryLowering:
         idx64 = b.select(bad, self.vconst64(size - 1), idx64)
         t64 = b.sext(self.tid, self.vty(I64))
         uniform = self.shape(idx_node).uniform
-        if self.private_layout == "cohort":        # element x of thread t at x*B + t
+        if self.private_order == "cohort":        # element x of thread t at x*B + t
             if uniform:
                 first = b.add(b.mul(self.lane0(idx64), self.i64(self.B)), b.sext(self.t0, I64))
                 self.annotate(key, what, name, Access("contiguous", 1), "cohort")
@@ -209,7 +209,7 @@ class MemoryLowering:
         else:                                      # thread-major: t*size + x
             flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
             acc = Access("gather" if what == "pload" else "scatter", size if uniform else 0)
-        self.annotate(key, what, name, acc, self.private_layout)
+        self.annotate(key, what, name, acc, self.private_order)
         if self.W == 1:                            # one thread: its element, one address
             return b.gep(ptr, [flat], source_etype=elem), True
         return self.lane_pointers(ptr, flat, elem), False
