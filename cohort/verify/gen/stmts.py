@@ -30,6 +30,7 @@ from ...refimpl.ir import (
 from .base import BOOL, F32, I32, U32, _Loop
 
 _F32_EDGES = (float("nan"), -0.0, 0.0, float("inf"), float("-inf"))
+_ORDER_EDGES = (float("nan"), -0.0, 0.0)      # where min/max depend on which operand is which
 _INT_EDGES = {I32: (-(2 ** 31), 2 ** 31 - 1, -1, 0, 1), U32: (0, 2 ** 32 - 1, 2 ** 31, 1, 2 ** 31 - 1)}
 
 
@@ -438,7 +439,7 @@ class Statements:
         k = self.ci(self.int(0, self.B))
         return binary(Op.LT, self.t(), k) if how == "prefix" else binary(Op.GE, self.t(), k)
 
-    def collective_value(self, dt) -> Expr:
+    def collective_value(self, dt, op=Reduce.SUM) -> Expr:
         """What the block reduces: NaN, ±0, ±inf and integer extremes in chosen lanes
         (where operand order and the identity's sign matter), -0.0 everywhere (a sum that
         is exactly -0.0), ordinary values of mixed magnitude (where order shows in the
@@ -454,22 +455,34 @@ class Statements:
                 buf = self.pick(sp)
                 idx = self.forced(self.g() * self.int(1, 5) + self.ci(self.int(0, 9)), buf.name, buf.length)
                 return load(buf.name, idx, F32)
-            edge = lambda: const(self.pick(_F32_EDGES), F32)  # noqa: E731
-            return select(self.lane_condition(), edge(), select(self.lane_condition(), edge(), edge()))
+            edges = _ORDER_EDGES if op is not Reduce.SUM and self.maybe(75) else _F32_EDGES
+            a, b, c = (const(x, F32) for x in self.distinct(edges, 3))
+            return select(self.lane_condition(), a, select(self.lane_condition(), b, c))
         if how == "expr":
             return self.expr(dt, self.int(0, 2))
         if how == "zeros":
-            pick = self.pick(["negzero", "mixed", "negzero", "scaled"])
+            # a sum of -0.0 everywhere is exactly -0.0; min/max of a ±0 mix depend on operand order
+            pick = self.pick(["negzero", "mixed", "negzero", "scaled"] if op is Reduce.SUM else
+                             ["mixed", "mixed", "negzero", "scaled"])
             if pick == "negzero":
                 return const(-0.0, F32)
             if pick == "mixed":
                 return select(self.lane_condition(), const(-0.0, F32), const(self.pick([0.0, -0.0]), F32))
             return binary(Op.MUL, self.ordinary(1), const(self.pick([0.0, -0.0]), F32))   # ±0, NaN from inf
-        edges = _F32_EDGES if dt is F32 else _INT_EDGES[dt]
-        edge = lambda: const(self.pick(edges), dt)  # noqa: E731
+        if dt is F32:
+            edges = _ORDER_EDGES if op is not Reduce.SUM and self.maybe(75) else _F32_EDGES
+        else:
+            edges = _INT_EDGES[dt]
+        a, b = self.distinct(edges, 2)
         rest = self.weighted([(2, "edge"), (2, "expr")])
-        other = edge() if rest == "edge" else (self.ordinary(1) if dt is F32 else self.expr(dt, 1))
-        return select(self.lane_condition(), edge(), other)
+        other = const(b, dt) if rest == "edge" else (self.ordinary(1) if dt is F32 else self.expr(dt, 1))
+        return select(self.lane_condition(), const(a, dt), other)
+
+    def distinct(self, values, k: int) -> list:
+        """k values of `values`, the first two at different positions (so different values)."""
+        i = self.int(0, len(values) - 1)
+        j = (i + self.int(1, len(values) - 1)) % len(values)
+        return [values[i], values[j]] + [self.pick(values) for _ in range(k - 2)]
 
     def collective(self) -> Collective:
         sw = self.sw
@@ -479,7 +492,7 @@ class Statements:
                             (sw(1, "structure:collective:block_max"), Reduce.MAX),
                             (sw(1, "structure:collective:block_min"), Reduce.MIN)])
         name = self.fresh("r")
-        value = self.collective_value(dt)
+        value = self.collective_value(dt, op)
         self.vtypes[name] = dt
         self.defined.add(name)
         return Collective(name, op, value)
@@ -505,10 +518,12 @@ class Statements:
         top = sorted(v for v in self.defined if v not in self.loopvars)
         # collective results first: a wrong reduction shows in every thread's copy
         top = [v for v in top if v.startswith("r")] + [v for v in top if not v.startswith("r")]
-        for _ in range(self.int(1, 4)):
+        colls = sum(1 for v in top if v.startswith("r"))
+        for _ in range(max(self.int(1, 4), min(colls, 4))):
             if not top:
                 break
-            v = top.pop(self.int(0, len(top) - 1))
+            v = top.pop(0 if colls else self.int(0, len(top) - 1))
+            colls = max(colls - 1, 0)
             slots = self.free_slots()
             if not slots:
                 break
