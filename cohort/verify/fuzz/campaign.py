@@ -12,50 +12,16 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Optional
 
 from .. import corpus
-from ..matrix import DEFAULT_VARIANTS, FAST_MATH_NOTE, shrink_cost, variants_for
+from ..matrix import shrink_cost, variants_for
+from .config import CampaignConfig
 from .shrink import Internal, Shrinker, found, hypothesis_settings
 from .state import CampaignState, seed_value
+from .summary import campaign_summary, session_report
 from .tally import Tally, checksum_bins, failures_of
 from .workers import InProcess, WorkerPool
-
-
-@dataclass
-class CampaignConfig:
-    seconds: float = 60.0
-    seed: int = 0
-    jobs: int = 1                      # worker processes; 0 runs everything in this process
-    max_programs: Optional[int] = None
-    variants: tuple = DEFAULT_VARIANTS
-    bugs: tuple = ()                   # injected backend bugs (testing the fuzzer itself)
-    shrink: bool = True
-    shrink_seconds: float = 60.0
-    max_shrinks: int = 3               # failures shrunk per campaign; later ones are kept as found
-    stop_on_failure: bool = False
-    corpus_dir: Optional[str] = None   # where failing cases are written (None: nowhere)
-    max_corpus_writes: int = 20
-    batch: int = 9                     # examples per Hypothesis run (one seed per batch). Hypothesis
-                                       # mutates examples after its first 10 and starts runs of 10 or
-                                       # more with deliberately small ones; compiles are dear, so
-                                       # fresh random programs pay most here
-    max_stmts: int = 16
-    progress: bool = False
-    campaign_dir: Optional[str] = None  # durable state (state.py): resume, merge
-    scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
-    seeds_per_task: int = 1             # Dask tasks: seeds per task
-    seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
-
-    def meaning(self) -> dict:
-        """What a seed of this campaign is (stored in its directory, checked on resume)."""
-        return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
-                "examples_per_seed": self.batch, "bugs": sorted(self.bugs)}
-
-
-def open_state(cfg: CampaignConfig) -> Optional[CampaignState]:
-    return CampaignState(cfg.campaign_dir, cfg.meaning()) if cfg.campaign_dir else None
 
 
 class Campaign:
@@ -226,6 +192,7 @@ class Campaign:
                     continue
                 self.seed_cut = False
                 t_seed = time.monotonic()
+                shrinks = self.shrinks_done
                 test = hypothesis_settings(self.cfg.batch, True)(seed(self.hseed)(given(strategy)(self.test)))
                 runs += 1
                 try:
@@ -239,7 +206,7 @@ class Campaign:
                         self.record(self.shrinker.best, self.pending)
                         self.shrinker = None
                     break
-                except BaseException:  # noqa: BLE001 - Found, or Hypothesis' flaky wrappers of it
+                except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
                     if self.internal is not None:
                         raise self.internal
                     if self.shrinker is None:
@@ -247,7 +214,9 @@ class Campaign:
                     self.finish_shrink()
                 if self.shrinker is not None:      # Hypothesis gave up without reporting: keep the best
                     self.finish_shrink()
-                self.current.seconds = time.monotonic() - t_seed
+                self.current.seconds += time.monotonic() - t_seed
+                if self.shrinks_done > shrinks and not self.time_up():
+                    continue      # the shrink ended the seed's run early: run the rest (seen programs are skipped)
                 self.end_seed(index)
                 index += 1
         finally:
@@ -270,79 +239,3 @@ class Campaign:
             r["campaign"] = campaign_summary(self.state, self.seeds_done)
             self.state.write_summary(r)
         return r
-
-
-def session_report(cfg: CampaignConfig, t: Tally, seconds: float, failures: list, interrupted: bool) -> dict:
-    gen = max(t.generated, 1)
-    return {
-        "seed": cfg.seed,
-        "seconds": round(seconds, 2),
-        "programs": t.programs,
-        "generated": t.generated,
-        "discarded": t.discarded,
-        "discard_rate": round(t.discarded / gen, 4),
-        "discard_reasons": dict(t.discard_reasons),
-        "variant_runs": t.variant_runs,
-        "variants_skipped": t.skipped,
-        "programs_cut_by_time_box": t.cut,
-        "programs_per_second": round(t.programs / max(seconds, 1e-9), 3),
-        "variant_runs_per_second": round(t.variant_runs / max(seconds, 1e-9), 2),
-        "mismatches": t.mismatches,
-        "failing_programs": t.failing_programs,
-        "failure_kinds": dict(t.failure_kinds),
-        "failures": failures,
-        "bins": {str(k): v for k, v in sorted(t.bins.items())},
-        "variants": list(cfg.variants),
-        "fast_math": FAST_MATH_NOTE,
-        "injected_bugs": list(cfg.bugs),
-        "interrupted": interrupted,
-        "coverage": t.coverage.report(),
-    }
-
-
-def campaign_summary(state: CampaignState, seeds_this_run: int) -> dict:
-    """The whole campaign so far (every run of it), from its directory."""
-    t = state.total
-    bins = state.bins()
-    return {
-        "dir": os.path.abspath(state.dir),
-        "seeds_done": len(state.done),
-        "seeds_this_run": seeds_this_run,
-        "programs": t.programs,
-        "variant_runs": t.variant_runs,
-        "discarded": t.discarded,
-        "mismatches": t.mismatches,
-        "failing_programs": t.failing_programs,
-        "failure_bins": {b: {"count": v["count"], "kind": v["first"]["kind"], "variant": v["first"]["variant"],
-                             "shrunk": v["shrunk"] is not None,
-                             "case_file": os.path.join(state.cases_dir, f"{b}.json")} for b, v in bins.items()},
-        "coverage_gaps": t.coverage.report()["gaps"],
-        "workers": {w: {**v, "programs_per_second": round(v["programs"] / max(v["seconds"], 1e-9), 3)}
-                    for w, v in state.workers.items()},
-    }
-
-
-def default_corpus_dir() -> Optional[str]:
-    """tests/corpus of the source tree this package runs from, if there is one."""
-    here = os.path.abspath(__file__)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
-    d = os.path.join(root, "tests", "corpus")
-    return d if os.path.isdir(d) else None
-
-
-def run_campaign(seconds: float = 60.0, seed: int = 0, **kw) -> dict:
-    """A time-boxed campaign (see CampaignConfig); injected bugs active in the caller
-    (`inject_bug_TESTING_ONLY`) are passed on to the workers. With `scheduler`, it runs on
-    a Dask cluster (cluster.py); with `campaign_dir`, it resumes and records there."""
-    from ...backend import inject
-    bugs = tuple(sorted(set(kw.pop("bugs", ())) | set(inject.key())))
-    cfg = CampaignConfig(seconds=seconds, seed=seed, bugs=bugs, **kw)
-    state = open_state(cfg)
-    try:
-        if cfg.scheduler:
-            from .cluster import ClusterCampaign
-            return ClusterCampaign(cfg, state).run()
-        return Campaign(cfg, state=state).run()
-    finally:
-        if state is not None:
-            state.close()

@@ -1,7 +1,7 @@
 """`python -m cohort.verify.fuzz`: a campaign, the mutation check, or (--worker) a worker process."""
 from __future__ import annotations
 
-from .campaign import run_campaign
+from .run import run_campaign
 from .report import format_report, mutation_table
 from .workers import worker_main
 

@@ -1,7 +1,7 @@
 """Campaign reports as text, and the mutation check (each injected bug alone: caught?)."""
 from __future__ import annotations
 
-from .campaign import run_campaign
+from .run import run_campaign
 
 
 def format_failure(f: dict) -> str:
