@@ -17,6 +17,7 @@ from typing import Optional
 from .. import corpus
 from ..matrix import shrink_cost, variants_for
 from .config import CampaignConfig
+from .coverage import Coverage
 from .shrink import Internal, Shrinker, found, hypothesis_settings
 from .state import CampaignState, seed_value
 from .summary import campaign_summary, session_report
@@ -66,10 +67,11 @@ class Campaign:
             return
         self.last_progress = now
         el, s, c = self.elapsed(), self.session, self.current
+        cov = Coverage().add(s.coverage.counts()).add(c.coverage.counts())
         line = (f"\rfuzz {el:6.1f}s/{self.cfg.seconds:.0f}s  programs {self.programs} "
                 f"({self.programs / max(el, 1e-9):.2f}/s)  variant runs {s.variant_runs + c.variant_runs}  "
                 f"discarded {s.discarded + c.discarded}  mismatches {s.mismatches + c.mismatches}  "
-                f"{'[shrinking]' if self.shrinker else ''}   ")
+                f"coverage gaps {len(cov.report()['gaps'])}  {'[shrinking]' if self.shrinker else ''}   ")
         sys.stderr.write(line + ("\n" if final else ""))
         sys.stderr.flush()
 
