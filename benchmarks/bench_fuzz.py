@@ -78,6 +78,7 @@ def run_mode(mode: str, seeds: int, seed: int) -> dict:
     wall = time.monotonic() - t0
     return {"mode": mode, "programs": r["programs"], "variant_runs": r["variant_runs"], "wall_seconds": round(wall, 1),
             "programs_per_second": round(r["programs"] / wall, 3), "mismatches": r["mismatches"],
+            "failures": [f"{f['kind']} on {f['variant']}: {f['description'][:300]}" for f in r["failures"]],
             "workers": r.get("worker_rates", {})}
 
 
@@ -98,6 +99,8 @@ def main():
                         for v in row["workers"].values())
         print(f"{mode:12s} {row['programs']:8d} {row['variant_runs']:12d} {row['wall_seconds']:8.1f} "
               f"{row['programs_per_second']:10.3f}  {per}", flush=True)
+        for f in row["failures"]:        # on a clean backend, a finding (or a worker killed from outside)
+            print(f"    FAILURE {f}", flush=True)
     if a.json:
         print(json.dumps(rows))
 

@@ -44,8 +44,11 @@ workers. With `scheduler`, seeds run as tasks on a Dask cluster (cluster.py);
 with `campaign_dir`, a campaign is durable, resumable and mergeable (state.py).
 
 The package:
-    campaign.py  the local campaign (Hypothesis in this process), configuration, reports' data
+    run.py       run_campaign: here or on a cluster, with or without a campaign directory
+    config.py    CampaignConfig
+    campaign.py  the local campaign (Hypothesis in this process, a local pool of workers)
     cluster.py   the same campaign as Dask tasks, a batch of seeds each
+    summary.py   the report as data: this run's and the whole campaign's
     workers.py   worker processes and the pool that feeds them
     tally.py     counts, checksum bins and coverage of a run of programs
     coverage.py  what was exercised, and the gaps
@@ -61,10 +64,11 @@ from __future__ import annotations
 
 from ..execute import FAILURE_STATUSES, execute, outputs_checksum, reference, run_variant
 from ..matrix import DEFAULT_VARIANTS, FAST_MATH_NOTE, INTERLEAVE_VARIANTS, KNOB_MATRIX, short_name, variants_for
-from .campaign import Campaign, CampaignConfig, default_corpus_dir
+from .campaign import Campaign
+from .config import CampaignConfig
 from .coverage import Coverage
 from .report import format_failure, format_report, mutation_table
-from .run import run_campaign
+from .run import default_corpus_dir, run_campaign
 from .state import CampaignError, CampaignState, merge
 from .workers import InProcess, WorkerPool
 

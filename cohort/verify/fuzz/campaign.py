@@ -12,52 +12,17 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Optional
 
 from .. import corpus
-from ..matrix import DEFAULT_VARIANTS, FAST_MATH_NOTE, shrink_cost, variants_for
+from ..matrix import shrink_cost, variants_for
+from .config import CampaignConfig
+from .coverage import Coverage
 from .shrink import Internal, Shrinker, found, hypothesis_settings
 from .state import CampaignState, seed_value
+from .summary import campaign_summary, session_report
 from .tally import Tally, checksum_bins, failures_of
 from .workers import InProcess, WorkerPool
-
-
-@dataclass
-class CampaignConfig:
-    seconds: float = 60.0
-    seed: int = 0
-    jobs: int = 1                      # worker processes; 0 runs everything in this process
-    max_programs: Optional[int] = None
-    variants: tuple = DEFAULT_VARIANTS
-    bugs: tuple = ()                   # injected backend bugs (testing the fuzzer itself)
-    shrink: bool = True
-    shrink_seconds: float = 60.0
-    max_shrinks: int = 3               # failures shrunk per campaign; later ones are kept as found
-    stop_on_failure: bool = False
-    corpus_dir: Optional[str] = None   # where failing cases are written (None: nowhere)
-    max_corpus_writes: int = 20
-    batch: int = 9                     # examples per Hypothesis run (one seed per batch). Hypothesis
-                                       # mutates examples after its first 10 and starts runs of 10 or
-                                       # more with deliberately small ones; compiles are dear, so
-                                       # fresh random programs pay most here
-    max_stmts: int = 16
-    progress: bool = False
-    campaign_dir: Optional[str] = None  # durable state (state.py): resume, merge
-    scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
-    seeds_per_task: int = 1             # Dask tasks: seeds per task
-    seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
-    steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
-                                        # off by default until its detection rates are measured (issue 17)
-
-    def meaning(self) -> dict:
-        """What a seed of this campaign is (stored in its directory, checked on resume)."""
-        return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
-                "examples_per_seed": self.batch, "bugs": sorted(self.bugs)}
-
-
-def open_state(cfg: CampaignConfig) -> Optional[CampaignState]:
-    return CampaignState(cfg.campaign_dir, cfg.meaning()) if cfg.campaign_dir else None
 
 
 class Campaign:
@@ -102,10 +67,11 @@ class Campaign:
             return
         self.last_progress = now
         el, s, c = self.elapsed(), self.session, self.current
+        cov = Coverage().add(s.coverage.counts()).add(c.coverage.counts())
         line = (f"\rfuzz {el:6.1f}s/{self.cfg.seconds:.0f}s  programs {self.programs} "
                 f"({self.programs / max(el, 1e-9):.2f}/s)  variant runs {s.variant_runs + c.variant_runs}  "
                 f"discarded {s.discarded + c.discarded}  mismatches {s.mismatches + c.mismatches}  "
-                f"{'[shrinking]' if self.shrinker else ''}   ")
+                f"coverage gaps {len(cov.report()['gaps'])}  {'[shrinking]' if self.shrinker else ''}   ")
         sys.stderr.write(line + ("\n" if final else ""))
         sys.stderr.flush()
 
@@ -237,6 +203,7 @@ class Campaign:
                 # steering is refreshed between Hypothesis runs only: a run's shrinking replays
                 # its choices under the steering they were drawn with
                 strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering())
+                shrinks = self.shrinks_done
                 test = hypothesis_settings(self.cfg.batch, True)(seed(self.hseed)(given(strategy)(self.test)))
                 runs += 1
                 try:
@@ -250,7 +217,7 @@ class Campaign:
                         self.record(self.shrinker.best, self.pending)
                         self.shrinker = None
                     break
-                except BaseException:  # noqa: BLE001 - Found, or Hypothesis' flaky wrappers of it
+                except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
                     if self.internal is not None:
                         raise self.internal from None
                     if self.shrinker is None:
@@ -258,7 +225,9 @@ class Campaign:
                     self.finish_shrink()
                 if self.shrinker is not None:      # Hypothesis gave up without reporting: keep the best
                     self.finish_shrink()
-                self.current.seconds = time.monotonic() - t_seed
+                self.current.seconds += time.monotonic() - t_seed
+                if self.shrinks_done > shrinks and not self.time_up():
+                    continue      # the shrink ended the seed's run early: run the rest (seen programs are skipped)
                 self.end_seed(index)
                 index += 1
         finally:
@@ -281,61 +250,3 @@ class Campaign:
             r["campaign"] = campaign_summary(self.state, self.seeds_done)
             self.state.write_summary(r)
         return r
-
-
-def session_report(cfg: CampaignConfig, t: Tally, seconds: float, failures: list, interrupted: bool) -> dict:
-    gen = max(t.generated, 1)
-    return {
-        "seed": cfg.seed,
-        "seconds": round(seconds, 2),
-        "programs": t.programs,
-        "generated": t.generated,
-        "discarded": t.discarded,
-        "discard_rate": round(t.discarded / gen, 4),
-        "discard_reasons": dict(t.discard_reasons),
-        "variant_runs": t.variant_runs,
-        "variants_skipped": t.skipped,
-        "programs_cut_by_time_box": t.cut,
-        "programs_per_second": round(t.programs / max(seconds, 1e-9), 3),
-        "variant_runs_per_second": round(t.variant_runs / max(seconds, 1e-9), 2),
-        "mismatches": t.mismatches,
-        "failing_programs": t.failing_programs,
-        "failure_kinds": dict(t.failure_kinds),
-        "failures": failures,
-        "bins": {str(k): v for k, v in sorted(t.bins.items())},
-        "variants": list(cfg.variants),
-        "fast_math": FAST_MATH_NOTE,
-        "injected_bugs": list(cfg.bugs),
-        "interrupted": interrupted,
-        "coverage": t.coverage.report(),
-    }
-
-
-def campaign_summary(state: CampaignState, seeds_this_run: int) -> dict:
-    """The whole campaign so far (every run of it), from its directory."""
-    t = state.total
-    bins = state.bins()
-    return {
-        "dir": os.path.abspath(state.dir),
-        "seeds_done": len(state.done),
-        "seeds_this_run": seeds_this_run,
-        "programs": t.programs,
-        "variant_runs": t.variant_runs,
-        "discarded": t.discarded,
-        "mismatches": t.mismatches,
-        "failing_programs": t.failing_programs,
-        "failure_bins": {b: {"count": v["count"], "kind": v["first"]["kind"], "variant": v["first"]["variant"],
-                             "shrunk": v["shrunk"] is not None,
-                             "case_file": os.path.join(state.cases_dir, f"{b}.json")} for b, v in bins.items()},
-        "coverage_gaps": t.coverage.report()["gaps"],
-        "workers": {w: {**v, "programs_per_second": round(v["programs"] / max(v["seconds"], 1e-9), 3)}
-                    for w, v in state.workers.items()},
-    }
-
-
-def default_corpus_dir() -> Optional[str]:
-    """tests/corpus of the source tree this package runs from, if there is one."""
-    here = os.path.abspath(__file__)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
-    d = os.path.join(root, "tests", "corpus")
-    return d if os.path.isdir(d) else None

@@ -22,15 +22,17 @@ import socket
 import sys
 import threading
 import time
+import uuid
 import warnings
 from typing import Optional
 
 from .. import corpus
 from ..gen import Steering
 from ..matrix import shrink_cost, variants_for
-from .campaign import CampaignConfig, campaign_summary, session_report
+from .config import CampaignConfig
 from .shrink import shrink_found
 from .state import CampaignState, seed_value
+from .summary import campaign_summary, session_report
 from .tally import Tally, checksum_bins
 
 # ---------------------------------------------------------------- on the workers
@@ -82,6 +84,8 @@ def run_seeds(seeds: list, spec: dict) -> dict:
         programs = []
         steer = Steering.from_json(spec.get("steer"))
         for case in draw_seed(hseed, spec["examples"], spec["max_stmts"], steer):
+            if abandoned(spec):          # the campaign is over: a seed cut short is not a result
+                return {"worker": worker_name(), "seeds": out, "abandoned": True}
             key = corpus.case_key(case)
             if key[:16] in _seen:
                 continue
@@ -104,6 +108,15 @@ def run_seeds(seeds: list, spec: dict) -> dict:
     return {"worker": worker_name(), "seeds": out}
 
 
+def abandoned(spec: dict) -> bool:
+    """Past the campaign's time box, or the driver said stop (a failure found, Ctrl-C):
+    a cancelled Dask task runs on unless it looks."""
+    if time.time() >= spec["deadline"]:
+        return True
+    from distributed import Event
+    return Event(spec["stop"]).is_set()
+
+
 def run_case(case_doc: dict, variants: list, spec: dict) -> dict:
     """A Dask task: one case on the listed variants (a shrink step)."""
     return _pool(tuple(spec["bugs"]), spec["timeout"]).run(corpus.case_from_json(case_doc), variants)
@@ -117,10 +130,14 @@ class SchedulerUnavailable(RuntimeError):
 
 def connect(scheduler: str):
     """(client, cluster or None) for an address or local:N."""
+    import logging
+
     from distributed import Client, LocalCluster
+    # a lost connection is reported in one line (ClusterCampaign.report), not as Dask's tracebacks
+    for name in ["distributed"] + [n for n in logging.root.manager.loggerDict if n.startswith("distributed.")]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     if scheduler.startswith("local:"):
         n = int(scheduler.split(":", 1)[1])
-        import logging
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None,
                                silence_logs=logging.ERROR)
         return Client(cluster), cluster
@@ -141,17 +158,20 @@ class ClusterCampaign:
         self.interrupted = False
         self.stopped = False
         self.lost: Optional[str] = None     # why the scheduler was lost, if it was
-        self.workers_seen: set = set()
+        self.workers_seen: set = set()      # the scheduler's workers now
+        self.workers_ever: set = set()      # ... and every one that took part
         self.workers_lost = 0
         self.tasks_split = 0
         self.next_index = 0
         self.last_progress = 0.0
         self.done_local: set = set()
+        self.stop_name = f"cohort-fuzz-stop-{uuid.uuid4().hex}"
         self.worker_rates: dict = {}        # Dask worker -> programs and busy seconds this run
 
     def spec(self) -> dict:
         return {"bugs": list(self.cfg.bugs), "timeout": 120.0, "examples": self.cfg.batch,
-                "max_stmts": self.cfg.max_stmts, "variants": list(self.cfg.variants)}
+                "max_stmts": self.cfg.max_stmts, "variants": list(self.cfg.variants),
+                "deadline": time.time() + self.cfg.seconds - self.elapsed(), "stop": self.stop_name}
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -251,12 +271,17 @@ class ClusterCampaign:
                 client.wait_for_workers(1, timeout=120)
             except (OSError, TimeoutError) as e:
                 raise SchedulerUnavailable(f"no worker joined in 120 s ({e})") from None
+            from distributed import Event
+            stop = Event(self.stop_name, client=client)
             spec = self.spec()
             while True:
-                workers = client.scheduler_info()["workers"]
+                workers = client.scheduler_info().get("workers")
+                if workers is None or client.status in ("closing", "closed"):
+                    raise ConnectionError(f"the client lost the scheduler (client {client.status})")
                 lost = self.workers_seen - set(workers)
                 self.workers_lost += len(lost)
                 self.workers_seen = (self.workers_seen - lost) | set(workers)
+                self.workers_ever |= set(workers)
                 while not self.time_up() and len(inflight) < max(2 * len(workers), 2):
                     batch = retry.pop() if retry else self.next_batch()
                     if not batch:
@@ -286,6 +311,7 @@ class ClusterCampaign:
                 self.progress()
                 if inflight:
                     time.sleep(0.1)
+            stop.set()                           # running seed tasks end after their current program
             for fut in inflight:
                 fut.cancel()
             inflight = {}
@@ -338,7 +364,7 @@ class ClusterCampaign:
             rec["case"] = case.describe() if case is not None else f["description"]
             failures.append(rec)
         r = session_report(self.cfg, self.session, self.elapsed(), failures, self.interrupted)
-        r.update(scheduler=self.cfg.scheduler, workers=len(self.workers_seen), workers_lost=self.workers_lost,
+        r.update(scheduler=self.cfg.scheduler, workers=len(self.workers_ever), workers_lost=self.workers_lost,
                  tasks_split=self.tasks_split, seeds_this_run=self.seeds_done,
                  worker_rates={w: {"programs": v["programs"], "seconds": round(v["seconds"], 2),
                                    "programs_per_second": round(v["programs"] / max(v["seconds"], 1e-9), 3)}

@@ -1,9 +1,24 @@
-"""The entry of a campaign: local (campaign.py) or on a Dask cluster (cluster.py).
-Kept apart so that neither module imports the other's driver (no import cycle)."""
+"""`run_campaign`: a campaign in this process (campaign.py) or on a Dask cluster (cluster.py),
+with or without a campaign directory (state.py)."""
 from __future__ import annotations
 
-from .campaign import Campaign, CampaignConfig, open_state
-from .cluster import ClusterCampaign
+import os
+from typing import Optional
+
+from .config import CampaignConfig
+from .state import CampaignState
+
+
+def open_state(cfg: CampaignConfig) -> Optional[CampaignState]:
+    return CampaignState(cfg.campaign_dir, cfg.meaning()) if cfg.campaign_dir else None
+
+
+def default_corpus_dir() -> Optional[str]:
+    """tests/corpus of the source tree this package runs from, if there is one."""
+    here = os.path.abspath(__file__)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here))))
+    d = os.path.join(root, "tests", "corpus")
+    return d if os.path.isdir(d) else None
 
 
 def run_campaign(seconds: float = 60.0, seed: int = 0, **kw) -> dict:
@@ -16,7 +31,9 @@ def run_campaign(seconds: float = 60.0, seed: int = 0, **kw) -> dict:
     state = open_state(cfg)
     try:
         if cfg.scheduler:
+            from .cluster import ClusterCampaign
             return ClusterCampaign(cfg, state).run()
+        from .campaign import Campaign
         return Campaign(cfg, state=state).run()
     finally:
         if state is not None:

@@ -26,6 +26,12 @@ class Internal(Exception):
     """A bug of the fuzzer itself while running a case (not a finding)."""
 
 
+class BudgetOver(BaseException):
+    """The shrink budget is spent: ends the Hypothesis run at once (a BaseException, which
+    Hypothesis does not take for a failure to shrink, and its own shrinker would go on for
+    minutes more on its own time limit)."""
+
+
 def found():
     """Raise Found from one place: Hypothesis tells failures apart by where they are raised."""
     raise Found()
@@ -75,9 +81,11 @@ class Shrinker:
                 found()
             return
         if self.over():
-            return
+            raise BudgetOver()
         if self.fails(case, key):
-            self.best, self.best_key = case, key
+            # Hypothesis' "simpler" is its choice sequence's; keep the kernel with fewest statements
+            if statements(case) <= statements(self.best):
+                self.best, self.best_key = case, key
             found()
 
     def still_fails(self, case) -> bool:

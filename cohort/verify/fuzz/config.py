@@ -1,0 +1,40 @@
+"""A campaign's configuration: what it runs, where, for how long, and where it keeps its state."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..matrix import DEFAULT_VARIANTS
+
+
+@dataclass
+class CampaignConfig:
+    seconds: float = 60.0
+    seed: int = 0
+    jobs: int = 1                      # worker processes; 0 runs everything in this process
+    max_programs: Optional[int] = None
+    variants: tuple = DEFAULT_VARIANTS
+    bugs: tuple = ()                   # injected backend bugs (testing the fuzzer itself)
+    shrink: bool = True
+    shrink_seconds: float = 60.0
+    max_shrinks: int = 3               # failures shrunk per campaign; later ones are kept as found
+    stop_on_failure: bool = False
+    corpus_dir: Optional[str] = None   # where failing cases are written (None: nowhere)
+    max_corpus_writes: int = 20
+    batch: int = 9                     # examples per Hypothesis run (one seed per batch). Hypothesis
+                                       # mutates examples after its first 10 and starts runs of 10 or
+                                       # more with deliberately small ones; compiles are dear, so
+                                       # fresh random programs pay most here
+    max_stmts: int = 16
+    progress: bool = False
+    campaign_dir: Optional[str] = None  # durable state (state.py): resume, merge
+    scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
+    seeds_per_task: int = 1             # Dask tasks: seeds per task
+    seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
+    steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
+                                        # off by default until its detection rates are measured (issue 17)
+
+    def meaning(self) -> dict:
+        """What a seed of this campaign is (stored in its directory, checked on resume)."""
+        return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
+                "examples_per_seed": self.batch, "bugs": sorted(self.bugs)}
