@@ -6,7 +6,8 @@ nothing.
 Each round runs one subprocess per checkout (PYTHONPATH = that checkout), in
 the order A,B in even rounds and B,A in odd ones, so load on the machine hits
 both alike. A subprocess compiles every cell, checks its output bit for bit
-against the interpreter (computed once, kept in a temporary directory) with
+against its own checkout's interpreter (computed once per side, kept in a
+temporary directory: a change of semantics, e.g. a new math library, is not a failure) with
 guard bands intact, times the native entry (`samples` samples of about
 0.2 ms each, p50), and checks the output again. Per cell: the median over
 rounds of the per-round ratio B/A, its range over the rounds, and each
@@ -134,8 +135,10 @@ def main():
     cells = cells_of(args.ops.split(","), args.variants.split(","))
     checkouts = {"A": args.old, "B": args.new}
     with tempfile.TemporaryDirectory(prefix="cohort-ab-") as refdir:
+        for side in checkouts:     # each checkout's interpreter defines its own outputs
+            os.makedirs(os.path.join(refdir, side))
         if args.code:
-            res = {side: run_child(path, cells, 1, refdir, mode) for side, path in checkouts.items()}
+            res = {side: run_child(path, cells, 1, os.path.join(refdir, side), mode) for side, path in checkouts.items()}
             print(f"{'op':15s} {'shape':20s} {'variant':8s} {'IR A':>6s} {'IR B':>6s} {'asm A':>6s} {'asm B':>6s} "
                   f"{'asm B-A':>7s}")
             tot = {"A": 0, "B": 0}
@@ -151,7 +154,7 @@ def main():
         rounds = []
         for r in range(args.rounds):
             order = ("A", "B") if r % 2 == 0 else ("B", "A")
-            got = {side: run_child(checkouts[side], cells, args.samples, refdir, mode) for side in order}
+            got = {side: run_child(checkouts[side], cells, args.samples, os.path.join(refdir, side), mode) for side in order}
             rounds.append(got)
             print(f"round {r + 1}/{args.rounds} done ({'/'.join(order)})", file=sys.stderr, flush=True)
     print(f"A = {args.old}\nB = {args.new}\n{args.rounds} rounds x {args.samples} "
