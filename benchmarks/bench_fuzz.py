@@ -12,7 +12,11 @@ included), programs/s over the wall, and per worker its programs over its busy s
 (the per-core rate). Run on a quiet machine for numbers to compare; the modes run one
 after another, so a load that changes between them shows.
 
+With --per-program, every mode runs once per setting of `variants_per_program`
+(fuzz/rotation.py): `all` is the whole applicable matrix on every program.
+
     python benchmarks/bench_fuzz.py [--seeds 4] [--seed 11] [--modes pool:1,local:1,local:2,workers:2]
+        [--per-program all,6]
 """
 import argparse
 import json
@@ -55,11 +59,11 @@ def stop(procs):
             p.kill()
 
 
-def run_mode(mode: str, seeds: int, seed: int) -> dict:
+def run_mode(mode: str, seeds: int, seed: int, per_program=None) -> dict:
     from cohort.verify.fuzz import run_campaign
     kind, _, n = mode.partition(":")
     n = int(n or 1)
-    kw = dict(seeds=seeds, shrink=False, corpus_dir=None)
+    kw = dict(seeds=seeds, shrink=False, corpus_dir=None, variants_per_program=per_program)
     procs = []
     t0 = time.monotonic()
     try:
@@ -76,7 +80,7 @@ def run_mode(mode: str, seeds: int, seed: int) -> dict:
     finally:
         stop(procs)
     wall = time.monotonic() - t0
-    return {"mode": mode, "programs": r["programs"], "variant_runs": r["variant_runs"], "wall_seconds": round(wall, 1),
+    return {"mode": mode, "per_program": per_program or "all", "programs": r["programs"], "variant_runs": r["variant_runs"], "wall_seconds": round(wall, 1),
             "programs_per_second": round(r["programs"] / wall, 3), "mismatches": r["mismatches"],
             "failures": [f"{f['kind']} on {f['variant']}: {f['description'][:300]}" for f in r["failures"]],
             "workers": r.get("worker_rates", {})}
@@ -87,17 +91,20 @@ def main():
     ap.add_argument("--seeds", type=int, default=4)
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--modes", default="pool:1,local:1,local:2,workers:2")
+    ap.add_argument("--per-program", default="all",
+                    help="comma-separated variants-per-program settings, each run in every mode (all = the matrix)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     rows = []
-    print(f"{'mode':12s} {'programs':>8s} {'variant runs':>12s} {'wall s':>8s} {'programs/s':>10s}  per worker "
+    print(f"{'mode':12s} {'per prog':>8s} {'programs':>8s} {'variant runs':>12s} {'wall s':>8s} {'programs/s':>10s}  per worker "
           f"(programs / busy s)", flush=True)
-    for mode in a.modes.split(","):
-        row = run_mode(mode, a.seeds, a.seed)
+    settings = [None if v == "all" else int(v) for v in a.per_program.split(",")]
+    for mode, per_program in [(m, p) for m in a.modes.split(",") for p in settings]:
+        row = run_mode(mode, a.seeds, a.seed, per_program)
         rows.append(row)
         per = ", ".join(f"{v['programs']}/{v['seconds']:.0f}s={v['programs_per_second']:.2f}"
                         for v in row["workers"].values())
-        print(f"{mode:12s} {row['programs']:8d} {row['variant_runs']:12d} {row['wall_seconds']:8.1f} "
+        print(f"{mode:12s} {str(row['per_program']):>8s} {row['programs']:8d} {row['variant_runs']:12d} {row['wall_seconds']:8.1f} "
               f"{row['programs_per_second']:10.3f}  {per}", flush=True)
         for f in row["failures"]:        # on a clean backend, a finding (or a worker killed from outside)
             print(f"    FAILURE {f}", flush=True)

@@ -94,6 +94,11 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--max-stmts", default="16", metavar="N", help="statements per generated kernel, at most")
     f.add_argument("--variant", action="append", metavar="SPEC",
                    help="run only these variants (repeatable; default: the whole matrix)")
+    f.add_argument("--steer", choices=("on", "off"), default=None,
+                   help="weigh operations, functions and structures this campaign has not covered yet")
+    f.add_argument("--variants-per-program", default=None, metavar="N|all",
+                   help="variants each program runs: whole plus N-1 drawn from the matrix by the program's "
+                        "key (every variant equally often), or all of them")
     return p
 
 
@@ -435,6 +440,11 @@ def _fuzz_options(args) -> dict:
               seeds_per_task=_count("--seeds-per-task", args.seeds_per_task, 1, 1000),
               batch=_count("--examples-per-seed", args.examples_per_seed, 1, 1000),
               max_stmts=_count("--max-stmts", args.max_stmts, 1, 64))
+    if args.steer is not None:
+        kw["steer"] = args.steer == "on"
+    if args.variants_per_program is not None:
+        vpp = args.variants_per_program
+        kw["variants_per_program"] = None if vpp == "all" else _count("--variants-per-program", vpp, 1, 1000)
     if args.variant:
         from .backend.variant import VariantError, parse_variant
         from .verify.matrix import short_name

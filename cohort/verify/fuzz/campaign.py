@@ -18,6 +18,7 @@ from .. import corpus
 from ..matrix import shrink_cost, variants_for
 from .config import CampaignConfig
 from .coverage import Coverage
+from .rotation import draw_variants
 from .shrink import Internal, Shrinker, found, hypothesis_settings
 from .state import CampaignState, seed_value
 from .summary import campaign_summary, session_report
@@ -96,14 +97,15 @@ class Campaign:
         if key[:16] in self.seen:
             return
         self.seen.add(key[:16])
-        variants = variants_for(case, self.cfg.variants)
+        applicable = variants_for(case, self.cfg.variants)
+        variants = draw_variants(applicable, key, self.cfg.variants_per_program)
         res = self.run_case(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
         if res.get("incomplete"):
             self.seen.discard(key[:16])
             self.session.cut += 1
             self.seed_cut = True
             return
-        fails = self.current.program(case, key, res, len(self.cfg.variants) - len(variants))
+        fails = self.current.program(case, key, res, len(self.cfg.variants) - len(applicable))
         self.progress()
         if not fails:
             return

@@ -30,6 +30,7 @@ from .. import corpus
 from ..gen import Steering
 from ..matrix import shrink_cost, variants_for
 from .config import CampaignConfig
+from .rotation import draw_variants
 from .shrink import shrink_found
 from .state import CampaignState, seed_value
 from .summary import campaign_summary, session_report
@@ -90,10 +91,10 @@ def run_seeds(seeds: list, spec: dict) -> dict:
             if key[:16] in _seen:
                 continue
             t0 = time.monotonic()
-            variants = variants_for(case, spec["variants"])
-            res = pool.run(case, variants)
+            applicable = variants_for(case, spec["variants"])
+            res = pool.run(case, draw_variants(applicable, key, spec.get("per_program")))
             t = Tally()
-            fails = t.program(case, key, res, len(spec["variants"]) - len(variants))
+            fails = t.program(case, key, res, len(spec["variants"]) - len(applicable))
             t.seconds = time.monotonic() - t0
             _seen.add(key[:16])
             failures = []
@@ -171,6 +172,7 @@ class ClusterCampaign:
     def spec(self) -> dict:
         return {"bugs": list(self.cfg.bugs), "timeout": 120.0, "examples": self.cfg.batch,
                 "max_stmts": self.cfg.max_stmts, "variants": list(self.cfg.variants),
+                "per_program": self.cfg.variants_per_program,
                 "deadline": time.time() + self.cfg.seconds - self.elapsed(), "stop": self.stop_name}
 
     def elapsed(self) -> float:

@@ -31,10 +31,13 @@ class CampaignConfig:
     scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
     seeds_per_task: int = 1             # Dask tasks: seeds per task
     seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
+    variants_per_program: Optional[int] = None  # run `whole` + this many - 1 drawn variants per program
+                                        # (rotation.py); None: the whole applicable matrix
     steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
                                         # off by default until its detection rates are measured (issue 17)
 
     def meaning(self) -> dict:
         """What a seed of this campaign is (stored in its directory, checked on resume)."""
         return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
-                "examples_per_seed": self.batch, "bugs": sorted(self.bugs)}
+                "examples_per_seed": self.batch, "bugs": sorted(self.bugs),
+                "variants_per_program": self.variants_per_program}

@@ -47,15 +47,17 @@ def format_report(r: dict) -> str:
 
 
 def mutation_table(seconds_per_bug: float = 60.0, seed: int = 0, jobs: int = 2, shrink_seconds: float = 30.0,
-                   bugs=None) -> list:
-    """Each injected backend bug alone: is it caught, how fast, and the minimal kernel."""
+                   bugs=None, **campaign) -> list:
+    """Each injected backend bug alone: is it caught, how fast, and the minimal kernel.
+    `campaign`: further run_campaign keywords (scheduler, variants_per_program, steer, shrink)."""
     from ...backend.inject import BUGS
     rows = []
     for bug in (bugs or sorted(BUGS)):
         r = run_campaign(seconds_per_bug, seed, bugs=(bug,), jobs=jobs, stop_on_failure=True,
-                         shrink_seconds=shrink_seconds, max_shrinks=1)
+                         shrink_seconds=shrink_seconds, max_shrinks=1, **campaign)
         f = r["failures"][0] if r["failures"] else None
         rows.append({"bug": bug, "caught": bool(f), "seconds_to_catch": f and f["found_after_seconds"],
-                     "programs": r["programs"], "kind": f and f["kind"], "variant": f and f["variant"],
-                     "kernel": f and f["kernel"], "description": f and f["description"]})
+                     "programs": r["programs"], "seconds": r["seconds"], "kind": f and f["kind"],
+                     "variant": f and f["variant"], "kernel": f and f.get("kernel"),
+                     "description": f and f["description"]})
     return rows

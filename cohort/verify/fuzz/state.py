@@ -29,7 +29,7 @@ import os
 from .tally import Tally
 
 FORMAT = "cohort-campaign/1"
-MEANING = ("variants", "max_stmts", "examples_per_seed", "bugs")    # what the programs of a seed are
+MEANING = ("variants", "max_stmts", "examples_per_seed", "bugs", "variants_per_program")    # what the programs of a seed are
 SEED_STRIDE = 1_000_003
 
 

@@ -1,0 +1,75 @@
+"""How fast a campaign finds each planted backend bug (backend/inject.py), by campaign setting.
+
+For every bug and every setting: one campaign with only that bug injected, stopped at
+its first failure (no shrinking), on the same campaign seed. Printed per bug: seconds
+from the campaign's start to the failure (Dask cluster start-up included for
+`local:N`), programs run, the failing variant; a bug not found in the time box shows
+`-`. Settings are `variants per program` x steering, each a column pair.
+
+    python benchmarks/fuzz_detect.py [--mode local:2] [--seconds 60] [--seed 0]
+        [--per-program all,4] [--steer off,on] [--bugs a,b] [--json FILE]
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(bug: str, mode: str, seconds: float, seed: int, per_program, steer: bool) -> dict:
+    from cohort.verify.fuzz import run_campaign
+    kind, _, n = mode.partition(":")
+    where = {"scheduler": mode} if kind == "local" else {"jobs": int(n or 1)}
+    t0 = time.monotonic()
+    r = run_campaign(seconds, seed, bugs=(bug,), stop_on_failure=True, shrink=False, corpus_dir=None,
+                     variants_per_program=per_program, steer=steer, **where)
+    wall = time.monotonic() - t0
+    f = r["failures"][0] if r["failures"] else None
+    return {"bug": bug, "per_program": per_program or "all", "steer": steer, "caught": bool(f),
+            "seconds": f and f["found_after_seconds"], "wall": round(wall, 1), "programs": r["programs"],
+            "variant_runs": r["variant_runs"], "variant": f and f["variant"], "kind": f and f["kind"]}
+
+
+def label(per_program, steer: bool) -> str:
+    return f"{per_program or 'all'}/{'steer' if steer else 'plain'}"
+
+
+def main():
+    from cohort.backend.inject import BUGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="local:2", help="local:N (a Dask LocalCluster) or pool:J (worker processes)")
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--per-program", default="all,4")
+    ap.add_argument("--steer", default="off")
+    ap.add_argument("--bugs", default="")
+    ap.add_argument("--json", default=None, help="write the rows here")
+    a = ap.parse_args()
+    settings = [(None if p == "all" else int(p), s == "on") for p in a.per_program.split(",")
+                for s in a.steer.split(",")]
+    bugs = a.bugs.split(",") if a.bugs else sorted(BUGS)
+    rows = []
+    head = " ".join(f"{label(p, s):>22s}" for p, s in settings)
+    print(f"{'bug':22s} {head}   (seconds to the failure / programs; '-' = not found in {a.seconds:g} s)",
+          flush=True)
+    for bug in bugs:
+        cells = []
+        for p, s in settings:
+            row = run(bug, a.mode, a.seconds, a.seed, p, s)
+            rows.append(row)
+            cells.append(f"{row['seconds']:.1f} s / {row['programs']}" if row["caught"] else
+                         f"- / {row['programs']}")
+        print(f"{bug:22s} " + " ".join(f"{c:>22s}" for c in cells), flush=True)
+    for p, s in settings:
+        mine = [r for r in rows if r["per_program"] == (p or "all") and r["steer"] == s]
+        print(f"{label(p, s)}: caught {sum(r['caught'] for r in mine)}/{len(mine)}, "
+              f"under 60 s {sum(bool(r['caught'] and r['seconds'] < 60) for r in mine)}")
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
