@@ -113,3 +113,21 @@ def test_campaign_survives_a_killed_worker_and_resumes(cluster, tmp_path):
     assert final[:len(after)] == after
     assert sorted(json.loads(line)["index"] for line in final) == list(range(7))
     assert report["campaign"]["seeds_this_run"] == 1 and report["campaign"]["seeds_done"] == 7
+
+
+def test_a_failure_ends_its_task_at_once_and_its_seed_stays_undone(cluster, tmp_path):
+    """stop_on_failure (the mutation check): the task returns at the failing program rather
+    than after its seed's last one, the failure is kept, and the seed is not marked done (its
+    later programs never ran), so a resumed campaign runs it again."""
+    from cohort.verify.fuzz import run_campaign
+    address, _ = cluster
+    directory = tmp_path / "bug"
+    r = run_campaign(300, seed=0, scheduler=address, bugs=("tree_order",), stop_on_failure=True, shrink=False,
+                     corpus_dir=None, campaign_dir=str(directory), batch=9, max_stmts=8,
+                     variants=("lanes=8,full_packet=on,predicated=on,private=cohort",))
+    assert r["failures"], r
+    failing = r["failures"][0]["seed"]
+    done = [json.loads(line)["seed"] for line in seed_lines(directory)]
+    assert failing not in done
+    bins = os.listdir(directory / "mismatches")
+    assert bins and all(name.endswith(".json") for name in bins)

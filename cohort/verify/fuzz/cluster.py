@@ -105,6 +105,9 @@ def run_seeds(seeds: list, spec: dict) -> dict:
                                  "seed": hseed, "key": key, "case": corpus.case_to_json(case),
                                  "found_by": worker_name(), "shrunk": False})
             programs.append({"key": key[:16], "tally": t.to_json(), "failures": failures})
+            if failures and spec.get("stop_on_failure"):   # report now, not when the task ends;
+                return {"worker": worker_name(), "seeds": out,  # the seed stays undone
+                        "partial": {"index": index, "seed": hseed, "programs": programs}}
         out.append({"index": index, "seed": hseed, "programs": programs})
     return {"worker": worker_name(), "seeds": out}
 
@@ -172,7 +175,7 @@ class ClusterCampaign:
     def spec(self) -> dict:
         return {"bugs": list(self.cfg.bugs), "timeout": 120.0, "examples": self.cfg.batch,
                 "max_stmts": self.cfg.max_stmts, "variants": list(self.cfg.variants),
-                "per_program": self.cfg.variants_per_program,
+                "per_program": self.cfg.variants_per_program, "stop_on_failure": self.cfg.stop_on_failure,
                 "deadline": time.time() + self.cfg.seconds - self.elapsed(), "stop": self.stop_name}
 
     def elapsed(self) -> float:
@@ -202,18 +205,25 @@ class ClusterCampaign:
         worker = result["worker"]
         rate = self.worker_rates.setdefault(worker, {"programs": 0, "seconds": 0.0})
         for s in result["seeds"]:
-            tally = Tally()
-            for p in s["programs"]:
-                t = Tally.from_json(p["tally"])
-                rate["seconds"] += t.seconds
-                if p["key"] in self.keys:       # run before (another worker, an earlier run)
-                    continue
-                rate["programs"] += t.programs
-                self.keys.add(p["key"])
-                tally.add(t)
-                for f in p["failures"]:
-                    self.found(f)
-            self.commit(s["index"], s["seed"], tally, worker)
+            self.commit(s["index"], s["seed"], self.programs(s["programs"], rate), worker)
+        part = result.get("partial")
+        if part:      # a seed cut at its first failure (stop_on_failure): counted, not done
+            self.session.add(self.programs(part["programs"], rate))
+
+    def programs(self, programs: list, rate: dict) -> Tally:
+        """The tally of a task's programs not seen before; their failures recorded."""
+        tally = Tally()
+        for p in programs:
+            t = Tally.from_json(p["tally"])
+            rate["seconds"] += t.seconds
+            if p["key"] in self.keys:       # run before (another worker, an earlier run)
+                continue
+            rate["programs"] += t.programs
+            self.keys.add(p["key"])
+            tally.add(t)
+            for f in p["failures"]:
+                self.found(f)
+        return tally
 
     def commit(self, index, hseed: int, tally: Tally, worker: str):
         self.done_local.add(hseed)
