@@ -31,8 +31,8 @@ class CampaignConfig:
     scheduler: Optional[str] = None     # a Dask scheduler address or local:N (cluster.py)
     seeds_per_task: int = 1             # Dask tasks: seeds per task
     seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
-    variants_per_program: Optional[int] = None  # run `whole` + this many - 1 drawn variants per program
-                                        # (rotation.py); None: the whole applicable matrix
+    variants_per_program: Optional[int] = 4  # run `whole` + this many - 1 variants drawn per program
+                                        # (rotation.py; docs/fuzzing.md measures why); None: all of them
     steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
                                         # off by default until its detection rates are measured (issue 17)
 
