@@ -85,15 +85,15 @@ def ragged_grain(nblocks: int):
     return next((g for g in range(2, nblocks) if nblocks % g), None)
 
 
-def pool_tasks(variant, nblocks: int) -> int:
-    """How many tasks a launch of nblocks blocks is cut into on the worker pool
-    (runtime.run's rule); 0 when it runs on the calling thread."""
+def pool_split(variant, nblocks: int):
+    """(grain, tasks) of a launch of nblocks blocks on the worker pool (runtime.run's rule);
+    None when it runs on the calling thread."""
     from ..backend.runtime import grain_for
     from ..backend.variant import AUTO_GRAINS
     if variant.grain == "caller" or variant.workers == 1 or variant.grain in AUTO_GRAINS:
-        return 0
+        return None
     grain = grain_for(variant.grain, nblocks, variant.workers)
-    return -(-nblocks // grain) if grain < nblocks else 0
+    return (grain, -(-nblocks // grain)) if grain < nblocks else None
 
 
 def _resolve(spec: str, block: int, nblocks: int):
@@ -138,7 +138,7 @@ def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
             v = replace(v, private="cohort")
         if v.lanes > 1 and case.block // v.lanes == 1:
             v = replace(v, interleave="auto")
-        if not pool_tasks(v, nblocks) and v.grain not in ("auto", "joint_legacy"):
+        if pool_split(v, nblocks) is None and v.grain not in ("auto", "joint_legacy"):
             v = replace(v, grain="caller", workers=1)
         name = short_name(v)
         if name not in out:
