@@ -16,8 +16,8 @@ an output:
   leaves the last task partial (`ragged`, resolved per case), the runtime's
   pick (`0`) and the even split (`legacy`), over 2 and 3 participants.
   Grain and workers change no code, so three of them share a build with a
-  KNOB_MATRIX spec (no compile of their own); the fourth is the checked
-  whole build's.
+  KNOB_MATRIX spec (no compile of their own when both run in one worker
+  process); the fourth is the checked whole build's.
 
 Not in the matrix: fast_math (FAST_MATH_NOTE), the measured grains
 (AUTO_GRAIN_NOTE) and the `block` knob (re-blocking a kernel changes what
