@@ -11,14 +11,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
+from cohort import Buffer, f32, global_id, kernel
 from cohort.backend.inject import BUGS, inject_bug_TESTING_ONLY
+from cohort.backend.variant import parse_variant
 from cohort.refimpl.interpreter import interpret
 from cohort.refimpl.ir import DType
 from cohort.refimpl.spec import validate
 from cohort.refimpl.specialize import specialize
 from cohort.verify import corpus
 from cohort.verify.fuzz import DEFAULT_VARIANTS, KNOB_MATRIX, Coverage, WorkerPool, execute, run_campaign, variants_for
-from cohort.verify.gen import BufferSpec, cases, fill, make_args
+from cohort.verify.gen import BufferSpec, Case, cases, fill, make_args
 
 # Every campaign here is bounded by a number of programs (deterministic for the seed), so
 # what a test sees does not depend on how loaded the machine is. The time box is only a
@@ -89,18 +91,70 @@ GOLDEN_FILL = "6d65020d3f15e5f3495ae6d7c046e8227cf4fb74b47add758be6c52a40bd09b5"
 
 
 def test_variant_matrix():
-    from cohort.backend.variant import parse_variant
     assert len(KNOB_MATRIX) == 25 and KNOB_MATRIX[0] == "whole"
+    assert any("workers=" in v for v in DEFAULT_VARIANTS)    # every bug below is in reach (pool_partial_task)
     for case in collect(12, 3):
         vs = variants_for(case)
         assert vs[0] == "whole" and len(set(vs)) == len(vs)
         parsed = [parse_variant(v) for v in vs]
+        assert len(set(parsed)) == len(parsed)
         assert all(v.lanes <= case.block for v in parsed)
         has_private = any(type(s).__name__ == "Private" for s in case.kernel.body)
         assert any(v.private == "thread" for v in parsed) == has_private
         assert {v.lanes for v in parsed} == {l for l in (1, 4, 8, 16) if l <= case.block}
         for v in parsed:       # pinned interleaves fit the block
             assert v.interleave == "auto" or v.lanes * v.interleave <= case.block
+        nblocks = -(-case.n // case.block)
+        for v in parsed:       # a pool variant is one whose launch really is several tasks
+            if v.workers > 1:
+                grain = {"legacy": -(-nblocks // v.workers), 0: -(-nblocks // (4 * v.workers))}.get(v.grain, v.grain)
+                assert 1 <= grain < nblocks, (v, nblocks)
+
+
+@kernel(block=8)
+def _by_block(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    y[g] = x[g] * 2.0 + 1.0
+
+
+def _hand_case(k, n: int) -> Case:
+    return Case(k.ir, n, {}, tuple(BufferSpec(p.name, p.dtype, 80, "data") for p in k.ir.params), {}, 5)
+
+
+def test_matrix_breadth_for_a_case():
+    """Every knob value the backend offers for exact variants appears where the case allows it:
+    the pool (two worker counts, several grains, one leaving a partial last task), checked=on,
+    unsafe=on and an interleave strictly between one packet and the whole cohort (issue 17)."""
+    case = collect(1, 0, blocks=(64,), sizes=(257,))[0]          # 5 blocks of 64
+    parsed = [parse_variant(v) for v in variants_for(case)]
+    pool = [v for v in parsed if v.workers > 1]
+    assert {v.workers for v in pool} == {2, 3} and len({v.grain for v in pool}) >= 3
+    assert any(isinstance(v.grain, int) and v.grain > 1 and 5 % v.grain for v in pool)   # a partial last task
+    assert any(v.checked for v in parsed) and any(v.unsafe for v in parsed)
+    inter = {(v.lanes, v.interleave) for v in parsed if v.interleave != "auto"}
+    assert any(1 < i < 64 // lanes for lanes, i in inter), inter
+    assert (16, 2) in inter                                        # a block of 64: 16 lanes, 2 packets
+    # one block of 8: no pool (one task on the caller), no in-between interleave for 4 lanes
+    small = [parse_variant(v) for v in variants_for(_hand_case(_by_block, 8))]
+    assert all(v.workers == 1 and v.grain == "caller" for v in small)
+    assert all(v.interleave in ("auto", 1, 2) for v in small) and any(v.checked for v in small)
+
+
+def test_a_pool_variant_of_the_matrix_catches_a_lost_task():
+    """The matrix's pool variants launch on the worker pool (CompiledKernel.launch) and are
+    checked bit for bit between guard bands: the pool losing its partial last task
+    (inject pool_partial_task) is a mismatch; without the bug the same runs agree."""
+    case = _hand_case(_by_block, 37)             # 5 blocks of 8
+    pool = [v for v in variants_for(case) if "workers=" in v]
+    assert len(pool) >= 2
+    clean = execute(case, pool)["variants"]
+    assert all(r["status"] == "ok" and r["pool"]["tasks"] > 1 for r in clean.values()), clean
+    assert any(r["pool"]["partial_last_task"] for r in clean.values())
+    with inject_bug_TESTING_ONLY("pool_partial_task"):
+        bad = execute(case, pool)["variants"]
+    lost = [v for v, r in bad.items() if r["status"] == "mismatch"]
+    assert lost == [v for v, r in clean.items() if r["pool"]["partial_last_task"]], bad
+    assert all("y[" in bad[v]["detail"] for v in lost)
 
 
 # ---------------------------------------------------------------- campaigns
@@ -129,10 +183,6 @@ BUG_SEED = 0
 BUG_PROGRAMS = 40
 
 
-# Bugs that only variants outside the matrix can show (the pool's lost task needs grain and
-# workers): skipped until the matrix runs such variants (issue 17).
-MATRIX_HAS_POOL = any("workers=" in v for v in DEFAULT_VARIANTS)
-NEEDS_POOL = {"pool_partial_task"}
 # Issue 17's bugs take a campaign of several to a few dozen programs (tests/test_gen.py shows
 # each is live on a small kernel in the default suite; gen_mutants.py estimates the rates).
 SLOW_BUGS = {"rem_pow2_mask", "div_pow2_shift", "ne_ordered", "le_unordered", "loop_stride_unit",
@@ -143,10 +193,7 @@ def _bug_param(b: str):
     # With the broader generator (blocks to 128, more statements per program) a campaign per
     # bug takes minutes, so the whole mutation check runs under -m slow; the default suite
     # keeps the shrink test below (tree_order) and tests/test_gen.py's per-bug small kernels.
-    marks = [pytest.mark.slow]
-    if b in NEEDS_POOL:
-        marks.append(pytest.mark.skipif(not MATRIX_HAS_POOL, reason="the variant matrix runs no pool variant"))
-    return pytest.param(b, marks=marks)
+    return pytest.param(b, marks=[pytest.mark.slow])
 
 
 @pytest.mark.parametrize("bug", [_bug_param(b) for b in sorted(BUGS)])

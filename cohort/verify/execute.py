@@ -4,7 +4,8 @@ compiled and checked through the one comparison path (compare.verify_build).
 The records are plain JSON (they cross process boundaries): a discard
 reason if the interpreter rejects the launch, else per variant a status
 (FAILURE_STATUSES, "ok" or "unsupported"), the outputs' checksum (YARPGen's
-bins), the lane claims by kind and the lowering's counts (coverage).
+bins), the lane claims by kind, the lowering's counts and the pool's tasks
+(coverage).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..refimpl.ir import ParamKind
 from .checksum import canonical_bytes
 from .compare import verify_build
 from .gen import make_args
+from .matrix import pool_split
 
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
                     "reference_error", "specialise_mismatch")
@@ -81,6 +83,13 @@ def run_variant(case, spec: str, ref: dict) -> dict:
                        if isinstance(v, (int, np.integer)) and v and k != "interleave"}
     if counts.get("interleave", 1) > 1:
         rec["lowering"]["interleaved_packets"] = 1
+    # on the worker pool (ck.launch below takes it, as a user's launch does): how many tasks,
+    # and whether the last one is partial (the task a bad split loses)
+    nblocks = -(-case.n // ck.kernel.block)
+    split = pool_split(ck.variant, nblocks)
+    if split is not None:
+        rec["pool"] = {"grain": split[0], "tasks": split[1], "workers": ck.variant.workers,
+                       "partial_last_task": nblocks % split[0] != 0}
     verdict = verify_build(ck, case.n, make_args(case), ref, label=spec)
     if verdict.claims_checked:
         rec["annotation_checks"] = verdict.claims_checked

@@ -1,51 +1,145 @@
 """The variant matrix a fuzz case runs on (DESIGN §5), and how it is cut to a case.
 
-lanes 1, 4, 8, 16 x full_packet x predicated x private, at interleave=auto
-(as many packets side by side as lower as well as one), plus two variants
-that pin the interleave knob at its ends. fast_math variants are not in the
-matrix (FAST_MATH_NOTE).
+KNOB_MATRIX: lanes 1, 4, 8, 16 x full_packet x predicated x private, at
+interleave=auto (as many packets side by side as lower as well as one).
+Around it, one or two specs for each other knob value that must not change
+an output:
+
+- INTERLEAVE_VARIANTS pin the interleave at one packet, at the whole cohort
+  (`max`) and in between (`mid`), resolved per case (`auto` mostly picks the
+  largest, so nothing else would run the in-between widths);
+- CHECK_VARIANTS: `checked=on` (every access checked, no per-launch proof)
+  and `unsafe=on` (no checks at all: the generator's programs are in bounds,
+  so it must agree too);
+- POOL_VARIANTS run the launch on the worker pool (DESIGN §6) through
+  `CompiledKernel.launch`, as a user's launch does: grain 1, a grain that
+  leaves the last task partial (`ragged`, resolved per case), the runtime's
+  pick (`0`) and the even split (`legacy`), over 2 and 3 participants.
+  Grain and workers change no code, so three of them share a build with a
+  KNOB_MATRIX spec (no compile of their own when both run in one worker
+  process); the fourth is the checked whole build's.
+
+Not in the matrix: fast_math (FAST_MATH_NOTE), the measured grains
+(AUTO_GRAIN_NOTE) and the `block` knob (re-blocking a kernel changes what
+its collectives mean: a different program, not a variant of this one).
 """
 from __future__ import annotations
 
 KNOB_MATRIX = tuple(["whole"] + [f"lanes={l},full_packet={fp},predicated={pr},private={pv}"
                                  for l in (4, 8, 16) for fp in ("on", "off") for pr in ("on", "off")
                                  for pv in ("cohort", "thread")])
-# one packet at a time, and the whole cohort side by side ("max" = block // lanes for the case at hand)
+# one packet at a time; the whole cohort side by side ("max" = block // lanes for the case at
+# hand); an interleave strictly between ("mid", see resolve_interleave)
 INTERLEAVE_VARIANTS = ("lanes=8,full_packet=on,predicated=on,private=cohort,interleave=1",
-                       "lanes=4,full_packet=off,predicated=on,private=cohort,interleave=max")
-DEFAULT_VARIANTS = KNOB_MATRIX + INTERLEAVE_VARIANTS
+                       "lanes=4,full_packet=off,predicated=on,private=cohort,interleave=max",
+                       "lanes=4,full_packet=on,predicated=on,private=cohort,interleave=mid",
+                       "lanes=16,full_packet=off,predicated=off,private=thread,interleave=mid")
+CHECK_VARIANTS = ("lanes=8,full_packet=off,predicated=on,private=thread,checked=on",
+                  "lanes=16,full_packet=on,predicated=off,private=cohort,unsafe=on")
+POOL_VARIANTS = ("whole,grain=1,workers=2",
+                 "lanes=4,full_packet=off,predicated=on,private=thread,grain=ragged,workers=3",
+                 "lanes=16,full_packet=on,predicated=off,private=cohort,grain=0,workers=2",
+                 "whole,checked=on,grain=legacy,workers=3")
+DEFAULT_VARIANTS = KNOB_MATRIX + INTERLEAVE_VARIANTS + CHECK_VARIANTS + POOL_VARIANTS
 FAST_MATH_NOTE = ("fast_math variants excluded: their contract is a per-operator ulp bound, and no bound "
                   "holds for arbitrary random programs (reassociation, no-NaN/no-inf assumptions)")
+AUTO_GRAIN_NOTE = ("grain=auto and joint_legacy excluded: they choose among the caller, grain 0 and the "
+                   "legacy split (and the whole build) by timing repeated launches; one checked launch runs "
+                   "only their first candidate, and the candidates are each in the matrix")
 
 
 def short_name(variant) -> str:
-    """lanes=..,full_packet=..,predicated=..,private=..[,interleave=..] (or `whole`): parseable, compact."""
+    """The knobs that differ from a fuzz spec's defaults, parseable: lanes=..,full_packet=..,predicated=..,
+    private=..[,interleave=..] (or `whole`), then block, fast_math, checked, unsafe, grain, workers if set."""
     if variant.lanes == 1:
-        return "whole"
-    name = (f"lanes={variant.lanes},full_packet={'on' if variant.full_packet else 'off'},"
-            f"predicated={'on' if variant.predicated else 'off'},private={variant.private}")
-    interleave = getattr(variant, "interleave", "auto")
-    return name if interleave == "auto" else f"{name},interleave={interleave}"
+        name = "whole"
+    else:
+        name = (f"lanes={variant.lanes},full_packet={'on' if variant.full_packet else 'off'},"
+                f"predicated={'on' if variant.predicated else 'off'},private={variant.private}")
+        if variant.interleave != "auto":
+            name += f",interleave={variant.interleave}"
+    extra = [f"block={variant.block}"] if variant.block is not None else []
+    extra += [f"{knob}=on" for knob in ("fast_math", "checked", "unsafe") if getattr(variant, knob)]
+    if variant.grain != "caller":
+        extra.append(f"grain={variant.grain}")
+    if variant.workers != 1:
+        extra.append(f"workers={variant.workers}")
+    return ",".join([name] + extra)
+
+
+def resolve_interleave(word: str, most: int):
+    """`max`: the whole cohort (most = block // lanes packets); `mid`: a power of two strictly
+    between 1 and most, about its geometric middle (2 for most 4 or 8, 4 for 16 or 32: the
+    widths `auto` skips when it can take all, kept small because compile time grows with
+    width). None where there is no such width (that spec is not run for the case)."""
+    if word == "max":
+        return most if most >= 2 else None
+    if word == "mid":
+        return 1 << (most.bit_length() - 1) // 2 if most >= 4 else None
+    return int(word)
+
+
+def ragged_grain(nblocks: int):
+    """The smallest grain >= 2 that cuts nblocks into several tasks, the last one partial
+    (None below 3 blocks)."""
+    return next((g for g in range(2, nblocks) if nblocks % g), None)
+
+
+def pool_split(variant, nblocks: int):
+    """(grain, tasks) of a launch of nblocks blocks on the worker pool (runtime.run's rule);
+    None when it runs on the calling thread."""
+    from ..backend.runtime import grain_for
+    from ..backend.variant import AUTO_GRAINS
+    if variant.grain == "caller" or variant.workers == 1 or variant.grain in AUTO_GRAINS:
+        return None
+    grain = grain_for(variant.grain, nblocks, variant.workers)
+    return (grain, -(-nblocks // grain)) if grain < nblocks else None
+
+
+def _resolve(spec: str, block: int, nblocks: int):
+    """The spec with its per-case words (interleave=max|mid, grain=ragged) made numbers;
+    None when the case has no such value."""
+    knobs = spec.split(",")
+    lanes = next((int(k[6:]) for k in knobs if k.startswith("lanes=")), 1 if knobs[0] == "whole" else 8)
+    for i, k in enumerate(knobs):
+        if k in ("interleave=max", "interleave=mid"):
+            value = resolve_interleave(k[11:], block // lanes)
+        elif k == "grain=ragged":
+            value = ragged_grain(nblocks)
+        else:
+            continue
+        if value is None:
+            return None
+        knobs[i] = f"{k.split('=')[0]}={value}"
+    return ",".join(knobs)
 
 
 def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
-    """The matrix for this case: lanes <= block, private knob only if there are private arrays,
-    interleave=max resolved to block // lanes (and dropped where it is 1: a duplicate)."""
+    """The matrix for this case, each spec run once: per-case words resolved (a spec without a
+    value for the case is dropped); lanes <= block and lanes x interleave <= block; knobs that
+    cannot change this case's code or launch set to their plain value - the private layout
+    without private arrays, an interleave with one packet per cohort, grain and workers when
+    the launch would be one task on the calling thread - and the duplicates this makes dropped."""
+    from dataclasses import replace
+
     from ..backend.variant import parse_variant
     from ..refimpl.ir import Private
     has_private = any(isinstance(s, Private) for s in case.kernel.body)
+    nblocks = -(-case.n // case.block)
     out = []
     for spec in matrix:
-        if "interleave=" in spec:
-            lanes = parse_variant(spec.replace("interleave=max", "interleave=auto")).lanes
-            if case.block // lanes < 2:       # one packet per cohort: the same code as auto
-                continue
-            spec = spec.replace("interleave=max", f"interleave={case.block // lanes}")
+        spec = _resolve(spec, case.block, nblocks)
+        if spec is None:
+            continue
         v = parse_variant(spec)
-        if v.lanes > case.block:
+        if v.lanes > case.block or (v.interleave != "auto" and v.lanes * v.interleave > case.block):
             continue
-        if not has_private and v.lanes > 1 and v.private != "cohort":
-            continue
+        if v.lanes > 1 and not has_private:
+            v = replace(v, private="cohort")
+        if v.lanes > 1 and case.block // v.lanes == 1:
+            v = replace(v, interleave="auto")
+        if pool_split(v, nblocks) is None and v.grain not in ("auto", "joint_legacy"):
+            v = replace(v, grain="caller", workers=1)
         name = short_name(v)
         if name not in out:
             out.append(name)

@@ -6,11 +6,12 @@ its time box ends. For each case:
 1. the interpreter runs it (the reference). If the interpreter rejects the
    launch (out of bounds, conflict, race, ...) the case is *discarded* and
    counted - the generator is built so that this stays rare;
-2. every variant of the knob matrix (DESIGN §5: lanes 1, 4, 8, 16 x
-   full_packet x predicated x private; variants whose lanes exceed the block
-   are skipped, and for a kernel without private arrays the `private` knob is
-   not varied, since it cannot change the generated code) is compiled and
-   checked: for packet variants the interpreter re-runs the compiled,
+2. every variant of the matrix (../matrix.py, DESIGN §5: lanes 1, 4, 8, 16 x
+   full_packet x predicated x private, plus pinned interleaves, checked=on,
+   unsafe=on and launches on the worker pool; variants whose lanes exceed the
+   block are skipped, and a knob that cannot change this case's code or
+   launch - `private` without private arrays, a pool for one task - is not
+   varied) is compiled and checked: for packet variants the interpreter re-runs the compiled,
    specialised kernel with the backend's lane annotations checked; the native
    code runs on guarded copies of the inputs; outputs must be bit-identical
    (NaNs equal whatever their payload), guard bands intact, no native error;

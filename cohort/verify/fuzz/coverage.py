@@ -44,6 +44,11 @@ class Coverage:
             self.effects[k] += v
         for k in rec.get("lowering", {}):
             self.lowering[k] += 1          # variant runs whose code has at least one
+        pool = rec.get("pool")
+        if pool:                           # variant runs launched on the worker pool
+            self.launch[f"pool:workers={pool['workers']}"] += 1
+            if pool.get("partial_last_task"):
+                self.launch["pool:partial_last_task"] += 1
 
     # ------------------------------------------------------------ as data (campaign state, workers)
     FIELDS = ("ops", "math", "stmts", "structure", "access", "effects", "launch", "inputs", "lowering")
