@@ -1,15 +1,22 @@
 """Which variants of the matrix one fuzz program runs.
 
-A program's cost is its compiles (one LLVM module per variant, 90% of a campaign's
-time), so a campaign that runs every variant on every program checks few programs.
-Compiler fuzzers (Csmith, YARPGen) run each program under a random subset of
-their option space and get the breadth from the number of programs. Here a
-program runs `whole` (the scalar build, the cheapest compile and a check of every
-operation at width 1) plus `per_program - 1` variants drawn from the rest of its
-applicable matrix by a shuffle seeded with the program's key: every applicable
-variant has the same chance on every program, the draw is the same in every
-process (a cluster worker, a resumed campaign, a replay), and a failure's minimal
-case is still rerun on the whole matrix to name every variant that shares it.
+A program's cost is its compiles (one LLVM module per variant, most of a
+campaign's time), so a campaign that runs every variant on every program
+checks few programs. Compiler fuzzers (Csmith, YARPGen) run each program
+under a subset of their option space and get the breadth from the number of
+programs. Here a program runs `whole` (the scalar build: the cheapest compile,
+every operation at width 1) plus `per_program - 1` variants chosen from the
+rest of its applicable matrix to cover as many knob values as they can
+(covering-array style): each pick is the variant whose knob values (lanes,
+full_packet, predicated, private, and its family: pinned interleave, checks,
+pool) are the largest share not yet covered by the program's earlier picks,
+ties broken by a shuffle seeded with the program's key. So a program with
+private arrays runs both private layouts, both predication modes and both
+tail paths, and the rarer families (interleaves, checks, the pool) run on
+many programs rather than on a few. The draw is a function of the program's
+key and applicable list only: the same in every process (a cluster worker, a
+resumed campaign, a replay). A failure's minimal case is rerun on the whole
+matrix to name every variant that shares it (campaign.py).
 """
 from __future__ import annotations
 
@@ -17,6 +24,20 @@ import random
 from typing import Optional
 
 WHOLE = "whole"
+KNOBS = ("full_packet", "predicated", "private")
+
+
+def knob_values(spec: str) -> frozenset:
+    """The (knob, value) pairs a fuzz spec (matrix.short_name form) exercises."""
+    kv = dict(part.split("=", 1) for part in spec.split(",") if "=" in part)
+    values = {("lanes", kv.get("lanes", "1"))} | {(k, kv[k]) for k in KNOBS if k in kv}
+    if "grain" in kv or "workers" in kv:
+        values.add(("family", "pool"))
+    elif kv.get("checked") == "on" or kv.get("unsafe") == "on":
+        values.add(("family", "checks"))
+    elif "interleave" in kv:
+        values.add(("family", "interleave"))
+    return frozenset(values)
 
 
 def draw_variants(applicable: list, key: str, per_program: Optional[int]) -> list:
@@ -26,8 +47,14 @@ def draw_variants(applicable: list, key: str, per_program: Optional[int]) -> lis
         return list(applicable)
     if per_program < 1:
         raise ValueError(f"variants per program must be at least 1, got {per_program}")
-    first = [v for v in applicable if v == WHOLE][:per_program]
+    chosen = [v for v in applicable if v == WHOLE][:per_program]
+    covered = set().union(*(knob_values(v) for v in chosen))
     rest = [v for v in applicable if v != WHOLE]
     random.Random(key).shuffle(rest)
-    chosen = set(first + rest[:per_program - len(first)])
-    return [v for v in applicable if v in chosen]
+    while len(chosen) < per_program:
+        pick = max(rest, key=lambda v: len(knob_values(v) - covered) / len(knob_values(v)))
+        rest.remove(pick)
+        chosen.append(pick)
+        covered |= knob_values(pick)
+    keep = set(chosen)
+    return [v for v in applicable if v in keep]
