@@ -186,7 +186,8 @@ BUG_PROGRAMS = 40
 # Issue 17's bugs take a campaign of several to a few dozen programs (tests/test_gen.py shows
 # each is live on a small kernel in the default suite; gen_mutants.py estimates the rates).
 SLOW_BUGS = {"rem_pow2_mask", "div_pow2_shift", "ne_ordered", "le_unordered", "loop_stride_unit",
-             "pool_partial_task"}
+             "pool_partial_task", "sum_identity_sign", "packet_tree_operands", "prefix_loop_stride",
+             "group_readback"}
 
 
 def _bug_param(b: str):

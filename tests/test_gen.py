@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from cohort import Buffer, f32, global_id, i32, kernel, thread_id
+from cohort import Buffer, block_max, block_sum, f32, global_id, i32, kernel, thread_id
 from cohort.backend.inject import BUGS, inject_bug_TESTING_ONLY
 from cohort.refimpl.interpreter import interpret
 from cohort.refimpl.ir import DType, For, Op, stmt_exprs, walk_expr, walk_stmts
@@ -205,6 +205,35 @@ def _strided(x: Buffer[f32], y: Buffer[f32]):
     y[global_id()] = acc
 
 
+@kernel(block=8)
+def _zero_sum(y: Buffer[f32]):
+    g = global_id()
+    s = block_sum(f32(thread_id()) * -0.0)   # -0.0 in every thread: the sum is -0.0
+    y[g] = s
+
+
+@kernel(block=8)
+def _tree_max(y: Buffer[f32]):
+    g = global_id()
+    m = block_max(0.0 / f32(thread_id()))   # NaN in thread 0, +0.0 elsewhere: a > b ? a : b drops a NaN a
+    y[g] = m
+
+
+@kernel(block=8)
+def _prefix(x: Buffer[i32], y: Buffer[i32]):
+    acc = 0
+    for j in range(2 * thread_id(), 40, 4):
+        acc = acc + x[j]
+    y[global_id()] = acc
+
+
+@kernel(block=8)
+def _readback(x: Buffer[i32], y: Buffer[i32]):
+    g = global_id()
+    y[2 * g] = x[g]
+    y[2 * g + 1] = y[2 * g] * 3       # reads what the store before it wrote
+
+
 _PLANT_CASES = {
     "rem_pow2_mask": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "div_pow2_shift": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
@@ -212,6 +241,10 @@ _PLANT_CASES = {
     "le_unordered": (_cmp, ("whole", "lanes=4,full_packet=off,predicated=on,private=cohort")),
     "loop_stride_unit": (_strided, ("lanes=8,full_packet=on,predicated=on,private=cohort",)),
     "pool_partial_task": (_rem, ("whole,grain=2,workers=2", "packet,grain=2,workers=2")),
+    "sum_identity_sign": (_zero_sum, ("whole", "lanes=4,full_packet=on,predicated=on,private=cohort")),
+    "packet_tree_operands": (_tree_max, ("lanes=8,full_packet=on,predicated=on,private=cohort",)),
+    "prefix_loop_stride": (_prefix, ("lanes=8,full_packet=on,predicated=on,private=cohort",)),
+    "group_readback": (_readback, ("lanes=4,full_packet=off,predicated=on,private=cohort",)),
 }
 
 

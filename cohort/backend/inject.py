@@ -29,14 +29,15 @@ BUGS = {
     "le_unordered": "f32 a <= b is lowered as not (a > b) (true when either is NaN)",
     "loop_stride_unit": "the variable of a loop whose start is affine with stride k is given stride 1",
     "pool_partial_task": "the pool's block count is rounded down to a multiple of the grain (last task lost)",
-}
-# Planted bugs whose sites are in lower_whole.py / lower_packet.py (being merged into one lowering):
-# their conditions are named here so the lead can add the edits listed in issue 17's closing note.
-PENDING_BUGS = {
-    "sum_identity_sign": "f32 block_sum pads inactive threads and packets with +0.0 instead of -0.0",
-    "packet_tree_operands": "the in-packet steps of a collective's tree combine (moved, v), not (v, moved)",
-    "prefix_loop_stride": "range(k*t + c, n, step) in packets: the all-lanes trip count assumes stride 1",
-    "group_readback": "a fused interleaved store group ignores a later store's read of the buffer",
+    # issue 17's closing note, sites in the one lowering (backend/lowering/)
+    "sum_identity_sign": "f32 block_sum pads inactive threads and packets with +0.0 instead of -0.0 "
+                         "(collectives.identity)",
+    "packet_tree_operands": "the in-packet steps of a collective's tree combine (moved, v), not (v, moved): "
+                            "f32 max/min with a NaN or signed zeros change (collectives.collective)",
+    "prefix_loop_stride": "range(k*t + c, n, step) in packets: the all-lanes trip count takes the last "
+                          "lane's start as first + (W - 1), stride 1 (loops.loop)",
+    "group_readback": "a fused interleaved store group checks the first store, not the later ones, for a "
+                      "read of the buffer (stmts.interleaved_group)",
 }
 
 _active: set = set()

@@ -141,6 +141,29 @@ define internal void @put(ptr %args, i64 %slot, i64 %v) alwaysinline {
   ret void
 }
 
+; Buffer i's bytes [lo, hi) as written in the argument block. An empty buffer's are
+; [0, 0), which overlap nothing: lo < 0 never holds unsigned.
+define internal {i64, i64} @span(ptr %plan, ptr %args, i64 %i) alwaysinline {
+  %e6 = mul i64 %i, 6
+  %e0 = add i64 %e6, 8
+  %e2 = add i64 %e0, 2
+  %ps = call i64 @word(ptr %plan, i64 %e2)
+  %e3 = add i64 %e0, 3
+  %ls = call i64 @word(ptr %plan, i64 %e3)
+  %e4 = add i64 %e0, 4
+  %item = call i64 @word(ptr %plan, i64 %e4)
+  %lo = call i64 @word(ptr %args, i64 %ps)
+  %len = call i64 @word(ptr %args, i64 %ls)
+  %bytes = mul i64 %len, %item
+  %hi = add i64 %lo, %bytes
+  %some = icmp ne i64 %len, 0
+  %lo.s = select i1 %some, i64 %lo, i64 0
+  %hi.s = select i1 %some, i64 %hi, i64 0
+  %r0 = insertvalue {i64, i64} undef, i64 %lo.s, 0
+  %r = insertvalue {i64, i64} %r0, i64 %hi.s, 1
+  ret {i64, i64} %r
+}
+
 define i64 @cohort_fill_args(ptr %plan, ptr %dict, ptr %args, i64 %written) {
 entry:
   %ovf = alloca i32
@@ -223,19 +246,9 @@ ovl.a:
   %amore = icmp slt i64 %a, %nbuf
   br i1 %amore, label %ovl.abody, label %f.start
 ovl.abody:
-  %ae6 = mul i64 %a, 6
-  %ae0 = add i64 %ae6, 8
-  %ae2 = add i64 %ae0, 2
-  %aps = call i64 @word(ptr %plan, i64 %ae2)
-  %ae3 = add i64 %ae0, 3
-  %als = call i64 @word(ptr %plan, i64 %ae3)
-  %ae4 = add i64 %ae0, 4
-  %aitem = call i64 @word(ptr %plan, i64 %ae4)
-  %alo = call i64 @word(ptr %args, i64 %aps)
-  %alen = call i64 @word(ptr %args, i64 %als)
-  %abytes = mul i64 %alen, %aitem
-  %ahi = add i64 %alo, %abytes
-  %anz = icmp ne i64 %alen, 0
+  %as = call {i64, i64} @span(ptr %plan, ptr %args, i64 %a)
+  %alo = extractvalue {i64, i64} %as, 0
+  %ahi = extractvalue {i64, i64} %as, 1
   %a.next = add i64 %a, 1
   br label %ovl.b
 ovl.b:
@@ -243,24 +256,12 @@ ovl.b:
   %bmore2 = icmp slt i64 %b, %nbuf
   br i1 %bmore2, label %ovl.bbody, label %ovl.anext
 ovl.bbody:
-  %be6 = mul i64 %b, 6
-  %be0 = add i64 %be6, 8
-  %be2 = add i64 %be0, 2
-  %bps = call i64 @word(ptr %plan, i64 %be2)
-  %be3 = add i64 %be0, 3
-  %bls = call i64 @word(ptr %plan, i64 %be3)
-  %be4 = add i64 %be0, 4
-  %bitem = call i64 @word(ptr %plan, i64 %be4)
-  %blo = call i64 @word(ptr %args, i64 %bps)
-  %blen = call i64 @word(ptr %args, i64 %bls)
-  %bbytes = mul i64 %blen, %bitem
-  %bhi = add i64 %blo, %bbytes
-  %bnz = icmp ne i64 %blen, 0
+  %bs = call {i64, i64} @span(ptr %plan, ptr %args, i64 %b)
+  %blo = extractvalue {i64, i64} %bs, 0
+  %bhi = extractvalue {i64, i64} %bs, 1
   %o1 = icmp ult i64 %alo, %bhi
   %o2 = icmp ult i64 %blo, %ahi
-  %o12 = and i1 %o1, %o2
-  %nz = and i1 %anz, %bnz
-  %overlap = and i1 %o12, %nz
+  %overlap = and i1 %o1, %o2
   %b.next = add i64 %b, 1
   br i1 %overlap, label %fail, label %ovl.b
 ovl.anext:

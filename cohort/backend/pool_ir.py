@@ -61,6 +61,21 @@ define internal void @futex_wake(ptr %addr) {
   ret void
 }
 
+; The waker's side of a futex word: store the news, then wake only if someone announced
+; sleeping on it (%asleep: a count or a flag). seq_cst here and on the sleeper's side.
+define internal void @publish(ptr %word, i32 %news, ptr %asleep) {
+entry:
+  store atomic i32 %news, ptr %word seq_cst, align 8
+  %n = load atomic i32, ptr %asleep seq_cst, align 8
+  %any = icmp ne i32 %n, 0
+  br i1 %any, label %wake, label %out
+wake:
+  call void @futex_wake(ptr %word)
+  br label %out
+out:
+  ret void
+}
+
 ; Blocks of job %gen, claimed until none are left (or the job is gone).
 define internal void @run_share(ptr %pool, i64 %id, i32 %gen) {
 entry:
@@ -119,13 +134,8 @@ run:
   %last = icmp eq i64 %old, %k
   br i1 %last, label %finish, label %claim
 finish:
-  store atomic i32 1, ptr %donep seq_cst, align 8
   %cwp = call ptr @slot(ptr %pool, i64 13)
-  %cw = load atomic i32, ptr %cwp seq_cst, align 8
-  %callerasleep = icmp ne i32 %cw, 0
-  br i1 %callerasleep, label %wakecaller, label %claim
-wakecaller:
-  call void @futex_wake(ptr %donep)
+  call void @publish(ptr %donep, i32 1, ptr %cwp)
   br label %claim
 out:
   ret void
@@ -209,13 +219,8 @@ go:
   store atomic i64 %word, ptr %claimp release, align 8
   store atomic i64 %nb, ptr %remp release, align 8
   store atomic i32 0, ptr %donep release, align 8
-  store atomic i32 %g1, ptr %genp seq_cst, align 8
   %slp = call ptr @slot(ptr %pool, i64 12)
-  %asleep = load atomic i32, ptr %slp seq_cst, align 8
-  %anyasleep = icmp ne i32 %asleep, 0
-  br i1 %anyasleep, label %wakeall, label %share
-wakeall:
-  call void @futex_wake(ptr %genp)
+  call void @publish(ptr %genp, i32 %g1, ptr %slp)
   br label %share
 share:
   call void @run_share(ptr %pool, i64 0, i32 %g1)

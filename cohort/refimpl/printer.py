@@ -107,38 +107,49 @@ def _param(p) -> str:
     return f"{p.name}: {p.dtype.value}"
 
 
-def format_stmts(body, indent: int = 1, exact: bool = False) -> list:
-    pad = "    " * indent
+def statement_lines(body, line, indent: int = 0, pad: str = "    ") -> list:
+    """The lines of a statement list: each statement's own line `line(s)` (an `if`'s or a
+    `for`'s header), its bodies one level deeper; an empty body is `pass`, an empty
+    `else` is left out. The printer's layout, and the fuzzer's IR dump's
+    (verify/gen/pysource.ir_text, which prints each statement differently)."""
     out = []
+    for s in body:
+        out.append(pad * indent + line(s))
+        inner = pad * (indent + 1)
+        if isinstance(s, If):
+            out.extend(statement_lines(s.then, line, indent + 1, pad) or [inner + "pass"])
+            if s.orelse:
+                out.append(pad * indent + "else:")
+                out.extend(statement_lines(s.orelse, line, indent + 1, pad))
+        elif isinstance(s, For):
+            out.extend(statement_lines(s.body, line, indent + 1, pad) or [inner + "pass"])
+    return out
 
+
+def format_stmt(s, exact: bool = False) -> str:
+    """One statement's own line (an `if`'s or a `for`'s header, without its bodies)."""
     def fx(e):
         return format_expr(e, 0, exact)
 
-    for s in body:
-        if isinstance(s, Assign):
-            out.append(f"{pad}{s.name} = {fx(s.value)}")
-        elif isinstance(s, Store):
-            out.append(f"{pad}{s.buf}[{fx(s.index)}] = {fx(s.value)}")
-        elif isinstance(s, PStore):
-            out.append(f"{pad}{s.arr}[{fx(s.index)}] = {fx(s.value)}")
-        elif isinstance(s, Private):
-            dt = "bool" if s.dtype is DType.BOOL else s.dtype.value
-            out.append(f"{pad}{s.name} = private({dt}, {fx(s.size)})")
-        elif isinstance(s, Collective):
-            out.append(f"{pad}{s.name} = {s.op.value}({fx(s.value)})")
-        elif isinstance(s, If):
-            out.append(f"{pad}if {fx(s.cond)}:")
-            out.extend(format_stmts(s.then, indent + 1, exact) or [f"{pad}    pass"])
-            if s.orelse:
-                out.append(f"{pad}else:")
-                out.extend(format_stmts(s.orelse, indent + 1, exact))
-        elif isinstance(s, For):
-            out.append(f"{pad}for {s.var} in range({fx(s.start)}, {fx(s.stop)}, "
-                       f"{fx(s.step)}):")
-            out.extend(format_stmts(s.body, indent + 1, exact) or [f"{pad}    pass"])
-        else:
-            out.append(f"{pad}<{type(s).__name__}>")
-    return out
+    if isinstance(s, Assign):
+        return f"{s.name} = {fx(s.value)}"
+    if isinstance(s, Store):
+        return f"{s.buf}[{fx(s.index)}] = {fx(s.value)}"
+    if isinstance(s, PStore):
+        return f"{s.arr}[{fx(s.index)}] = {fx(s.value)}"
+    if isinstance(s, Private):
+        return f"{s.name} = private({'bool' if s.dtype is DType.BOOL else s.dtype.value}, {fx(s.size)})"
+    if isinstance(s, Collective):
+        return f"{s.name} = {s.op.value}({fx(s.value)})"
+    if isinstance(s, If):
+        return f"if {fx(s.cond)}:"
+    if isinstance(s, For):
+        return f"for {s.var} in range({fx(s.start)}, {fx(s.stop)}, {fx(s.step)}):"
+    return f"<{type(s).__name__}>"
+
+
+def format_stmts(body, indent: int = 1, exact: bool = False) -> list:
+    return statement_lines(body, lambda s: format_stmt(s, exact), indent)
 
 
 def format_kernel(k: Kernel, exact: bool = False) -> str:

@@ -232,9 +232,9 @@ def _is_f32(v: float) -> bool:
 
 def _describe(stmt) -> str:
     """The first printed line of a statement (`if c:`, `y[i] = v`, ...)."""
-    from .printer import format_stmts
+    from .printer import format_stmt
     try:
-        return format_stmts([stmt], 0)[0].strip()
+        return format_stmt(stmt)
     except Exception:  # too malformed to print
         return type(stmt).__name__
 

@@ -27,6 +27,14 @@ def tree_steps(B: int, lo: int) -> list:
     return steps[::-1] if inject.active("tree_order") else steps
 
 
+def identity(c: Collective):
+    """What inactive threads and packets that did not run contribute: the op's identity,
+    -0.0 for an f32 sum (+0.0 would turn a sum of -0.0s into +0.0)."""
+    if c.op.value == "block_sum" and inject.active("sum_identity_sign"):   # planted: the integers' zero
+        return 0
+    return REDUCE_IDENTITY[(c.op.value, c.value.dtype)].item()
+
+
 def split_phases(body) -> list:
     """[(statements, collective or None), ...]: the body cut after each top-level collective."""
     phases, cur = [], []
@@ -86,7 +94,7 @@ class CollectiveLowering:
         self.cur = coll
         v = self.ev(coll.value, {})
         if self.mask is not None:
-            v = b.select(self.mask, v, self.cx.const(dt, REDUCE_IDENTITY[(coll.op.value, dt)].item()))
+            v = b.select(self.mask, v, self.cx.const(dt, identity(coll)))
         self.store_lanes(v, self.scratch[id(coll)], self.t0, dt)
 
     def collective(self, c: Collective, npk):
@@ -95,7 +103,7 @@ class CollectiveLowering:
         (none at width 1); the result goes to every thread."""
         b, W, dt = self.b, self.W, c.value.dtype
         tree = self.scratch[id(c)]
-        ident = self.sx.const(dt, REDUCE_IDENTITY[(c.op.value, dt)].item())
+        ident = self.sx.const(dt, identity(c))
         self.counted_loop(b.mul(npk, self.i32(W)), self.i32(self.B),
                           lambda t: b.store(ident, self.elem(tree, t, dt)), "identity")
         op = REDUCE_OP[c.op.value]
@@ -112,7 +120,9 @@ class CollectiveLowering:
             lanes = [t + s if t + s < W else t for t in range(W)]
             moved = b.shuffle_vector(v, ir.Constant(ty, None), vector_const(self.vty(I32T), lanes))
             self.counts["shuffles"] += 1
-            v = LOWER[op](self.cx, dt, v, moved)
+            # lane t combines (v[t], v[t+s]) in that order: f32 max/min keep their first
+            # operand on a tie or a NaN, so the order is part of the result (DESIGN §3)
+            v = LOWER[op](self.cx, dt, *((moved, v) if inject.active("packet_tree_operands") else (v, moved)))
         r = self.splat(self.lane0(v), dt)
         arr = self.arrays[c.name]
         self.counted_loop(self.i32(0), self.i32(self.B // W),

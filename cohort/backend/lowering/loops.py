@@ -21,6 +21,7 @@ the interpreter).
 from __future__ import annotations
 
 from ...refimpl.ir import DType, For
+from .. import inject
 from ..context import I32T, I64
 from ..shapes import Access
 
@@ -66,7 +67,9 @@ class LoopLowering:
             first = b.sext(self.lane0(start_v), I64)
             stop = b.sext(self.lane0(stop_v), I64)
             kmax = self.scalar_trips(first, stop, step)
-            kmin = self.scalar_trips(b.add(first, self.i64(stride * (W - 1))), stop, step)
+            # the last lane starts stride*(W-1) past the first: it runs the fewest iterations
+            last = self.i64((1 if inject.active("prefix_loop_stride") else stride) * (W - 1))
+            kmin = self.scalar_trips(b.add(first, last), stop, step)
             iterate(self.i64(0), kmin)
 
             def prefix(k):

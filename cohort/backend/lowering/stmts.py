@@ -11,6 +11,7 @@ from llvmlite import ir
 
 from ...refimpl.ir import Assign, DType, Expr, For, If, Op, Private, PStore, Store, walk_expr
 from ...refimpl.printer import format_expr
+from .. import inject
 from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
 from ..shapes import Access
 
@@ -93,7 +94,9 @@ class StmtLowering:
             t = body[i + j]
             if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, base) == j):
                 return None
-            if any(n.op is Op.LOAD and n.arg == s.buf for e in (t.index, t.value) for n in walk_expr(e)):
+            # planted group_readback: the first store's expressions looked at, not the later one's
+            reads = (s.index, s.value) if inject.active("group_readback") else (t.index, t.value)
+            if any(n.op is Op.LOAD and n.arg == s.buf for e in reads for n in walk_expr(e)):
                 return None
             group.append(t)
         return group

@@ -22,7 +22,7 @@ import linecache
 import struct
 
 from ...refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, Private, PStore, Store, binary, const
-from ...refimpl.printer import format_expr, format_kernel
+from ...refimpl.printer import format_expr, format_kernel, statement_lines
 
 _files = itertools.count()
 
@@ -111,27 +111,21 @@ def _etext(e: Expr) -> str:
     return f"({e.op.name}:{e.dtype.value}:{arg}{' ' + inner if inner else ''})"
 
 
-def _stext(body, out: list, depth: int):
-    for s in body:
-        pad = " " * depth
-        if isinstance(s, Assign):
-            out.append(f"{pad}assign {s.name} {_etext(s.value)}")
-        elif isinstance(s, Store):
-            out.append(f"{pad}store {s.buf} {_etext(s.index)} {_etext(s.value)}")
-        elif isinstance(s, PStore):
-            out.append(f"{pad}pstore {s.arr} {_etext(s.index)} {_etext(s.value)}")
-        elif isinstance(s, Private):
-            out.append(f"{pad}private {s.name} {s.dtype.value} {_etext(s.size)}")
-        elif isinstance(s, Collective):
-            out.append(f"{pad}collective {s.name} {s.op.value} {_etext(s.value)}")
-        elif isinstance(s, If):
-            out.append(f"{pad}if {_etext(s.cond)}")
-            _stext(s.then, out, depth + 1)
-            out.append(f"{pad}else")
-            _stext(s.orelse, out, depth + 1)
-        else:
-            out.append(f"{pad}for {s.var} {_etext(s.start)} {_etext(s.stop)} {_etext(s.step)}")
-            _stext(s.body, out, depth + 1)
+def _sline(s) -> str:
+    """One statement's own line, every expression node in full."""
+    if isinstance(s, Assign):
+        return f"assign {s.name} {_etext(s.value)}"
+    if isinstance(s, Store):
+        return f"store {s.buf} {_etext(s.index)} {_etext(s.value)}"
+    if isinstance(s, PStore):
+        return f"pstore {s.arr} {_etext(s.index)} {_etext(s.value)}"
+    if isinstance(s, Private):
+        return f"private {s.name} {s.dtype.value} {_etext(s.size)}"
+    if isinstance(s, Collective):
+        return f"collective {s.name} {s.op.value} {_etext(s.value)}"
+    if isinstance(s, If):
+        return f"if {_etext(s.cond)}"
+    return f"for {s.var} {_etext(s.start)} {_etext(s.stop)} {_etext(s.step)}"
 
 
 def ir_text(k: Kernel) -> list:
@@ -139,8 +133,7 @@ def ir_text(k: Kernel) -> list:
     exact, no source locations. Equal texts, identical kernels."""
     out = [f"kernel {k.name} block={k.block} consts={k.consts} specialised={k.specialised}"]
     out += [f"param {p.name} {p.kind.name} {p.dtype.value}" for p in k.params]
-    _stext(k.body, out, 0)
-    return out
+    return out + statement_lines(k.body, _sline, 0, pad=" ")
 
 
 def source_round_trip(k: Kernel):

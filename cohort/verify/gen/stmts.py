@@ -289,12 +289,14 @@ class Statements:
         smin, smax = c + min(0, a * R), c + max(0, a * R)
         step = self.pick([2, 3, -2, -3, 4, -4, 5, self.B, -self.B, 1, -1, 2 * self.B])
         s = abs(step)
-        if self.maybe(50):              # a uniform stop
+        if self.maybe(50):              # a uniform stop, near the first lane's start or the last's
+            # far: every lane runs, the first ones more (a packet's prefix split); <= ~36 trips
+            far = not use_g and abs(a) * R <= 32 * s and self.maybe(40)
             if step > 0:
-                stop = smin + self.int(-s, 4 * s)
+                stop = (smax if far else smin) + self.int(-s, 4 * s)
                 lo, hi = smin, max(smin, stop - 1)
             else:
-                stop = smax - self.int(-s, 4 * s)
+                stop = (smin if far else smax) - self.int(-s, 4 * s)
                 lo, hi = min(smax, stop + 1), smax
             stop_e = self.ci(stop)
         else:                           # the same trip count in every lane
@@ -428,11 +430,13 @@ class Statements:
     # ------------------------------------------------------------ collectives
     def lane_condition(self) -> Expr:
         """True in chosen lane positions of a packet: one thread, a lane of every packet
-        (t mod W == r), a prefix or a suffix of the block."""
+        (t mod W == r), a prefix or a suffix of the block. The one thread is often an end
+        of the block: where a tree's operand order decides which value survives."""
         widths = [w for w in (4, 8, 16) if w <= self.B] or [1]
         how = self.pick(["one", "lane", "prefix", "suffix"])
         if how == "one":
-            return binary(Op.EQ, self.t(), self.ci(self.int(0, self.B - 1)))
+            r = self.pick([0, self.B - 1]) if self.maybe(50) else self.int(0, self.B - 1)
+            return binary(Op.EQ, self.t(), self.ci(r))
         if how == "lane":
             w = self.pick(widths)
             return binary(Op.EQ, binary(Op.AND, self.t(), self.ci(w - 1)), self.ci(self.int(0, w - 1)))
