@@ -105,7 +105,7 @@ class Statements:
         group = []
         for j in range(o.slots):
             value = self.expr(o.dtype, depth)
-            if j and self.maybe(30):
+            if j and self.maybe(50):
                 back = load(o.name, self.out_address(o, self.int(0, j - 1), g, t, b), o.dtype)
                 value = self.combine(back, value)
             group.append(self.own_store(o, j, value, self.out_address(o, j, g, t, b)))
@@ -395,7 +395,7 @@ class Statements:
         if self.loops:
             for_w = sw(for_w, "structure:for:nested")
         table = [(5, "assign"), (sw(3, "access:store:contiguous", "access:store:scatter"), "store"), (4, "probe"),
-                 (2, "group"), (2 if self.stored_at else 0, "readback"),
+                 (3, "group"), (2 if self.stored_at else 0, "readback"),
                  (sw(2, "statement:PStore", "access:pstore:contiguous", "access:pstore:scatter")
                   if self.privates else 0, "pstore"),
                  (if_w if depth < 3 else 0, "if"), (for_w if depth < 3 else 0, "for")]
