@@ -217,7 +217,7 @@ class Statements:
         return self.weighted([(3 * u, "u_literal"), (u if self.consts else 0, "u_const"),
                               (u if any(d is I32 for d in self.scalars.values()) else 0, "u_scalar"),
                               (3 * v, "v_block"), (2 * v, "v_count"), (v, "v_data"), (v, "v_start"),
-                              (4 * v, "v_affine")])
+                              (6 * v, "v_affine")])
 
     def loop_bounds(self, kind: str):
         """(start, stop, step expressions, variable range lo..hi, uniform, unit)."""
