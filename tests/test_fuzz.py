@@ -167,7 +167,7 @@ def test_clean_campaign_finds_no_mismatch():
     assert r["programs"] == CLEAN_PROGRAMS and r["programs_cut_by_time_box"] == 0, r
     assert r["discard_rate"] <= 0.05, r["discard_reasons"]
     assert r["worker_crashes"] == 0
-    assert r["variant_runs"] >= 2 * r["programs"]       # whole and drawn packet variants
+    assert r["variant_runs"] >= 3 * r["programs"]       # whole and 3 drawn variants (minus unsupported)
     cov = r["coverage"]
     for key in ("load:uniform", "load:contiguous", "load:gather", "store:contiguous", "store:scatter"):
         assert cov["access_modes"].get(key), (key, cov["access_modes"])
