@@ -97,8 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--steer", choices=("on", "off"), default=None,
                    help="weigh operations, functions and structures this campaign has not covered yet")
     f.add_argument("--variants-per-program", default=None, metavar="N|all",
-                   help="variants each program runs: whole plus N-1 drawn from the matrix by the program's "
-                        "key (every variant equally often), or all of them")
+                   help="variants each program runs: whole plus N-1 chosen to cover the most knob values "
+                        "(default 4), or all of them (the default with --variant)")
     return p
 
 
@@ -445,6 +445,8 @@ def _fuzz_options(args) -> dict:
     if args.variants_per_program is not None:
         vpp = args.variants_per_program
         kw["variants_per_program"] = None if vpp == "all" else _count("--variants-per-program", vpp, 1, 1000)
+    elif args.variant:                   # variants named on the command line all run on every program
+        kw["variants_per_program"] = None
     if args.variant:
         from .backend.variant import VariantError, parse_variant
         from .verify.matrix import short_name

@@ -95,3 +95,21 @@ def test_campaign_runs_the_drawn_variants_only(tmp_path):
     with pytest.raises(CampaignError, match="variants_per_program"):    # a seed means something else now
         run_campaign(120, seed=3, jobs=0, max_programs=1, shrink=False, corpus_dir=None,
                      variants_per_program=3, campaign_dir=str(tmp_path / "c"))
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], "default"),                                              # the campaign's default (4)
+    (["--variants-per-program", "all"], None),
+    (["--variants-per-program", "3"], 3),
+    (["--variant", "whole", "--variant", "packet"], None),           # named variants all run
+    (["--variant", "whole", "--variants-per-program", "2"], 2),
+])
+def test_cli_variants_per_program(argv, expected):
+    from cohort.cli import _fuzz_options, _parser
+    kw = _fuzz_options(_parser().parse_args(["fuzz", *argv]))
+    if expected == "default":
+        assert "variants_per_program" not in kw
+        from cohort.verify.fuzz import CampaignConfig
+        assert CampaignConfig().variants_per_program == 4
+    else:
+        assert kw["variants_per_program"] == expected
