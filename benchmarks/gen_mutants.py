@@ -38,19 +38,13 @@ from cohort.refimpl import interpreter as interp_mod  # noqa: E402
 from cohort.refimpl import semantics  # noqa: E402
 from cohort.refimpl.interpreter import interpret  # noqa: E402
 from cohort.refimpl.ir import (  # noqa: E402
-    Assign,
-    Collective,
     DType,
     Expr,
-    For,
-    If,
     Kernel,
     Op,
-    Private,
-    PStore,
-    Store,
     binary,
     const,
+    map_stmts,
     unary,
 )
 from cohort.verify.checksum import bitwise_equal  # noqa: E402
@@ -86,21 +80,7 @@ def rewrite(k: Kernel, fn) -> Kernel:
             r = memo[id(e)] = fn(r) or r
         return r
 
-    def st(s):
-        if isinstance(s, Assign):
-            return Assign(s.name, ex(s.value), s.loc)
-        if isinstance(s, Store):
-            return Store(s.buf, ex(s.index), ex(s.value), s.loc)
-        if isinstance(s, PStore):
-            return PStore(s.arr, ex(s.index), ex(s.value), s.loc)
-        if isinstance(s, Private):
-            return Private(s.name, s.dtype, ex(s.size), s.loc)
-        if isinstance(s, Collective):
-            return Collective(s.name, s.op, ex(s.value), s.loc)
-        if isinstance(s, If):
-            return If(ex(s.cond), tuple(map(st, s.then)), tuple(map(st, s.orelse)), s.loc)
-        return For(s.var, ex(s.start), ex(s.stop), ex(s.step), tuple(map(st, s.body)), s.loc)
-    return Kernel(k.name, k.params, tuple(map(st, k.body)), k.block, k.consts, k.specialised)
+    return Kernel(k.name, k.params, map_stmts(k.body, ex), k.block, k.consts, k.specialised)
 
 
 def _swapped_tree(values, reduce_name, dt, W=8):

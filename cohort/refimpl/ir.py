@@ -418,6 +418,28 @@ def stmt_exprs(s) -> tuple:
     raise TypeError(f"not a statement: {s!r}")
 
 
+def map_stmts(body, ex) -> tuple:
+    """`body` with every statement's own expressions replaced by ex(e), nested bodies
+    too (a rewrite of a kernel's expressions; ex memoises if the DAG must stay shared)."""
+    def st(s):
+        if isinstance(s, Assign):
+            return Assign(s.name, ex(s.value), s.loc)
+        if isinstance(s, Store):
+            return Store(s.buf, ex(s.index), ex(s.value), s.loc)
+        if isinstance(s, PStore):
+            return PStore(s.arr, ex(s.index), ex(s.value), s.loc)
+        if isinstance(s, Private):
+            return Private(s.name, s.dtype, ex(s.size), s.loc)
+        if isinstance(s, Collective):
+            return Collective(s.name, s.op, ex(s.value), s.loc)
+        if isinstance(s, If):
+            return If(ex(s.cond), map_stmts(s.then, ex), map_stmts(s.orelse, ex), s.loc)
+        if isinstance(s, For):
+            return For(s.var, ex(s.start), ex(s.stop), ex(s.step), map_stmts(s.body, ex), s.loc)
+        raise TypeError(f"not a statement: {s!r}")
+    return tuple(st(s) for s in body)
+
+
 def walk_expr(e: Expr, seen=None):
     """Every node of an expression DAG once, sources before users."""
     seen = set() if seen is None else seen

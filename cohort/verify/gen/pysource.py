@@ -21,7 +21,21 @@ import itertools
 import linecache
 import struct
 
-from ...refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, Private, PStore, Store, binary, const
+from ...refimpl.ir import (
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    If,
+    Kernel,
+    Op,
+    Private,
+    PStore,
+    Store,
+    binary,
+    const,
+    map_stmts,
+)
 from ...refimpl.printer import format_expr, format_kernel, statement_lines
 
 _files = itertools.count()
@@ -49,22 +63,7 @@ def normalise(k: Kernel) -> Kernel:
         memo[id(e)] = r
         return r
 
-    def st(s):
-        if isinstance(s, Assign):
-            return Assign(s.name, ex(s.value), s.loc)
-        if isinstance(s, Store):
-            return Store(s.buf, ex(s.index), ex(s.value), s.loc)
-        if isinstance(s, PStore):
-            return PStore(s.arr, ex(s.index), ex(s.value), s.loc)
-        if isinstance(s, Private):
-            return Private(s.name, s.dtype, ex(s.size), s.loc)
-        if isinstance(s, Collective):
-            return Collective(s.name, s.op, ex(s.value), s.loc)
-        if isinstance(s, If):
-            return If(ex(s.cond), tuple(map(st, s.then)), tuple(map(st, s.orelse)), s.loc)
-        return For(s.var, ex(s.start), ex(s.stop), ex(s.step), tuple(map(st, s.body)), s.loc)
-
-    return Kernel(k.name, k.params, tuple(map(st, k.body)), k.block, k.consts, k.specialised)
+    return Kernel(k.name, k.params, map_stmts(k.body, ex), k.block, k.consts, k.specialised)
 
 
 # ---------------------------------------------------------------- printing
