@@ -22,7 +22,7 @@ without fma, which was right for sin/cos only up to |x| ~ 16000):
     log       (0, inf)         1.0 (0.826)                     32 (37)   subnormal inputs included
     erf       all floats       1.1 (1.074)                     34 (51)   one select instead of 24
     tanh      all floats       1.0 (0.955)                     42 (50)
-    sigmoid   all floats       1.4 (1.379)                     33 (46)   one select, one division
+    sigmoid   all floats       1.5 (1.497)                     31 (46)   one select, one division
     sin, cos  all floats       0.9 (0.824, 0.837)             164, 161 (58, 56)  exact reduction
 
 Rules the templates keep, so that the backend can run them as SIMD: no
@@ -150,12 +150,32 @@ def _logistic_neg(a: Expr, subnormal: bool):
     return fma(nq, fma(g, w, g + w), nq), s          # -(q + q*c), and 2**k or 2**(k+64)
 
 
+# 0x7EF311C7 - bits(d) is 1/d within 12% for every normal d > 0 (the integer estimate of
+# a reciprocal): enough to scale a correction that is itself below one ulp.
+_RECIP_MAGIC = 0x7EF311C7
+
+
 def sigmoid_(x: Expr) -> Expr:
-    """sigmoid(x) = y = e/(1 + e), e = exp(-|x|), for x < 0, and 1 - y for x >= 0
-    (y <= 1/2, so 1 - y halves y's error and adds one rounding)."""
-    yn, s = _logistic_neg(fmax(c(-104.0), -unary(Op.ABS, x)), True)
-    y = (yn * s) * c(-(2.0 ** -64))                  # exact, then one rounding (subnormal too)
-    return select(x < c(0.0), y, c(1.0) - y)
+    """sigmoid(x) as one corrected quotient of the exp core's pieces.
+
+    e = exp(-|x|) = 2**-m * p (m = -k in 0..150, p = e**r by the exp polynomial), so
+    e/(1+e) = p/(p + 2**m) for x < 0 and 1/(1+e) = 2**m/(p + 2**m) for x >= 0. Both
+    sides are scaled by 2**-64 so that 2**m stays a normal float (2**-64..2**86); the
+    scale is folded into the coefficients (each Horner step is the unscaled one times
+    2**-64 exactly). The denominator d = ps + big rounds; its error lo is exact
+    (Fast2Sum: big >= ps, as p <= 1 when m = 0), and so is the quotient's remainder
+    n - q*d, so q + (n - q*d - q*lo)/d with a rough 1/d leaves one rounding besides p's
+    own error (which is the 1.5 ulp: keeping p's rounding too measured 1.1 ulp on a sample
+    but 15% slower swiglu, docs/mathlib/README.md)."""
+    r, t = _exp_reduce(fmax(c(-104.0), -unary(Op.ABS, x)))
+    ps = horner(r, tuple(v * 2.0 ** -64 for v in (1.0, 1.0) + _EXP_P))
+    big = flt((ci(_MAGIC_BITS + 63) - bits(t)) << ci(23))            # 2**(m - 64): bits 127 + m - 64
+    n = select(x < c(0.0), ps, big)
+    d = ps + big
+    lo = ps - (d - big)                                              # d + lo = ps + big exactly
+    q = n / d
+    inv = flt(ci(_RECIP_MAGIC) - bits(d))
+    return fma(fma(-q, lo, fma(-q, d, n)), inv, q)
 
 
 # ---------------------------------------------------------------- tanh
@@ -270,11 +290,11 @@ FUNCTIONS = {f.name: f for f in [
            "All floats. |x| < 0.75: odd polynomial (degree 13); else 1 - 2*y with "
            "y = e/(1+e), e = exp(-2|x|), sigmoid's core.",
            measured=0.9548, ops=42),
-    MathFn("sigmoid", sigmoid_, -F32_MAX, F32_MAX, 1.4,
-           "All floats, subnormal results included. y = e/(1+e), e = exp(-|x|) as 2**k*(1+g), "
-           "with 1+e and the quotient corrected by exact fma residuals (one division, no "
-           "selects); 1 - y for x >= 0.",
-           measured=1.3785, ops=33),
+    MathFn("sigmoid", sigmoid_, -F32_MAX, F32_MAX, 1.5,
+           "All floats, subnormal results included. p/(p + 2**m) (x < 0) or 2**m/(p + 2**m) "
+           "(x >= 0) with e = exp(-|x|) = 2**-m * p, scaled by 2**-64; one division, its "
+           "remainder and the denominator's rounding error (both exact) folded back in one fma.",
+           measured=1.4967, ops=31),
     MathFn("sin", sin_, -F32_MAX, F32_MAX, 0.9,
            "All floats. Exact argument reduction at every magnitude (Payne-Hanek in integer "
            "arithmetic, mathlib_trig), degree-7 sin and degree-8 cos polynomials.",
