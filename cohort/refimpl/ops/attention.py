@@ -13,10 +13,12 @@ micro-kernel.
 
 Keys are taken in tiles of TILE = 8 (flash attention's online softmax at tile
 granularity): the tile's eight scores are eight independent accumulators over
-d (one load of q[d] feeds eight products); the running max m moves once per
-tile, so one correction exp(m - m_new) rescales l and acc per tile, not per
-key; the values are folded in as acc[e] = acc[e]*corr + p0*v0[e] + ... + p7*v7[e]
-(left to right). Keys past the last full tile run one at a time with the same
+d, each step one fused multiply-add s = fma(q[d], k[d], s) (one load of q[d]
+feeds eight); the running max m moves once per tile, so one correction
+exp(m - m_new) rescales l and acc per tile, not per key; the values are folded
+in as acc[e] = fma(p7, v7[e], ... fma(p0, v0[e], acc[e]*corr)), p0 first. Fused
+steps halve the rounding of a dot product and the instructions of the inner
+loops (session 6: 1x4x1x64x128x32x32 at 16 lanes 56.8 -> 45.8 us). Keys past the last full tile run one at a time with the same
 update for a tile of one. This order of float32 operations is the operator's
 definition (DESIGN §4); the oracle is float64.
 
@@ -30,7 +32,7 @@ When SQ > SKV the first SQ - SKV rows see no key and are 0. (SDPA's is_causal
 aligns top-left, j <= s; the two agree when SQ == SKV.)"""
 import numpy as np
 
-from ... import INF, Buffer, Const, block_id, block_size, exp, f32, i32, kernel, private, thread_id
+from ... import INF, Buffer, Const, block_id, block_size, exp, f32, fma, i32, kernel, private, thread_id
 from .base import Launch, Operator, ShapeError, seeded_normal
 
 BLOCK = 16    # query rows per block: two packets of 8 lanes, one of 16
@@ -85,14 +87,14 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
         s7 = 0.0
         for d in range(D):
             qd = qrow[d]
-            s0 += qd * k[c0 * D + d]
-            s1 += qd * k[c1 * D + d]
-            s2 += qd * k[c2 * D + d]
-            s3 += qd * k[c3 * D + d]
-            s4 += qd * k[c4 * D + d]
-            s5 += qd * k[c5 * D + d]
-            s6 += qd * k[c6 * D + d]
-            s7 += qd * k[c7 * D + d]
+            s0 = fma(qd, k[c0 * D + d], s0)
+            s1 = fma(qd, k[c1 * D + d], s1)
+            s2 = fma(qd, k[c2 * D + d], s2)
+            s3 = fma(qd, k[c3 * D + d], s3)
+            s4 = fma(qd, k[c4 * D + d], s4)
+            s5 = fma(qd, k[c5 * D + d], s5)
+            s6 = fma(qd, k[c6 * D + d], s6)
+            s7 = fma(qd, k[c7 * D + d], s7)
         # keys this row does not see score -inf: weight exactly 0
         w[0] = s0 if j0 < kend else -INF
         w[1] = s1 if j0 + 1 < kend else -INF
@@ -119,11 +121,9 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
         take = j0 < kend if CAUSAL == 1 else True
         l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) if take else l
         for e in range(DV):
-            acc[e] = (acc[e] * corr + p0 * v[c0 * DV + e]
-                      + p1 * v[c1 * DV + e] + p2 * v[c2 * DV + e]
-                      + p3 * v[c3 * DV + e] + p4 * v[c4 * DV + e]
-                      + p5 * v[c5 * DV + e] + p6 * v[c6 * DV + e]
-                      + p7 * v[c7 * DV + e]) if take else acc[e]
+            acc[e] = fma(p7, v[c7 * DV + e], fma(p6, v[c6 * DV + e], fma(p5, v[c5 * DV + e], fma(
+                p4, v[c4 * DV + e], fma(p3, v[c3 * DV + e], fma(p2, v[c2 * DV + e], fma(
+                    p1, v[c1 * DV + e], fma(p0, v[c0 * DV + e], acc[e] * corr)))))))) if take else acc[e]
         m = m_new if take else m
     if s < SQ:
         for e in range(DV):
