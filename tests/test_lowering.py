@@ -77,3 +77,44 @@ def test_the_mask_is_a_context_restored_on_the_way_out(variant):
             raise RuntimeError("leave the context early")
         assert L.mask is m and L.cmask is None
     assert L.mask is None and L.cmask is None
+
+
+@kernel(block=8)
+def pairs_offset(x: Buffer[f32], y: Buffer[f32], z: Buffer[f32]):
+    # the second index is (2i + 0) + 1, as specialisation leaves rope_pairs' HALF * (R//2 - 1) + 1
+    i = global_id()
+    y[2 * i] = x[2 * i] * 2.0
+    y[2 * i + 0 * 0 + 1] = x[2 * i + 1] * 3.0
+    z[i] = x[i]
+
+
+def test_a_store_pair_up_to_trailing_constants_is_one_interleaved_store():
+    """y[b] and y[(b + 0) + 1] are the pair y[b], y[b + 1]: one shuffle and one vector
+    store, not two scatters (rope_pairs' stores were scatters until the offset was read
+    through trailing constants)."""
+    import numpy as np
+
+    from cohort.backend.compiler import compile_kernel
+    ck = compile_kernel(pairs_offset, None, "lanes=8,interleave=1", n=64)
+    assert ck.facts["scatters"] == 0, ck.facts
+    assert ck.lowering_counts["interleaved_stores"] == 1, ck.lowering_counts
+    x = np.arange(128, dtype=np.float32)
+    y, z = np.zeros(128, np.float32), np.zeros(64, np.float32)
+    ck.launch(64, {"x": x, "y": y, "z": z})
+    assert np.array_equal(y[0::2], x[0::2] * 2) and np.array_equal(y[1::2], x[1::2] * 3)
+
+
+def test_the_bounds_proof_is_an_unoptimised_function_of_its_own():
+    """The safe build's proof is `i1 proof(args)`, noinline optnone (O3 over it was most of
+    attention's compile time), called from the entry's cold path; facts do not count the call
+    as a call out of the code."""
+    from cohort.backend.compiler import compile_kernel
+    ck = compile_kernel(axpy, None, "lanes=8", n=64)
+    defs = re.findall(r"^define [^@]*@\"?([\w.]+)\"?\(", ck.llvm_ir, re.M)
+    assert any(d.endswith(".proof") for d in defs), defs
+    attrs = re.search(r"^define [^@]*@\"?[\w.]+\.proof\"?\([^)]*\)[^{]*#(\d+)", ck.llvm_ir, re.M)
+    group = re.search(rf"^attributes #{attrs.group(1)} = {{([^}}]*)}}", ck.llvm_ir, re.M).group(1)
+    assert "optnone" in group and "noinline" in group, group
+    assert ck.facts["direct_cfg"] and ck.facts["external_calls"] == [], ck.facts
+    unsafe = compile_kernel(axpy, None, "lanes=8,unsafe=on", n=64)
+    assert ".proof" not in unsafe.llvm_ir

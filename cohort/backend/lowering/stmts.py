@@ -88,11 +88,10 @@ class StmtLowering:
         k = self.shape(s.index).stride
         if k not in (2, 3, 4) or i + k > len(body) or (self.mask is not None and not self.variant.predicated):
             return None
-        base = format_expr(s.index)
         group = [s]
         for j in range(1, k):
             t = body[i + j]
-            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, base) == j):
+            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, s.index) == j):
                 return None
             # planted group_readback: the first store's expressions looked at, not the later one's
             reads = (s.index, s.value) if inject.active("group_readback") else (t.index, t.value)
@@ -132,13 +131,21 @@ class StmtLowering:
                        [inter, ptr, self.i32(1), spread])
 
 
-def _offset(e: Expr, base_text: str):
-    """c when e is `<base> + c` (as printed), else None."""
-    if e.op is Op.ADD and e.src[1].op is Op.CONST and format_expr(e.src[0]) == base_text:
-        return e.src[1].arg
-    return None
+def _split_const(e: Expr):
+    """(the index without its trailing `+ c` terms, as printed, and the sum of those c): rope_pairs'
+    second index is `(base + 0) + 1` after specialisation, the first `base`."""
+    c = 0
+    while e.op is Op.ADD and e.src[1].op is Op.CONST:
+        c += e.src[1].arg
+        e = e.src[0]
+    return format_expr(e), c
 
 
+def _offset(e: Expr, base: Expr):
+    """c when e is base + c (both up to trailing constant terms), else None. Exact: each
+    store's own index is bounds-checked (or proven) before the group stores."""
+    (et, ec), (bt, bc) = _split_const(e), _split_const(base)
+    return ec - bc if et == bt else None
 def _concat(b, vals):
     """One vector holding every value of `vals` (equal types) end to end."""
     while len(vals) > 1:
