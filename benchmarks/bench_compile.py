@@ -7,6 +7,7 @@ pays one-time Python work (imports, math templates) and is shown on its own
 (`first ms`), next to the median.
 
     python benchmarks/bench_compile.py [--ops rmsnorm,rope] [--variants whole,packet] [--repeat 3]
+    python benchmarks/bench_compile.py --ops attention --variants "packet;packet,lanes=16"
 """
 import argparse
 import json
@@ -28,7 +29,7 @@ jit.compile_module("define void @warm() {\n  ret void\n}\n", ["warm"])
 first = time.perf_counter() - t0
 rows = []
 for i in range(repeat):
-    compiler._cache.clear(); compiler._bound.clear()
+    compiler._cache.clear(); compiler._bound.clear(); compiler._handles.clear()
     stages = {}
     real = jit.compile_module
     def timed(text, symbols, tuning=None):
@@ -54,7 +55,9 @@ def main():
     from cohort.refimpl import ops
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", default=",".join(ops.OPERATORS))
-    ap.add_argument("--variants", default="whole,packet")
+    ap.add_argument("--variants", default="whole,packet",
+                    help="variants separated by commas, or by ';' when a spelling has commas "
+                         "(whole;packet,lanes=16)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     cols = ("lower", "parse", "optimise", "codegen_link", "total")
@@ -62,7 +65,7 @@ def main():
           + f" {'IR KiB':>7s}")
     worst = worst_first = 0.0
     for name in args.ops.split(","):
-        for variant in args.variants.split(","):
+        for variant in args.variants.split(";" if ";" in args.variants else ","):
             out = subprocess.run([sys.executable, "-c", CHILD, name, variant, str(args.repeat)],
                                  capture_output=True, text=True, check=True)
             res = json.loads(out.stdout.strip().splitlines()[-1])

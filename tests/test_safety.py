@@ -34,6 +34,14 @@ def negative(x: Buffer[f32], y: Buffer[f32], off: i32):
 
 
 @kernel(block=32)
+def wrap_under_min(x: Buffer[f32], y: Buffer[f32], off: i32):
+    i = global_id()
+    # min and max keep their operands' ranges, so the proof checks the sum for wrapping,
+    # not the min (bounds._inside_operands): a sum that wraps must still fail the proof
+    y[i] = x[max(min(i + off, 63), -1073741824)]
+
+
+@kernel(block=32)
 def gather(x: Buffer[f32], j: Buffer[i32], y: Buffer[f32]):
     i = global_id()
     y[i] = x[j[i]]  # MARK-GATHER
@@ -292,6 +300,17 @@ def test_empty_launch_and_wrapping_index():
     with pytest.raises(KernelRuntimeError, match="out of bounds"):
         compile_kernel(negative, None, "packet", n=n).launch(
             n, {"x": np.ones(n, np.float32), "y": np.zeros(n, np.float32), "off": -(2 ** 31) + 10})
+
+
+def test_a_wrap_inside_min_and_max_is_still_caught():
+    n = 64
+    args = lambda off: {"x": np.arange(n, dtype=np.float32), "y": np.zeros(n, np.float32), "off": off}
+    ck = compile_kernel(wrap_under_min, None, "packet", n=n)
+    a = args(0)
+    ck.launch(n, a)
+    assert np.array_equal(a["y"], a["x"])
+    with pytest.raises(KernelRuntimeError, match="out of bounds"):
+        ck.launch(n, args(2 ** 31 - 10))     # i + off wraps to about -2^31 past thread 9
 
 
 # ------------------------------------------------------------------ random affine indices

@@ -226,14 +226,43 @@ class Bounds:
         return _Emitter(self, b, n64, block, lens, scalars).verdict()
 
 
+def _inside_operands(e: Expr) -> bool:
+    """Whether e's interval lies inside its operands' (each checked for its type's range
+    on its own), so that e cannot have wrapped when they did not: a variable, min, max, a select's arms,
+    a remainder, a mask, a right shift, a division by anything but -1 (the divisor is a
+    constant or proven >= 1). Only these skip the range check; +, -, *, <<, negation, abs
+    and casts keep it. About half of a large proof's checks (attention) were these."""
+    same = lambda *xs: all(x.dtype is e.dtype for x in xs)
+    if e.op is Op.VAR:      # the hull of its definitions' intervals, each checked (a loop
+        return True         # variable's: start..stop - 1, empty when the loop cannot run)
+    if e.op in (Op.MIN, Op.MAX):
+        return same(*e.src)
+    if e.op is Op.SELECT:
+        return same(e.src[1], e.src[2])
+    if e.op in (Op.MOD, Op.SHR):
+        return same(e.src[0])
+    if e.op is Op.AND:
+        return any(_const_int(x) is not None and _const_int(x) >= 0 for x in e.src) and same(*e.src)
+    if e.op is Op.DIV:
+        c = _const_int(e.src[1])
+        return same(e.src[0]) and (c is None or c >= 1 or c <= -2)
+    return False
+
+
 class _Emitter:
     def __init__(self, bounds: Bounds, b, n64, block: int, lens: dict, scalars: dict, bad=None, narrow=None,
                  outer=None):
         self.bd, self.b, self.n, self.B, self.lens, self.scalars = bounds, b, n64, block, lens, scalars
+        # memo keyed by the expression's structure: the same index arithmetic written at several
+        # accesses (attention's c0*D + d ...) is emitted once, not left for LLVM to merge at O3
         self.memo, self.vars = {}, {}
         self.bad = [] if bad is None else bad
         self.narrow = narrow or {}     # variable -> its interval under the access's guards
         self.outer = outer             # the unguarded emitter (for guard bounds and variables)
+        self.guarded_by = {}           # the accesses' guard facts -> their emitter (outer only)
+        # shared with the outer emitter: id(expr) -> its variables, and -> its structure's number
+        self.free, self.keys, self.interned = ({}, {}, {}) if outer is None else (outer.free, outer.keys,
+                                                                                 outer.interned)
 
     def c(self, v: int):
         return ir.Constant(I64, v)
@@ -265,6 +294,9 @@ class _Emitter:
         facts = self.bd.bounds_of(key)
         if not facts:
             return self
+        known = self.guarded_by.get(tuple(facts))
+        if known is not None:
+            return known
         narrow = {}
         for name, side, bound, offset in facts:
             lo, hi = narrow.get(name) or self.var(name)
@@ -274,13 +306,34 @@ class _Emitter:
             else:
                 lo = self.smax(lo, self.b.add(blo, self.c(offset)))
             narrow[name] = (lo, hi)
-        return _Emitter(self.bd, self.b, self.n, self.B, self.lens, self.scalars, self.bad, narrow, self)
+        em = _Emitter(self.bd, self.b, self.n, self.B, self.lens, self.scalars, self.bad, narrow, self)
+        self.guarded_by[tuple(facts)] = em
+        return em
+
+    def variables(self, e: Expr) -> frozenset:
+        r = self.free.get(id(e))
+        if r is None:
+            r = self.free[id(e)] = (frozenset((e.arg,)) if e.op is Op.VAR else
+                                    frozenset().union(*(self.variables(s) for s in e.src)))
+        return r
+
+    def key(self, e: Expr) -> int:
+        """A number per expression structure (hash-consing): equal trees, equal numbers."""
+        k = self.keys.get(id(e))
+        if k is None:
+            arg = (type(e.arg).__name__, repr(e.arg)) if isinstance(e.arg, float) else e.arg
+            t = (e.op, e.dtype, arg, tuple(self.key(s) for s in e.src))
+            k = self.keys[id(e)] = self.interned.setdefault(t, len(self.interned))
+        return k
 
     def interval(self, e: Expr):
-        r = self.memo.get(id(e))
+        if self.outer is not None and not (self.variables(e) & self.narrow.keys()):
+            return self.outer.interval(e)      # no narrowed variable in it: the same interval
+        key = self.key(e)
+        r = self.memo.get(key)
         if r is None:
-            r = self.memo[id(e)] = self._interval(e)
-            if e.dtype in RANGE and OPDEFS[e.op].scope != "kernel":
+            r = self.memo[key] = self._interval(e)
+            if e.dtype in RANGE and OPDEFS[e.op].scope != "kernel" and not _inside_operands(e):
                 # outside its type's range the kernel's value wrapped: no longer this interval
                 # (a value known when compiling, a literal or the block size, is in range)
                 rlo, rhi = RANGE[e.dtype]

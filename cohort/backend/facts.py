@@ -9,6 +9,7 @@ LIBM = {"exp", "expf", "exp2f", "log", "logf", "log2f", "sin", "sinf", "cos", "c
         "expm1f", "log1pf", "atanf", "atan2f", "sincosf"}
 
 _IR_CALL = re.compile(r"\bcall\b[^@]*@([\w.$\"]+)\(")
+_IR_DEFINE = re.compile(r"^define\b[^@]*@([\w.$\"]+)\(", re.M)
 _ASM_CALL = re.compile(r"^\s*call[lq]?\s+(\S+)", re.M)
 _MOVABS = re.compile(r"movabsq\s+\$([A-Za-z_][\w.]*),\s*(%\w+)")
 _PACKED = re.compile(r"^\s*v?\w+p[sd]\b|^\s*vp\w+|^\s*vmaskmov|^\s*vgather|^\s*vscatter|^\s*vbroadcast", re.M)
@@ -19,14 +20,16 @@ def code_facts(llvm_ir: str, asm: str, symbol: str, variant, lowering_counts: di
     lowering emitted on purpose (per-lane branches, span shuffles)."""
     lowering_counts = lowering_counts or {}
     ir_calls = [c.strip('"') for c in _IR_CALL.findall(llvm_ir)]
-    external_ir = sorted({c for c in ir_calls if not c.startswith("llvm.")})
+    # the module's own functions (the entry's bounds proof) are not calls out of the code
+    own = {c.strip('"') for c in _IR_DEFINE.findall(llvm_ir)}
+    external_ir = sorted({c for c in ir_calls if not c.startswith("llvm.") and c not in own})
     asm_calls = _ASM_CALL.findall(asm)
     # The JIT's large code model calls libc as `movabsq $memset, %rax; callq *%rax`:
     # a call out of the generated code to a known symbol, not an unknown target.
     loaded = dict((reg, sym) for sym, reg in _MOVABS.findall(asm))
     resolved = [loaded.get(c[1:], c) if c.startswith("*") else c for c in asm_calls]
     indirect = [c for c in resolved if c.startswith("*")]
-    external_asm = sorted({c.split("@")[0] for c in resolved if not c.startswith("*")})
+    external_asm = sorted({c.split("@")[0] for c in resolved if not c.startswith("*")} - own)
     width = 512 if "%zmm" in asm else 256 if "%ymm" in asm else 128 if "%xmm" in asm else 0
     count = lambda pat: len(re.findall(pat, llvm_ir))
     return {
