@@ -130,29 +130,35 @@ INDUCTOR = Column("inductor", "inductor")
 
 
 INDUCTOR_W8 = Column("inductor-w8", "inductor", "simdlen=256")
+PACKET_W16 = Column("packet-w16", "variant", "packet,lanes=16")
 
 
 NATIVE_STRATEGIES = (
     ("whole", "lanes=1: every thread run one after another, scalar code"),
     ("packet", "lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes"),
+    ("packet-w16", "lanes=16: the same lowering at 16 lanes (one AVX-512 register per packet)"),
     ("inductor", "TorchInductor's generated C++ kernel (this host's widest vectors), one thread"),
     ("inductor-w8", "the same Inductor compile with cpp.simdlen=256 (8 lanes)"),
 )
 
 
 def _native():
+    # Each group compares equal widths: cohort at 16 lanes against Inductor's default (this
+    # host's widest vectors: 16 lanes with AVX-512), cohort's W8 against Inductor at 8 lanes.
     return Suite(
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
-        (Group("native", ALL_SEED_CASES, (WHOLE, PACKET, INDUCTOR),
-               (Ratio("packet", "inductor", "packet/Inductor"), Ratio("packet", "whole", "packet/whole")),
-               control="packet"),
-         Group("native, Inductor at 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
+        (Group("native, 16 lanes", ALL_SEED_CASES, (WHOLE, PACKET_W16, INDUCTOR),
+               (Ratio("packet-w16", "inductor", "packet-w16/Inductor"),
+                Ratio("packet-w16", "whole", "packet-w16/whole")),
+               control="packet-w16"),
+         Group("native, 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
                (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),), control="packet")),
-        notes="Inductor uses this host's widest vectors (AVX-512, 16 lanes) unless told otherwise; "
-              "inductor-w8 is the same compile with cpp.simdlen=256 (8 lanes, as W8 and as an AVX2 "
-              "machine). Single thread. Inductor: its generated C++ kernels called through a trampoline from the same "
-              "native timer; for attention (whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
-        roofline=("packet", "inductor"), strategies=NATIVE_STRATEGIES)
+        notes="Each group compares equal vector widths. inductor: Inductor's default, this host's widest "
+              "vectors (AVX-512: 16 lanes), against packet-w16 (lanes=16); inductor-w8: the same compile with "
+              "cpp.simdlen=256 (8 lanes, as an AVX2 machine), against packet (W8). Single thread. Inductor: its "
+              "generated C++ kernels called through a trampoline from the same native timer; for attention "
+              "(whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
+        roofline=("packet-w16", "packet", "inductor"), strategies=NATIVE_STRATEGIES)
 
 
 def _private():
