@@ -337,7 +337,7 @@ def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> 
     if N * S:
         k = _kernel("rope_pairs" if interleaved else "rope_half")
         consts = {"D": D, "R": R, "HALF": 0 if interleaved else 1}
-        build(k, consts, whole_blocks=True)(S * k.block, (x, cos, sin, y), (N, S, 0 if cos_rows == S else S))
+        build(k, consts, whole_blocks=True)(N * k.block, (x, cos, sin, y), (N, S, 0 if cos_rows == S else S))
     return y
 
 
