@@ -19,7 +19,7 @@ functions), the way ANCHORS subtracted its loop cost.
 compile seconds are cold compiles (after one warm-up compile that pays the
 process's one-time imports), comparable with ANCHORS' column.
 
-What it showed on the Zen4 (AVX-512) machine against ANCHORS (Zen3, AVX2):
+What it showed on this AVX-512 machine (an Intel Xeon VM; LLVM: rocketlake) against ANCHORS (Zen3, AVX2):
 - Inductor picks 16-lane AVX-512 code here; its native figures are 0.3-0.5x
   ANCHORS for the vectorised operators. With --simdlen 256 (8 lanes, as
   ANCHORS) they become 0.45-0.95x: vector width is most of the gap, the rest
