@@ -1,5 +1,5 @@
-"""Native-entry times of `whole` and `packet` per operator and seed size, and
-the paired ratio packet/whole (DESIGN §7: rounds in AB/BA order, p50 per
+"""Native-entry times of two variants (default `whole` and `packet`) per operator
+and seed size, and the paired ratio candidate/baseline (DESIGN §7: rounds in AB/BA order, p50 per
 round, median over rounds, ratio = median of per-round ratios, its range and
 rounds won). Every column is checked bit for bit against the interpreter,
 guard bands intact, before and after it is timed.
@@ -8,6 +8,7 @@ For each operator's largest row size, also the effective bandwidth: minimal
 bytes (inputs read once, output written once) over the packet time.
 
     python benchmarks/bench_packet.py [--ops rmsnorm,rope] [--rounds 6] [--samples 7]
+    python benchmarks/bench_packet.py --baseline packet --candidate packet,lanes=16   # W8 vs 16 lanes
 """
 import argparse
 
@@ -57,9 +58,12 @@ def main():
     ap.add_argument("--sizes", default="", help="comma-separated shapes (default: every seed size)")
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--samples", type=int, default=7)
+    ap.add_argument("--baseline", default="whole", help="the ratio's denominator (a variant spelling)")
+    ap.add_argument("--candidate", default="packet", help="the ratio's numerator (a variant spelling)")
     args = ap.parse_args()
-    print(f"{'op':15s} {'shape':20s} {'whole us':>10s} {'packet us':>10s} {'packet/whole':>12s} "
-          f"{'range':>13s} {'won':>5s} {'packet GB/s':>11s}")
+    a, b = args.baseline, args.candidate
+    print(f"{'op':15s} {'shape':20s} {a + ' us':>18s} {b + ' us':>18s} {'ratio':>8s} "
+          f"{'range':>13s} {'won':>5s} {'GB/s':>7s}   (ratio = {b}/{a}; GB/s: {b})")
     for name in args.ops.split(","):
         op = ops.get(name)
         sizes = [op.parse_shape(s) for s in args.sizes.split(",")] if args.sizes else op.seed_sizes
@@ -67,15 +71,15 @@ def main():
             inputs = op.make_inputs(shape, 0)
             ref = ops.run_reference(op, shape, inputs)
             cols, checks = {}, {}
-            for v in ("whole", "packet"):
+            for v in (a, b):
                 cols[v], checks[v], _ = column(op, shape, inputs, ref, v)
             m = run_rounds(cols, args.rounds, args.samples, "native_entry", between=lambda c, r: checks[c]())
-            p = m.paired("packet", "whole")
-            t_packet = m.time_ns("packet") / 1e3
-            gbs = minimal_bytes(op, shape) / (t_packet * 1e3)
-            print(f"{op.name:15s} {ops.fmt_shape(shape):20s} {m.time_ns('whole') / 1e3:10.2f} {t_packet:10.2f} "
-                  f"{p['ratio']:12.3f} {p['min']:6.3f}-{p['max']:<6.3f} {p['won']:>2d}/{p['rounds']:<2d} "
-                  f"{gbs:11.1f}", flush=True)
+            p = m.paired(b, a)
+            t_b = m.time_ns(b) / 1e3
+            gbs = minimal_bytes(op, shape) / (t_b * 1e3)
+            print(f"{op.name:15s} {ops.fmt_shape(shape):20s} {m.time_ns(a) / 1e3:18.3f} {t_b:18.3f} "
+                  f"{p['ratio']:8.3f} {p['min']:6.3f}-{p['max']:<6.3f} {p['won']:>2d}/{p['rounds']:<2d} "
+                  f"{gbs:7.1f}", flush=True)
 
 
 if __name__ == "__main__":
