@@ -69,8 +69,12 @@ def test_full_matrix_on_tail_sizes(name, shape, variant):
     run_variant(name, shape, variant, check_annotations=True, general_too=True)
 
 
-PRESET_CASES = [(name, shape, p) for name, op in ops.OPERATORS.items() for shape in op.seed_sizes
-                for p in ("whole", "packet")]
+# The largest size of the math-heavy elementwise operators (3-8 s each, most of it the
+# reference): under -m slow; their other eight sizes run here (test_ops.SLOW_SEED_CASES).
+_SLOW_PRESET = {(name, (1024, 4097)) for name in ("swiglu", "gelu_residual", "gelu", "gelu_tanh", "masked_softmax")}
+PRESET_CASES = [pytest.param(name, shape, p, marks=pytest.mark.slow) if (name, shape) in _SLOW_PRESET
+                else (name, shape, p)
+                for name, op in ops.OPERATORS.items() for shape in op.seed_sizes for p in ("whole", "packet")]
 
 
 @pytest.mark.parametrize("name,shape,variant", PRESET_CASES, ids=_ids)
