@@ -62,7 +62,7 @@ def cluster(tmp_path):
                 p.send_signal(signal.SIGINT)
         for p in procs.values():
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=5)       # a worker mid-task can ignore SIGINT for long: killed below
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
