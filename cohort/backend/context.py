@@ -58,6 +58,11 @@ def private_layout(kernel: Kernel) -> tuple:
     return offsets, total
 
 
+def load_slot(b: ir.IRBuilder, args, slot: int) -> ir.Instruction:
+    """The i64 in slot `slot` of the argument block `args` (the entry's only parameter)."""
+    return b.load(b.gep(args, [ir.Constant(I64, slot)], source_etype=I64), typ=I64, align=8)
+
+
 def abi_slots(kernel: Kernel) -> dict:
     """Slot index of every parameter: buffers (ptr, len), then scalars."""
     slots, i = {}, SLOT_FIRST_PARAM

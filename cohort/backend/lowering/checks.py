@@ -14,7 +14,7 @@ import hashlib
 from llvmlite import ir
 
 from ...refimpl.printer import format_kernel
-from ..context import ERR_UNPROVEN, I1, I32T, I64, PTR, SLOT_ERR, SLOT_N, SLOT_PROOF, abi_slots
+from ..context import ERR_UNPROVEN, I1, I32T, I64, PTR, SLOT_ERR, SLOT_N, SLOT_PROOF, abi_slots, load_slot
 
 
 class Checks:
@@ -51,7 +51,7 @@ class Checks:
             args = self.fn.args[0]
             ok = b.call(self.proof_function(), [args])
             with b.if_then(b.not_(ok), likely=False):
-                err = b.inttoptr(b.load(b.gep(args, [self.i64(SLOT_ERR)], source_etype=I64), typ=I64, align=8), PTR)
+                err = b.inttoptr(load_slot(b, args, SLOT_ERR), PTR)
                 b.cmpxchg(err, self.i64(0), self.i64(ERR_UNPROVEN), "monotonic", "monotonic")
                 b.ret_void()
             b.atomic_rmw("xchg", memo, tag, "monotonic")
@@ -69,7 +69,7 @@ class Checks:
         fn.attributes.add("nounwind")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, slots = fn.args[0], abi_slots(self.k)
-        slot = lambda i: b.load(b.gep(args, [self.i64(i)], source_etype=I64), typ=I64, align=8)
+        slot = lambda i: load_slot(b, args, i)
         lens = {name: slot(slots[name][1]) for name in self.lens}
         scalars = {p.name: b.trunc(slot(slots[p.name][0]), I32T) for p in self.k.scalars}
         b.ret(self.bounds.emit(b, slot(SLOT_N), self.B, lens, scalars))

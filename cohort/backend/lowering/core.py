@@ -46,6 +46,7 @@ from ..context import (
     VOID,
     Ctx,
     abi_slots,
+    load_slot,
     mem_type,
     private_layout,
 )
@@ -148,7 +149,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
     def lower(self) -> ir.Module:
         b, k = self.b, self.k
         args = self.fn.args[0]
-        slot = lambda i: b.load(b.gep(args, [self.i64(i)], source_etype=I64), typ=I64, align=8)
+        slot = lambda i: load_slot(b, args, i)
         self.n64 = slot(SLOT_N)
         self.n32 = b.trunc(self.n64, I32T)
         begin = b.trunc(slot(SLOT_BEGIN), I32T)
