@@ -15,6 +15,8 @@ BUGS = {
     "tree_order": "collectives reduce with s = 1, 2, 4, ... instead of B/2, ..., 1",
     "tail_mask": "the packet launch mask admits one thread past n (gid <= n)",
     "minmax_nan": "min/max select on the unordered compare (NaN handling flips)",
+    "minmax_unfenced": "f32 min/max without the arithmetic fence: LLVM folds min(min(a, b), b) to "
+                       "min(a, b) (issue 29's miscompile put back; lower_ops._minmax)",
     "fma_contract": "float multiplies and adds carry the `contract` flag (FMA fusion)",
     "stride_as_contiguous": "stride-2 indices are classified contiguous",
     "div_uniform": "integer division by any constant is classified uniform across lanes",

@@ -97,6 +97,20 @@ def _minmax_cmp(cx, dt, sym, a, b):
     return _cmp(Op.LT if sym == "<" else Op.GT)(cx, dt, a, b)
 
 
+def _minmax(sym):
+    def lower(cx, dt, a, b):
+        r = cx.b.select(_minmax_cmp(cx, dt, sym, a, b), a, b)
+        if dt is F32 and not inject.active("minmax_unfenced"):
+            # LLVM's InstCombine (foldSPFofSPF) folds min(min(a, b), b) to min(a, b)
+            # for fcmp+select min/max even without fast-math flags, which is wrong when
+            # NaN or a zero of the other sign decides the outer select (DESIGN §3). The
+            # fence hides this select from the next one's pattern match; instruction
+            # selection still sees fcmp+select and emits one minps/maxps.
+            r = cx.intrinsic("llvm.arithmetic.fence", [F32], [r])
+        return r
+    return lower
+
+
 def _arith(fop, iop):
     def lower(cx, dt, a, b):
         if dt is F32:
@@ -170,8 +184,8 @@ LOWER = {
     Op.MUL:  _arith("fmul", "mul"),
     Op.DIV:  lambda cx, dt, a, b: cx.b.fdiv(a, b, flags=_fflags(cx)) if dt is F32 else _int_div(cx, dt, a, b, False),
     Op.MOD:  lambda cx, dt, a, b: _int_div(cx, dt, a, b, True),
-    Op.MIN:  lambda cx, dt, a, b: cx.b.select(_minmax_cmp(cx, dt, "<", a, b), a, b),
-    Op.MAX:  lambda cx, dt, a, b: cx.b.select(_minmax_cmp(cx, dt, ">", a, b), a, b),
+    Op.MIN:  _minmax("<"),
+    Op.MAX:  _minmax(">"),
     Op.FMA:  _fma,
 
     Op.AND:  lambda cx, dt, a, b: cx.b.and_(a, b),
