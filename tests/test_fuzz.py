@@ -209,6 +209,18 @@ def test_injected_bug_is_caught(bug):
           f"{f['variant']}: {f['description'][:200]}")
 
 
+def test_generator_finds_the_nested_minmax_fold():
+    """Issue 29: the miscompile went unseen because the generator almost never nested a
+    min/max sharing an operand, with NaN or a zero there in some lanes. Now the first
+    programs of a fixed seed find it on the scalar build alone (deterministic)."""
+    cases = collect(30, 100)
+    assert any(b.fill == "nanzero" for c in cases for b in c.buffers)
+    with inject_bug_TESTING_ONLY("minmax_unfenced"):
+        caught = [i for i, c in enumerate(cases)
+                  if any(v["status"] != "ok" for v in execute(c, ["whole"])["variants"].values())]
+    assert caught, "no program of 30 shows min(min(s, b), s) folded"
+
+
 def test_failure_shrinks_to_a_replayable_case(tmp_path):
     bug = "tree_order"
     r = run_campaign(BACKSTOP_SECONDS, seed=BUG_SEED, jobs=2, bugs=(bug,), stop_on_failure=True,

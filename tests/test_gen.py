@@ -234,7 +234,14 @@ def _readback(x: Buffer[i32], y: Buffer[i32]):
     y[2 * g + 1] = y[2 * g] * 3       # reads what the store before it wrote
 
 
+@kernel(block=8)
+def _nest(a: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    y[g] = min(min(-0.0, a[g]), -0.0)        # issue 29: -0.0 where a[g] is NaN or +0
+
+
 _PLANT_CASES = {
+    "minmax_unfenced": (_nest, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "rem_pow2_mask": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "div_pow2_shift": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "ne_ordered": (_cmp, ("whole", "lanes=4,full_packet=off,predicated=on,private=cohort")),

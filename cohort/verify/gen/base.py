@@ -29,7 +29,7 @@ from ...refimpl.ir import (
     unary,
     var,
 )
-from .case import BufferSpec
+from .case import EDGY_FILLS, BufferSpec
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
 
@@ -307,7 +307,7 @@ class Core:
 
     def special(self, d: int) -> Expr:
         """An f32 value that is often NaN, ±inf or ±0."""
-        sp = [b for b in self.inputs if b.dtype is F32 and b.fill == "special" and self.nest < 2]
+        sp = [b for b in self.inputs if b.dtype is F32 and b.fill in EDGY_FILLS and self.nest < 2]
         how = self.weighted([(3 if sp else 0, "load"), (2, "literal"), (1, "sqrt")])
         if how == "load":
             buf = self.pick(sp)
@@ -315,6 +315,21 @@ class Core:
         if how == "literal":
             return const(self.pick([float("nan"), float("inf"), float("-inf"), -0.0, 0.0]), F32)
         return unary(Op.SQRT, self.expr(F32, d - 1))        # NaN for negative inputs
+
+    def lane_special(self, d: int) -> Expr:
+        """Like `special`, but differing from lane to lane and opaque to the optimiser: a
+        load at g·k + c from a NaN/zero-rich f32 input, or else an integer input's bits as
+        f32 (negative small integers are NaNs, 0 is +0, INT_MIN is -0). Values LLVM can
+        classify (sqrt(v), v·0.0) let it fold correctly, and a uniform index shows every
+        lane the same element."""
+        fs = [b for b in self.inputs if b.dtype is F32 and b.fill in EDGY_FILLS and self.nest < 2]
+        ints = [b for b in self.inputs if b.dtype in (I32, U32) and self.nest < 2]
+        if not (fs or ints) or self.maybe(15):
+            return self.special(d)
+        buf = self.pick(fs or ints)
+        at = self.forced(self.g() * self.ci(self.int(1, 3)) + self.ci(self.int(0, 9)), buf.name, buf.length)
+        v = load(buf.name, at, buf.dtype)
+        return v if buf.dtype is F32 else bitcast(v, F32)
 
     def math_allowed(self) -> bool:
         return self.math_budget > 0 and self.node_budget > 25 * self.weight
@@ -324,6 +339,7 @@ class Core:
         kind = self.weighted([(4, "leaf"), (sw(6, "op:ADD", "op:SUB", "op:MUL", "op:DIV", "op:MIN", "op:MAX"),
                                            "binary"),
                               (4, "fma"), (sw(2, "op:MIN", "op:MAX"), "minmax"),
+                              (sw(3, "op:MIN", "op:MAX"), "minmax_nest"),
                               (sw(2, "op:NEG", "op:ABS", "op:SQRT"), "unary"),
                               (sw(2, *mathcats) if self.math_allowed() else 0, "math"),
                               (sw(2, "op:SELECT"), "select"), (sw(1, "op:CAST"), "cast"),
@@ -345,6 +361,8 @@ class Core:
             if self.maybe(50):
                 a, b = b, a
             return binary(self.pick_op([Op.MIN, Op.MAX]), a, b)
+        if kind == "minmax_nest":
+            return self.minmax_nest(d, sub)
         if kind == "unary":
             return unary(self.pick_op([Op.NEG, Op.ABS, Op.SQRT]), sub())
         if kind == "math":              # a math function inlines a few dozen operations
@@ -354,6 +372,26 @@ class Core:
         if kind == "cast":
             return cast(self.expr(self.pick([I32, U32, BOOL]), d - 1), F32)
         return bitcast(self.expr(self.pick([I32, U32]), d - 1), F32)
+
+    def minmax_nest(self, d: int, sub) -> Expr:
+        """min/max of a min/max that shares an operand with it (the same literal, load or
+        variable: one value to LLVM), which an optimiser may fold as if min were commutative
+        and idempotent. The contract's `a if a < b else b` differs from such a fold when the
+        shared operand comes first inside and second outside, as in min(min(s, b), s), and
+        s or b is NaN or a zero: that arrangement two times in three, the same op outside mostly.
+        A NaN literal is no use as s (LLVM folds a compare with it away first), so a literal
+        s is a zero or another edge value and b then often a NaN or zero from the inputs."""
+        if self.maybe(60):
+            s = const(self.pick([-0.0, 0.0, -0.0, 0.0, 1.0, -1.0, float("inf"), float("-inf")]), F32)
+            b = self.lane_special(d) if self.maybe(85) else sub()
+        else:
+            s, b = self.lane_special(d), sub()
+        op = self.pick_op([Op.MIN, Op.MAX])
+        outer = op if self.maybe(80) else (Op.MAX if op is Op.MIN else Op.MIN)
+        if self.maybe(65):
+            return binary(outer, binary(op, s, b), s)
+        inner = binary(op, *((s, b) if self.maybe(50) else (b, s)))
+        return binary(outer, *((inner, s) if self.maybe(50) else (s, inner)))
 
     def math_call(self, operand) -> Expr:
         self.math_budget -= 1

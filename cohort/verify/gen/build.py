@@ -76,9 +76,9 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     sp = (3 if gen.focused("collective") else 1) * gen.boost("input:nan", "input:inf", "input:-0", "input:subnormal",
                                                               "input:huge")
 
-    def profile():
-        return gen.weighted([(3, "data"), (3, "finite"), (2 * sp, "special")])
-    specs = [BufferSpec("x0", F32, big if gen.maybe(80) else gen.int(1, 40), profile())]
+    def profile(f32=False):
+        return gen.weighted([(3, "data"), (3, "finite"), (2 * sp, "special"), (2 * sp if f32 else 0, "nanzero")])
+    specs = [BufferSpec("x0", F32, big if gen.maybe(80) else gen.int(1, 40), profile(f32=True))]
     if gen.maybe(60):   # an f32 input of ordinary values: where rounding differences show
         specs.append(BufferSpec("x1", F32, big if gen.maybe(80) else gen.int(1, 40), "finite"))
     for name, dt, pct in (("xi", I32, 60), ("xu", U32, 35), ("xb", BOOL, 25)):

@@ -12,10 +12,15 @@ from ...refimpl.ir import DType, Kernel
 #   "data":    a mix of ordinary and special values (bool: bytes 0 and 1)
 #   "finite":  ordinary values of varied magnitude only
 #   "special": mostly NaN, ±inf, ±0, subnormals, huge values
+#   "nanzero": f32 only: mostly NaN (several payloads) and ±0, where min/max, compares and
+#              selects depend on operand order; a quarter ordinary values
 #   "perm":    a permutation of 0..length-1 (i32)
 #   "bytes":   bool buffers only: arbitrary bytes (0, 1, 2, 0x80, 0xff, ...). The
 #              interpreter reads any nonzero byte as True (a bool is its truth, not its byte)
-FILLS = ("data", "finite", "special", "perm", "bytes")
+FILLS = ("data", "finite", "special", "nanzero", "perm", "bytes")
+# the fills whose f32 values are mostly special (NaN, ±0, ...): where the generator reaches
+# for an edge-case operand
+EDGY_FILLS = ("special", "nanzero")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ _F32_SPECIAL_BITS = np.array([0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x
                               0xC2CF0000, 0x5F800000, 0x3F800000, 0xBF800000], np.uint32)
 _I32_SPECIAL = np.array([0, 1, -1, 2, -2, 31, 32, 33, 255, -(2 ** 31), 2 ** 31 - 1, 1 << 30, -7, 65536],
                         np.int64)
+_F32_NANZERO_BITS = np.array([0x00000000, 0x80000000, 0x7FC00000, 0xFFC00000, 0x7FA00001, 0xFFFFFFFF],
+                             np.uint32)
 # bool bytes other than 0 and 1: one bit set, the sign bit, all bits (all of them True)
 _BOOL_BYTES = np.array([0, 0, 0, 1, 1, 2, 0x80, 0xFF, 0x10, 0x7F, 3, 0x40], np.uint8)
 
@@ -63,6 +65,8 @@ def fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
         bits = np.where(cat == 5, _F32_SPECIAL_BITS[pick % len(_F32_SPECIAL_BITS)], bits)
         bits = np.where(cat == 6, low, bits)                                             # raw patterns
         bits = np.where(cat == 7, (low & np.uint32(0x807FFFFF)), bits)                   # subnormals, ±0
+        if spec.fill == "nanzero":      # NaN and ±0 in six lanes of eight, the rest as "data"
+            bits = np.where(cat < 6, _F32_NANZERO_BITS[pick % len(_F32_NANZERO_BITS)], bits)
         return bits.astype(np.uint32).view(np.float32)
     small = (pick % 41) - 20
     mid = pick % 1000

@@ -28,6 +28,7 @@ from ...refimpl.ir import (
     var,
 )
 from .base import BOOL, F32, I32, U32, _Loop
+from .case import EDGY_FILLS
 
 _F32_EDGES = (float("nan"), -0.0, 0.0, float("inf"), float("-inf"))
 _ORDER_EDGES = (float("nan"), -0.0, 0.0)      # where min/max depend on which operand is which
@@ -336,11 +337,13 @@ class Statements:
 
     def probe(self, depth: int) -> Optional[Store]:
         """Store an expression whose rounding, NaN handling, sign or range is easy to get
-        wrong (a multiply feeding an add; min/max with NaN, ±0 or ±inf; a float to int
+        wrong (a multiply feeding an add; min/max with NaN, ±0 or ±inf, alone or nested with
+        a shared operand; a float to int
         conversion out of range; integer // and % of a negative value by a power of two;
         a float compare with a NaN operand) at the thread's own slot."""
         sw = self.sw
-        kind = self.weighted([(2, "fma"), (sw(2, "op:MIN", "op:MAX"), "minmax"), (sw(2, "op:CAST"), "convert"),
+        kind = self.weighted([(2, "fma"), (sw(2, "op:MIN", "op:MAX"), "minmax"),
+                              (sw(5, "op:MIN", "op:MAX"), "minmax_nest"), (sw(2, "op:CAST"), "convert"),
                               (sw(3, "op:DIV", "op:MOD"), "divmod"), (sw(3, "op:NE", "op:LE"), "compare"),
                               (2 if self.privates else 0, "private")])
         want = {"convert": (I32, U32), "divmod": (I32, U32, F32), "compare": (I32, U32, F32),
@@ -359,6 +362,8 @@ class Statements:
             if self.maybe(50):
                 a, b = b, a
             value = binary(self.pick([Op.MIN, Op.MAX]), a, b)
+        elif kind == "minmax_nest":    # min(min(s, b), s) and its relatives (issue 29)
+            value = self.minmax_nest(d, lambda: self.ordinary(d))
         elif kind == "convert":
             x = self.special(d) if self.maybe(50) else self.ordinary(d) * const(self.pick([1e10, -3e9, 1.0]), F32)
             value = cast(x, o.dtype)
@@ -454,7 +459,7 @@ class Statements:
         if how == "ordinary":
             return self.ordinary(2)
         if how == "specials":          # NaN, ±inf, ±0 and subnormals mixed across the lanes
-            sp = [b for b in self.inputs if b.dtype is F32 and b.fill == "special"]
+            sp = [b for b in self.inputs if b.dtype is F32 and b.fill in EDGY_FILLS]
             if sp and self.maybe(60):
                 buf = self.pick(sp)
                 idx = self.forced(self.g() * self.int(1, 5) + self.ci(self.int(0, 9)), buf.name, buf.length)
