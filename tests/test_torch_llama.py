@@ -57,6 +57,24 @@ def test_greedy_generation_is_identical_and_compiles_nothing_after_the_first_tok
     assert ct.stats()["builds"] == builds      # new lengths, prefill and decoding: no new build
 
 
+def test_a_left_padded_batch_gets_its_mask_logits_and_generation_agree(example, models):
+    """Issue 26: transformers built no mask for the "cohort" attention name, so padding was
+    silently ignored (padded rows' logits off by ~1). With SDPA's mask function registered
+    the mask arrives and cohort's attention applies it."""
+    reference, model = models
+    batch, mask = example.padded_batch(256, (13, 5, 9))
+    live = mask.bool()
+    with torch.no_grad():
+        want, got = reference(batch, attention_mask=mask).logits, model(batch, attention_mask=mask).logits
+        assert example.relative_error(got[live], want[live]) <= 1e-5
+        # the short rows alone, unpadded, give the same logits as inside the batch
+        short = batch[1:2, -5:]
+        alone = model(short).logits
+        assert example.relative_error(got[1:2, -5:], alone) <= 1e-5
+        kw = dict(attention_mask=mask, max_new_tokens=6, do_sample=False)
+        assert torch.equal(model.generate(batch, **kw), reference.generate(batch, **kw))
+
+
 def test_the_model_runs_through_cohort_modules_and_attention_interface(models):
     _, model = models
     names = {type(m).__name__ for m in model.modules()}

@@ -54,6 +54,36 @@ def last_dim(op: str, x_name: str, x, w_name: str, w):
                          f"{x_name}), got {tuple(w.shape)}")
 
 
+def attention_mask(mask, window, causal, shape):
+    """The mask's 4-D shape (leading 1s added), checked against (B, H, Sq, Skv): a bool
+    (True = attend) or float32 (added to the scores) tensor broadcasting to it, as SDPA's
+    attn_mask; and the window, an int >= 1 with causal=True."""
+    op = "attention"
+    if window is not None:
+        if isinstance(window, bool) or not isinstance(window, int):
+            raise TypeError(f"{op}: window must be an int (keys i - window < j <= i) or None, "
+                            f"got {type(window).__name__}")
+        if window < 1 or window > 2 ** 31 - 1:
+            raise ValueError(f"{op}: window must be at least 1 (and a 32-bit int), got {window}")
+        if not causal:
+            raise ValueError(f"{op}: window={window} needs causal=True (a sliding window hides keys "
+                             f"j <= i - window of the causal range j <= i)")
+    if mask is None:
+        return None
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(f"{op}: mask must be a torch.Tensor or None, got {type(mask).__name__}")
+    if mask.dtype not in (torch.bool, torch.float32):
+        hint = " (convert with .float())" if mask.is_floating_point() else ""
+        raise TypeError(f"{op}: mask must be torch.bool (True = attend) or torch.float32 (added to the "
+                        f"scores), got {mask.dtype}{hint}")
+    if mask.device.type != "cpu":
+        raise ValueError(f"{op}: mask must be on the CPU, got device {mask.device}")
+    sm = tuple(mask.shape)
+    if len(sm) > 4 or any(d != 1 and d != e for d, e in zip(sm[::-1], shape[::-1])):
+        raise ValueError(f"{op}: mask of shape {sm} does not broadcast to (batch, heads, Sq, Skv) = {tuple(shape)}")
+    return (1,) * (4 - len(sm)) + sm
+
+
 def rope(x, cos, sin):
     """(N, S, D, R, cos_rows) of a rope call; cos_rows: S when cos/sin broadcast over x's leading
     dimensions as [S, R/2], N*S when they must be expanded to x's leading dimensions."""

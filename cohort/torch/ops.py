@@ -360,14 +360,30 @@ def rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tenso
 # ---------------------------------------------------------------- attention
 
 @torch.library.custom_op("cohort::attention", mutates_args=())
-def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
-    return attention_impl(q, k, v, causal, scale)
+def _attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None,
+               mask: Optional[Tensor] = None, window: Optional[int] = None) -> Tensor:
+    return attention_impl(q, k, v, causal, scale, mask, window)
 
 
 _SCALES: dict = {}    # D -> SDPA's default scale, f32(1/sqrt(D))
+_NO_BIAS = torch.zeros(1)    # the kernel's mask buffer when there is no mask (never read)
 
 
-def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
+def _bias(mask: Tensor, shape4: tuple, SKV: int):
+    """The mask as the kernel reads it: float32 scores to add (a bool mask as 0 / -inf),
+    keys contiguous, and the (batch, head, query) strides, 0 where it broadcasts."""
+    m = mask.reshape(shape4)
+    if m.dtype is torch.bool:
+        m = torch.zeros(shape4).masked_fill_(~m, float("-inf"))
+    if shape4[3] != SKV:                       # broadcast over the keys: spelled out
+        m = m.expand(*shape4[:3], SKV)
+    m = m.contiguous()
+    st = m.stride()
+    return m, tuple(0 if shape4[i] == 1 else st[i] for i in range(3))
+
+
+def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None,
+                   mask: Optional[Tensor] = None, window: Optional[int] = None) -> Tensor:
     if _f32(q) and _f32(k) and _f32(v) and q.dim() == 4 and k.dim() == 4 and v.dim() == 4:
         B, H, SQ, D = q.shape                          # shapes checked by checks.attention on a mismatch
         Bk, HKV, SKV, Dk = k.shape
@@ -382,25 +398,32 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
             scale = _SCALES.setdefault(D, attention_op.default_scale(D))
     else:
         scale = checks.number("attention", "scale", scale)
+    shape4 = checks.attention_mask(mask, window, causal, (B, H, SQ, SKV)) \
+        if mask is not None or window is not None else None
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty((B, H, SQ, DV), dtype=torch.float32)
     if B * H * SQ:
-        # attention_op.launch's geometry: a block per (batch, head, tile of BLOCK query rows)
+        bias, strides = (_NO_BIAS, (0, 0, 0)) if shape4 is None else _bias(mask, shape4, SKV)
+        # attention_op.launch's geometry and constants: a block per (batch, head, tile of BLOCK rows)
         n = B * H * -(-SQ // attention_op.BLOCK) * attention_op.BLOCK
-        launcher = build(attention_op.attention, {"D": D, "DV": DV, "CAUSAL": 1 if causal else 0}, whole_blocks=True)
-        launcher(n, (q, k, v, o), (scale, H, HKV, SQ, SKV))
+        mode = 2 if window is not None else (1 if causal else 0)
+        launcher = build(attention_op.attention, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(shape4 is not None)},
+                         whole_blocks=True)
+        launcher(n, (q, k, v, bias, o), (scale, H, HKV, SQ, SKV, *strides, window or 0))
     return o
 
 
 @_attention.register_fake
-def _(q, k, v, causal=False, scale=None):
+def _(q, k, v, causal=False, scale=None, mask=None, window=None):
     B, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
     if scale is not None:
         checks.number("attention", "scale", scale)
+    checks.attention_mask(mask, window, causal, (B, H, SQ, SKV))
     return q.new_empty((B, H, SQ, DV))
 
 
-def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None) -> Tensor:
+def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Optional[float] = None,
+              mask: Optional[Tensor] = None, window: Optional[int] = None) -> Tensor:
     """softmax(scale * q k^T) v in scaled_dot_product_attention's layouts: q [B,H,Sq,D],
     k [B,Hkv,Skv,D], v [B,Hkv,Skv,Dv] -> [B,H,Sq,Dv]; query head h reads KV head
     h*Hkv//H (H a multiple of Hkv, as enable_gqa). scale defaults to 1/sqrt(D).
@@ -408,10 +431,15 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Opti
     causal=True masks key j for query i when j > i + Skv - Sq: aligned to the END of the
     keys (bottom-right), as KV-cache decoding and FlashAttention need. SDPA's is_causal
     aligns top-left (j > i); the two agree only when Sq == Skv. With Sq > Skv the first
-    Sq - Skv rows see no key and are 0."""
-    if direct(q, k, v):
-        return attention_impl(q, k, v, causal, scale)
-    return torch.ops.cohort.attention(q, k, v, causal, scale)
+    Sq - Skv rows see no key and are 0.
+
+    mask is SDPA's attn_mask: bool (True = attend) or float32 (added to the scaled scores),
+    broadcasting to [B, H, Sq, Skv]. window=W (with causal=True) also hides keys j <= i - W
+    (i the row's causal diagonal), Mistral's and Qwen2's sliding window. A row that sees
+    no key with a finite score is 0 (SDPA: NaN)."""
+    if direct(q, k, v) and (mask is None or direct(mask)):
+        return attention_impl(q, k, v, causal, scale, mask, window)
+    return torch.ops.cohort.attention(q, k, v, causal, scale, mask, window)
 
 
 OPS = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu", "gelu_tanh", "gelu_residual", "rope",

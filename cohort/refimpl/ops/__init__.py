@@ -75,10 +75,11 @@ def block_dependent(kernel) -> bool:
 
 
 def allocate(op: Operator, shape, inputs: dict) -> dict:
-    """All buffers of one launch, flattened (views of `inputs`), output zeroed."""
+    """All buffers of one launch, flattened (views of `inputs`), output and aux buffers zeroed."""
     bufs = {n: np.ascontiguousarray(a).reshape(-1) for n, a in inputs.items()}
-    out_shape = op.buffer_shapes(shape)[op.output]
-    bufs[op.output] = np.zeros(int(np.prod(out_shape)), np.float32)
+    shapes = op.buffer_shapes(shape)
+    for name in (*op.aux, op.output):
+        bufs[name] = np.zeros(int(np.prod(shapes[name])), np.float32)
     return bufs
 
 

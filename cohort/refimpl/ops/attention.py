@@ -27,9 +27,21 @@ serves every sequence length, batch and head count; D and DV stay Const (the
 private arrays' sizes and the unrolled dot products), and so does CAUSAL.
 
 Causal masking aligns the last query with the last key (bottom-right, as
-FlashAttention and KV-cache decoding): query row s sees keys j <= s + SKV - SQ.
-When SQ > SKV the first SQ - SKV rows see no key and are 0. (SDPA's is_causal
-aligns top-left, j <= s; the two agree when SQ == SKV.)"""
+FlashAttention and KV-cache decoding): query row s sees keys j <= i, i = s +
+SKV - SQ. When SQ > SKV the first SQ - SKV rows see no key and are 0. (SDPA's
+is_causal aligns top-left, j <= s; the two agree when SQ == SKV.) A sliding
+window W (CAUSAL = 2, W the scalar WIN >= 1) also hides keys j <= i - W, as
+Mistral and Qwen2 define it; tiles wholly before the block's first visible key
+are skipped.
+
+A mask (MASK = 1) is SDPA's float attn_mask: bias[b, h, s, j] is added to the
+scaled score (after the dot product, before the max), the bias read through
+strides BSB, BSH, BSQ (0 for a broadcast dimension) and 1 along the keys. A
+boolean mask arrives as 0 / -inf. A key whose score is -inf has weight exactly
+0; a row that sees no key with a finite score (fully masked, or before its
+window and diagonal) is 0, where SDPA gives NaN. Until a row has seen a finite
+score its running max is -inf and the shift is taken as 0 (exp(-inf - 0) = 0,
+not exp(NaN)); for rows with finite scores nothing changes."""
 import numpy as np
 
 from ... import INF, Buffer, Const, block_id, block_size, exp, f32, fma, i32, kernel, private, thread_id
@@ -40,8 +52,9 @@ TILE = 8      # keys per online-softmax step
 
 
 @kernel(block=BLOCK)
-def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], scale: f32,
-              H: i32, HKV: i32, SQ: i32, SKV: i32, D: Const[int], DV: Const[int], CAUSAL: Const[int]):
+def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32], o: Buffer[f32], scale: f32,
+              H: i32, HKV: i32, SQ: i32, SKV: i32, BSB: i32, BSH: i32, BSQ: i32, WIN: i32,
+              D: Const[int], DV: Const[int], CAUSAL: Const[int], MASK: Const[int]):
     # Block-level values (uniform across the block's packets). The clamps change no value:
     # they state the ranges (tile < tiles, h < H) the bounds proof cannot derive.
     tiles = (SQ + block_size() - 1) // block_size()
@@ -54,8 +67,12 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
     last = min(first + block_size() - 1, SQ - 1)
     s = first + thread_id()                           # this thread's row (s >= SQ: computes, stores nothing)
     # keys a row sees: all, or (causal) up to its diagonal aligned bottom-right
-    kend = min(max(s + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
-    kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL == 1 else SKV
+    kend = min(max(s + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+    kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+    # and (sliding window) from i - WIN + 1 on; the block's first row starts first
+    kbeg = min(max(s + SKV - SQ - WIN + 1, 0), SKV) if CAUSAL == 2 else 0
+    kbeg_lo = min(max(first + SKV - SQ - WIN + 1, 0), SKV) if CAUSAL == 2 else 0
+    brow = b * BSB + h * BSH + min(s, SQ - 1) * BSQ if MASK == 1 else 0   # this row's mask
     qrow = private(f32, D)                            # the row, pre-scaled, read once
     acc = private(f32, DV)
     w = private(f32, 8)                               # a tile's scores, then its weights
@@ -65,7 +82,7 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
         acc[e] = 0.0
     m = -INF
     l = 0.0
-    for jt in range((kend_hi + 7) // 8):
+    for jt in range(kbeg_lo // 8, (kend_hi + 7) // 8):
         j0 = jt * 8
         # the key rows of keys j0..j0+7; past the block's last key clamped (an in-bounds row,
         # whose score is masked below); uniform across the packet, so every load is a broadcast
@@ -96,18 +113,28 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
             s6 = fma(qd, k[c6 * D + d], s6)
             s7 = fma(qd, k[c7 * D + d], s7)
         # keys this row does not see score -inf: weight exactly 0
-        w[0] = s0 if j0 < kend else -INF
-        w[1] = s1 if j0 + 1 < kend else -INF
-        w[2] = s2 if j0 + 2 < kend else -INF
-        w[3] = s3 if j0 + 3 < kend else -INF
-        w[4] = s4 if j0 + 4 < kend else -INF
-        w[5] = s5 if j0 + 5 < kend else -INF
-        w[6] = s6 if j0 + 6 < kend else -INF
-        w[7] = s7 if j0 + 7 < kend else -INF
+        vis0 = j0 < kend and j0 >= kbeg if CAUSAL == 2 else j0 < kend
+        vis1 = j0 + 1 < kend and j0 + 1 >= kbeg if CAUSAL == 2 else j0 + 1 < kend
+        vis2 = j0 + 2 < kend and j0 + 2 >= kbeg if CAUSAL == 2 else j0 + 2 < kend
+        vis3 = j0 + 3 < kend and j0 + 3 >= kbeg if CAUSAL == 2 else j0 + 3 < kend
+        vis4 = j0 + 4 < kend and j0 + 4 >= kbeg if CAUSAL == 2 else j0 + 4 < kend
+        vis5 = j0 + 5 < kend and j0 + 5 >= kbeg if CAUSAL == 2 else j0 + 5 < kend
+        vis6 = j0 + 6 < kend and j0 + 6 >= kbeg if CAUSAL == 2 else j0 + 6 < kend
+        vis7 = j0 + 7 < kend and j0 + 7 >= kbeg if CAUSAL == 2 else j0 + 7 < kend
+        w[0] = (s0 + bias[brow + min(j0, kend_hi - 1)] if MASK == 1 else s0) if vis0 else -INF
+        w[1] = (s1 + bias[brow + min(j0 + 1, kend_hi - 1)] if MASK == 1 else s1) if vis1 else -INF
+        w[2] = (s2 + bias[brow + min(j0 + 2, kend_hi - 1)] if MASK == 1 else s2) if vis2 else -INF
+        w[3] = (s3 + bias[brow + min(j0 + 3, kend_hi - 1)] if MASK == 1 else s3) if vis3 else -INF
+        w[4] = (s4 + bias[brow + min(j0 + 4, kend_hi - 1)] if MASK == 1 else s4) if vis4 else -INF
+        w[5] = (s5 + bias[brow + min(j0 + 5, kend_hi - 1)] if MASK == 1 else s5) if vis5 else -INF
+        w[6] = (s6 + bias[brow + min(j0 + 6, kend_hi - 1)] if MASK == 1 else s6) if vis6 else -INF
+        w[7] = (s7 + bias[brow + min(j0 + 7, kend_hi - 1)] if MASK == 1 else s7) if vis7 else -INF
         m_new = max(m, max(max(max(w[0], w[1]), max(w[2], w[3])), max(max(w[4], w[5]), max(w[6], w[7]))))
-        corr = exp(m - m_new)
+        # a row with no finite score yet shifts by 0: exp(-inf - 0) = 0, not exp(-inf + inf)
+        mz = (m_new if m_new > -INF else 0.0) if MASK == 1 or CAUSAL == 2 else m_new
+        corr = exp(m - mz)
         for c in range(8):                            # a loop: one copy of exp in the code
-            w[c] = exp(w[c] - m_new)
+            w[c] = exp(w[c] - mz)
         p0 = w[0]
         p1 = w[1]
         p2 = w[2]
@@ -118,7 +145,7 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
         p7 = w[7]
         # a row whose keys end before this tile keeps its state (a select, not a branch: the
         # packet stays unmasked; causal only, the condition is True otherwise)
-        take = j0 < kend if CAUSAL == 1 else True
+        take = j0 < kend if CAUSAL >= 1 else True
         l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) if take else l
         for e in range(DV):
             acc[e] = fma(p7, v[c7 * DV + e], fma(p6, v[c6 * DV + e], fma(p5, v[c5 * DV + e], fma(
@@ -127,7 +154,7 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], o: Buffer[f32], sc
         m = m_new if take else m
     if s < SQ:
         for e in range(DV):
-            o[(bh * SQ + s) * DV + e] = acc[e] / l if kend > 0 else 0.0
+            o[(bh * SQ + s) * DV + e] = acc[e] / l if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0.0
 
 
 def check(s):
@@ -141,24 +168,37 @@ def default_scale(D: int) -> float:
     return float(np.float32(1.0 / np.sqrt(np.float64(D))))
 
 
-def launch(s, causal: bool = False, scale=None):
+def launch(s, causal: bool = False, scale=None, mask_strides=None, window=None):
+    """mask_strides: (batch, head, query) strides of the bias in elements (0 where it
+    broadcasts; keys contiguous), or None for no mask. window: W >= 1 (causal only)."""
     B, H, HKV, SQ, SKV, D, DV = s
     tiles = -(-SQ // BLOCK)
-    return Launch(B * H * tiles * BLOCK, {"D": D, "DV": DV, "CAUSAL": int(causal)},
+    if window is not None and not causal:
+        raise ShapeError("attention: a sliding window needs causal=True (keys i - W < j <= i)")
+    mode = 2 if window is not None else int(causal)
+    bsb, bsh, bsq = mask_strides or (0, 0, 0)
+    return Launch(B * H * tiles * BLOCK, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(mask_strides is not None)},
                   {"scale": default_scale(D) if scale is None else float(scale),
-                   "H": H, "HKV": HKV, "SQ": SQ, "SKV": SKV})
+                   "H": H, "HKV": HKV, "SQ": SQ, "SKV": SKV, "BSB": bsb, "BSH": bsh, "BSQ": bsq,
+                   "WIN": int(window or 0)})
 
 
-def reference(q, k, v, causal=False, scale=None):
-    """The float64 oracle: SDPA's definition, with causal masking aligned bottom-right and
-    rows that see no key 0."""
+def reference(q, k, v, causal=False, scale=None, bias=None, window=None):
+    """The float64 oracle: SDPA's definition, with causal masking aligned bottom-right,
+    `bias` (broadcast to [B, H, Sq, Skv]) added to the scaled scores, a sliding window, and
+    rows that see no key (or only -inf scores) 0."""
     q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
     H, HKV, SQ, SKV, D = q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3]
     kh = np.arange(H) * HKV // H
     sc = np.float64(np.float32(default_scale(D) if scale is None else scale))
     s = np.einsum("bhqd,bhkd->bhqk", q, k[:, kh]) * sc
+    if bias is not None:
+        s = s + np.asarray(bias, np.float64)
     if causal:
-        keep = np.arange(SKV)[None, :] <= np.arange(SQ)[:, None] + (SKV - SQ)
+        i = np.arange(SQ)[:, None] + (SKV - SQ)
+        keep = np.arange(SKV)[None, :] <= i
+        if window is not None:
+            keep &= np.arange(SKV)[None, :] > i - window
         s = np.where(keep, s, -np.inf)
     mx = s.max(axis=-1, keepdims=True)
     e = np.exp(s - np.where(np.isfinite(mx), mx, 0.0))
@@ -169,7 +209,9 @@ def reference(q, k, v, causal=False, scale=None):
 
 def shapes(s):
     B, H, HKV, SQ, SKV, D, DV = s
-    return {"q": (B, H, SQ, D), "k": (B, HKV, SKV, D), "v": (B, HKV, SKV, DV), "o": (B, H, SQ, DV)}
+    # bias: the mask's buffer, one unused element when there is no mask
+    return {"q": (B, H, SQ, D), "k": (B, HKV, SKV, D), "v": (B, HKV, SKV, DV), "bias": (1,),
+            "o": (B, H, SQ, DV)}
 
 
 def _operator(name, causal, definition):
@@ -178,7 +220,8 @@ def _operator(name, causal, definition):
         buffer_shapes=shapes, output="o",
         launch=lambda s: launch(s, causal),
         make_inputs=lambda s, seed: {n: seeded_normal(seed, "attention", n, sh)
-                                     for n, sh in shapes(s).items() if n != "o"},
+                                     for n, sh in shapes(s).items() if n not in ("o", "bias")},
+        aux=("bias",),
         oracle=lambda inp: reference(inp["q"], inp["k"], inp["v"], causal),
         check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0, definition=definition)
 

@@ -38,6 +38,8 @@ class Operator:
     fast_math_ulps: float = 8.0       # fast-math variants: |y - ref| <= this many ulps of the row's max |ref|
     check: Callable = lambda shape: None   # raises ShapeError for shapes it cannot run
     forms: tuple = ()                 # ((form name, KernelFunction[, launch]), ...): other formulations
+    aux: tuple = ()                   # buffers a launch needs that are neither inputs nor the output
+                                      # (zero-filled; attention's mask when there is none)
     form: str = "stream"              # the formulation `kernel` is (and `launch` its geometry)
 
     def __post_init__(self):
@@ -68,7 +70,7 @@ class Operator:
 
     @property
     def inputs(self) -> tuple:
-        return tuple(n for n in self.buffer_shapes(self.seed_sizes[0]) if n != self.output)
+        return tuple(n for n in self.buffer_shapes(self.seed_sizes[0]) if n != self.output and n not in self.aux)
 
     def parse_shape(self, text: str) -> tuple:
         parts = str(text).lower().replace("×", "x").split("x")
@@ -93,7 +95,8 @@ class Operator:
 
     def signature(self) -> str:
         shapes = self.buffer_shapes(tuple(_Dim(d) for d in self.dims))
-        ins = ", ".join(f"{n}[{','.join(map(str, s))}]" for n, s in shapes.items() if n != self.output)
+        ins = ", ".join(f"{n}[{','.join(map(str, s))}]" for n, s in shapes.items()
+                        if n != self.output and n not in self.aux)
         out = f"{self.output}[{','.join(map(str, shapes[self.output]))}]"
         return f"{ins} -> {out}"
 
