@@ -278,3 +278,136 @@ def test_run_save_on_a_real_full_tmpfs(tiny_tmpfs):
     assert code.returncode == 2, code.stderr
     assert one_line(code.stderr) == f"error: no space left on the device: {tiny_tmpfs / 'x'}"
     assert os.listdir(tiny_tmpfs) == []
+
+
+# ---------------------------------------------------------------- limits and messages (item 4)
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Usage errors are found before anything is measured, run or compiled."""
+    from cohort.verify import fuzz, opcheck
+
+    def refuse(*a, **k):
+        raise AssertionError("work started before the options were checked")
+
+    monkeypatch.setattr(opcheck, "check_operator", refuse)
+    monkeypatch.setattr(harness, "run_suite", refuse)
+    monkeypatch.setattr(fuzz, "run_campaign", refuse)
+    import cohort.verify.fuzz.run as fuzz_run
+    monkeypatch.setattr(fuzz_run, "run_campaign", refuse)
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["bench", "quick", "--rounds", "1e23"], "--rounds takes an integer from 1 to 1000, got '1e23'"),
+    (["bench", "quick", "--rounds", "1000000000"], "--rounds must be from 1 to 1000, got 1000000000"),
+    (["bench", "quick", "--rounds", "0"], "--rounds must be from 1 to 1000, got 0"),
+    (["bench", "quick", "--samples", "1000000000"], "--samples must be from 1 to 1000, got 1000000000"),
+    (["bench", "quick", "--workers", "257"], "--workers must be from 1 to 256, got 257"),
+    (["bench", "quick", "--workers", "-1"], "--workers must be from 1 to 256, got -1"),
+    (["bench", "quick", "--sizes", "0x65"], "--sizes: 0x65: every dimension must be positive"),
+    (["bench", "quick", "--sizes", "1x2x3x4x5x6x7x8x9"], "--sizes: malformed shape '1x2x3x4x5x6x7x8x9': up to 8 "
+                                                   "positive integers joined by x"),
+    (["bench", "quick", "--sizes", "99999x99999"], "--sizes: 99999x99999: 9999800001 elements; at most 1073741823"),
+    (["fuzz", "--seconds", "-1"], "--seconds must be more than 0 and at most 1000000, got -1"),
+    (["fuzz", "--seconds", "1e7"], "--seconds must be more than 0 and at most 1000000, got 1e7"),
+    (["fuzz", "--seconds", "nan"], "--seconds must be more than 0 and at most 1000000, got nan"),
+    (["fuzz", "--seconds", "soon"], "--seconds takes a number of seconds, more than 0 and at most 1000000, "
+                                    "got 'soon'"),
+    (["fuzz", "--programs", "0"], "--programs must be from 1 to 10000000, got 0"),
+    (["fuzz", "--jobs", "65"], "--jobs must be from 0 to 64, got 65"),
+    (["fuzz", "--jobs", "-1"], "--jobs must be from 0 to 64, got -1"),
+    (["fuzz", "--seeds", "0"], "--seeds must be from 1 to 10000000, got 0"),
+    (["fuzz", "--seeds", "100000000"], "--seeds must be from 1 to 10000000, got 100000000"),
+    (["fuzz", "--examples-per-seed", "1001"], "--examples-per-seed must be from 1 to 1000, got 1001"),
+    (["fuzz", "--seeds-per-task", "0"], "--seeds-per-task must be from 1 to 1000, got 0"),
+    (["fuzz", "--max-stmts", "65"], "--max-stmts must be from 1 to 64, got 65"),
+    (["fuzz", "--variants-per-program", "0"], "--variants-per-program must be from 1 to 1000, got 0"),
+    (["run", "rmsnorm", "--shape", "-1x65"], "--shape: -1x65: rmsnorm: dimension R must be at least 1, got -1"),
+    (["run", "rmsnorm", "--shape=-1x65"], "--shape: -1x65: rmsnorm: dimension R must be at least 1, got -1"),
+    (["run", "rmsnorm", "--shape", "0x65"], "--shape: 0x65: rmsnorm: dimension R must be at least 1, got 0"),
+    (["run", "rmsnorm", "--shape", "1024x1048576"], "--shape: 1024x1048576: rmsnorm 1024x1048576: buffer x would "
+                                                    "have 1073741824 elements; at most 1073741823"),
+    (["run", "rmsnorm", "--shape", "3x63", "--seed", "-1"], "--seed must be in 0..2^63-1, got -1"),
+    # empty lists and empty knobs
+    (["run", "rmsnorm", "--shape", "3x63", "--variant", "packet,,"], "--variant 'packet,,': an empty item in "
+                                                                     "the list"),
+    (["run", "rmsnorm", "--shape", "3x63", "--variant", ""], "--variant: empty"),
+    (["fuzz", "--variant", "packet,,"], "--variant 'packet,,': an empty item in the list"),
+    (["fuzz", "--variant", ""], "--variant: empty"),
+    (["bench", "quick", "--ops", ""], "--ops: empty"),
+    (["bench", "quick", "--ops", "rmsnorm,"], "--ops 'rmsnorm,': an empty item in the list"),
+    (["bench", "quick", "--sizes", ""], "--sizes: empty"),
+    (["bench", "quick", "--out", ""], "--out: empty"),
+    (["run", "rmsnorm", "--shape", "3x63", "--save", ""], "--save: empty"),
+    (["fuzz", "--campaign", ""], "--campaign: empty"),
+    (["fuzz", "--inject", "flip_add,"], "--inject 'flip_add,': an empty item in the list"),
+])
+def test_bounds_and_empty_values_are_one_line_naming_the_option(capsys, no_work, argv, line):
+    assert main(argv) == 2
+    assert error_line(capsys) == f"error: {line}"
+
+
+def test_each_error_names_only_its_own_option(capsys, no_work):
+    assert main(["fuzz", "--seconds", "-1"]) == 2
+    assert "--jobs" not in error_line(capsys)
+    assert main(["fuzz", "--jobs", "x"]) == 2
+    line = error_line(capsys)
+    assert line.startswith("error: --jobs ") and "--seconds" not in line and "--programs" not in line
+
+
+def test_help_states_the_bounds(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "rounds, 1 to 1000" in text and "samples per round, 1 to 1000" in text and "1 to 256" in text
+    with pytest.raises(SystemExit):
+        main(["fuzz", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for bound in ("at most 1000000", "1 to 10000000", "0 to 64", "N from 1 to 10000000", "1 to 64"):
+        assert bound in text, bound
+
+
+def test_a_value_that_is_an_option_is_still_missing(capsys):
+    assert main(["run", "rmsnorm", "--shape", "--json"]) == 2     # not taken as the shape "--json"
+    assert "--shape: expected one argument" in error_line(capsys)
+
+
+# ---------------------------------------------------------------- the same file, the same exit code
+
+def test_a_malformed_replay_is_exit_2_in_tables_and_in_audit_check(tmp_path, capsys, tiny_run):
+    import gzip
+    import json
+    d = tmp_path / "result"
+    artifacts.write(str(d), tiny_run)
+    with gzip.open(d / "replay.json.gz", "rt") as f:
+        replay = json.load(f)
+    replay["samples"].pop()
+    with gzip.open(d / "replay.json.gz", "wt") as f:
+        json.dump(replay, f)
+    assert main(["tables", str(d / "replay.json.gz")]) == 2
+    assert "is not a valid replay" in error_line(capsys)
+    assert main(["audit", "check", str(d)]) == 2
+    assert error_line(capsys).startswith(f"error: {d} is not a valid audit: replay.json.gz: ")
+
+
+def test_a_well_formed_result_whose_check_fails_is_exit_1(tmp_path, capsys, tiny_run):
+    d = tmp_path / "result"
+    artifacts.write(str(d), tiny_run)
+    with open(d / "tables.md", "a") as f:
+        f.write("edited\n")
+    assert main(["audit", "check", str(d)]) == 1
+    assert "tables.md" in capsys.readouterr().out
+
+
+def test_a_malformed_case_file_is_bad_input_wherever_it_reaches_the_cli(tmp_path, capsys, monkeypatch):
+    """No command replays a case file itself; a CorpusError reaching main is exit 2 all the same."""
+    from cohort.verify import corpus, opcheck
+    p = tmp_path / "case.json"
+    p.write_text("{")
+
+    def replay(*a, **k):
+        corpus.load_case(str(p))
+
+    monkeypatch.setattr(opcheck, "check_operator", replay)
+    assert main(["run", "rmsnorm", "--shape", "3x63"]) == 2
+    assert error_line(capsys).startswith(f"error: {p}: ")
