@@ -1,24 +1,26 @@
 """The `cohort` command line (DESIGN §9).
 
-Exit codes: 0 agreed/passed, 1 a check failed (also: a malformed result
-directory in `audit check`, a bench sample that is not a time, a fuzz
-campaign that tested nothing), 2 bad usage or bad input (one line, no
-traceback; output paths are checked before any work), 3 an internal error
-(a bug in cohort; set COHORT_DEBUG=1 for the traceback), 130 interrupted
-(bench leaves no result directory behind, fuzz reports what it ran).
+Exit codes: 0 agreed/passed (also: a --campaign whose --seeds are all done),
+1 a check failed (also: a bench sample that is not a time, a fuzz campaign
+that tested nothing), 2 bad usage or bad input (one line, no traceback; a
+malformed file is bad input in every command; output paths are checked before
+any work), also what the user's environment refused: a full disk, a quota, a
+read-only or forbidden path, no memory (cli_options.environment_error), 3 an
+internal error (a bug in cohort; set COHORT_DEBUG=1 for the traceback), 130
+interrupted (bench and run --save leave no directory behind, fuzz reports what it ran).
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
 
 import numpy as np
 
-
-class UsageError(Exception):
-    """Bad usage or bad input: exit 2 with this one line."""
+from . import cli_options as opt
+from .cli_options import UsageError, _dash_values, _int, _items, _refuse_empty, _size, environment_error
 
 
 class _Parser(argparse.ArgumentParser):
@@ -35,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one operator at one shape and check it")
     r.add_argument("op")
-    r.add_argument("--shape", required=True, help="e.g. 17x65, or BxHxHkvxSqxSkvxDxDv for attention")
+    r.add_argument("--shape", required=True, help="e.g. 17x65, or BxHxHkvxSqxSkvxDxDv for attention; every "
+                   f"dimension at least 1, every buffer at most {opt.SHAPE_LIMIT} elements")
     r.add_argument("--variant", default="ref",
                    help="ref (the interpreter), a preset (whole, packet, ...), knobs (lanes=1,fast_math=off) "
                         "or a preset with overrides")
@@ -48,13 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
     bn.add_argument("suite", help="native, private, e2e, grain, api, quick or safety")
-    bn.add_argument("--ops", default="", help="comma-separated operators (default: the suite's)")
-    bn.add_argument("--sizes", default="", help="comma-separated shapes (default: the suite's)")
-    bn.add_argument("--rounds", type=int, default=None)
-    bn.add_argument("--samples", type=int, default=None)
+    bn.add_argument("--ops", default=None, help="comma-separated operators (default: the suite's)")
+    bn.add_argument("--sizes", default=None, help="comma-separated shapes (default: the suite's)")
+    bn.add_argument("--rounds", default=None, metavar="R", help=f"rounds, 1 to {opt.MAX_ROUNDS} (default: the suite's)")
+    bn.add_argument("--samples", default=None, metavar="S",
+                    help=f"samples per round, 1 to {opt.MAX_SAMPLES} (default: the suite's)")
     bn.add_argument("--out", default=None, help="result directory (default: out/SUITE)")
-    bn.add_argument("--workers", type=int, default=None,
-                    help="requested workers for runtime-E2E suites (default: the seeds' 8; native suites: 1)")
+    bn.add_argument("--workers", default=None, metavar="N",
+                    help="requested workers for runtime-E2E suites, 1 to 256 (default: the seeds' 8; native "
+                         "suites: 1)")
     bn.add_argument("--json", action="store_true")
     bn.add_argument("--allow-unsafe", action="store_true", help="allow columns built with unsafe=on (no bounds checks)")
 
@@ -68,16 +73,19 @@ def _parser() -> argparse.ArgumentParser:
     ac.add_argument("--json", action="store_true")
 
     f = sub.add_parser("fuzz", help="differential fuzzing: random kernels, every variant vs the interpreter")
-    f.add_argument("--seconds", default="60", help="time box of the campaign (default 60); a campaign that "
+    f.add_argument("--seconds", default="60", help=f"time box of the campaign, more than 0 and at most "
+                                                    f"{opt.MAX_FUZZ_SECONDS} (default 60); a campaign that "
                                                     "completes no program in it exits 1: it tested nothing")
     f.add_argument("--programs", default=None, metavar="N",
-                   help="stop after N programs (deterministic for the seed; --seconds stays a time box)")
+                   help=f"stop after N programs, 1 to {opt.MAX_PROGRAMS} (deterministic for the seed; --seconds "
+                        "stays a time box)")
     f.add_argument("--seed", default="0", help="campaign seed (same seed, same programs)")
-    f.add_argument("--jobs", default="2", help="worker processes for compiles (0: run in this process)")
+    f.add_argument("--jobs", default="2", help=f"worker processes for compiles, 0 to {opt.MAX_JOBS} (0: run in this "
+                                               "process)")
     f.add_argument("--corpus", metavar="DIR", help="where failing cases are written "
                                                    "(default: tests/corpus of the source tree, if present)")
     f.add_argument("--no-shrink", action="store_true", help="report failures as found, unshrunk")
-    f.add_argument("--inject", metavar="BUG[,BUG]", default="",
+    f.add_argument("--inject", metavar="BUG[,BUG]", default=None,
                    help="testing the fuzzer itself: deliberate backend bug(s) to inject (backend/inject.py)")
     f.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     f.add_argument("--scheduler", metavar="ADDRESS",
@@ -85,20 +93,24 @@ def _parser() -> argparse.ArgumentParser:
                         "LocalCluster of N worker processes (needs cohort[cluster])")
     f.add_argument("--campaign", metavar="DIR", help="durable campaign state: seeds done, failures binned with "
                                                      "their shrunk kernels, coverage, throughput per worker; the "
-                                                     "same command again resumes")
+                                                     "same command again resumes (and says so when its "
+                                                     "--seeds are all done)")
     f.add_argument("--merge", nargs="+", metavar="DIR", help="merge campaigns over disjoint seeds into --campaign")
-    f.add_argument("--seeds", default=None, metavar="N", help="run seeds 0..N-1 of the campaign, then stop")
-    f.add_argument("--seeds-per-task", default="1", metavar="N", help="seeds per Dask task (default 1)")
+    f.add_argument("--seeds", default=None, metavar="N",
+                   help=f"run seeds 0..N-1 of the campaign, then stop (N from 1 to {opt.MAX_SEEDS})")
+    f.add_argument("--seeds-per-task", default="1", metavar="N",
+                   help=f"seeds per Dask task, 1 to {opt.MAX_PER_SEED} (default 1)")
     f.add_argument("--examples-per-seed", default="9", metavar="N",
-                   help="programs per seed (one Hypothesis run each; default 9)")
-    f.add_argument("--max-stmts", default="16", metavar="N", help="statements per generated kernel, at most")
+                   help=f"programs per seed, 1 to {opt.MAX_PER_SEED} (one Hypothesis run each; default 9)")
+    f.add_argument("--max-stmts", default="16", metavar="N",
+                   help=f"statements per generated kernel, at most (1 to {opt.MAX_STMTS}; default 16)")
     f.add_argument("--variant", action="append", metavar="SPEC",
                    help="run only these variants (repeatable; default: the whole matrix)")
     f.add_argument("--steer", choices=("on", "off"), default=None,
                    help="weigh operations, functions and structures this campaign has not covered yet")
     f.add_argument("--variants-per-program", default=None, metavar="N|all",
                    help="variants each program runs: whole plus N-1 chosen to cover the most knob values "
-                        "(default 4), or all of them (the default with --variant)")
+                        f"(N from 1 to {opt.MAX_PER_SEED}; default 4), or all of them (the default with --variant)")
     return p
 
 
@@ -153,15 +165,16 @@ def _seed(text: str) -> int:
     return seed
 
 
-def _variant(text: str):
+def _variant(text: str, flag: str = "--variant"):
     """None for the interpreter (`ref`), else a backend Variant."""
+    _items(flag, text)                  # "packet,," is a typo, not packet
     if text.strip() == "ref":
         return None
     from .backend.variant import VariantError, parse_variant
     try:
         return parse_variant(text)
     except VariantError as e:
-        raise UsageError(f"--variant {text!r}: {e}") from None
+        raise UsageError(f"{flag} {text!r}: {e}") from None
 
 
 def cmd_run(args) -> int:
@@ -169,16 +182,20 @@ def cmd_run(args) -> int:
     from .verify.opcheck import check_operator
     try:
         op = ops.get(args.op)
-        shape = op.parse_shape(args.shape)
-    except (ops.UnknownOperator, ops.ShapeError) as e:
+    except ops.UnknownOperator as e:
         raise UsageError(str(e)) from None
+    try:
+        shape = op.parse_shape(args.shape)
+    except ops.ShapeError as e:
+        raise UsageError(f"--shape: {args.shape}: {e}") from None
     seed = _seed(args.seed)
     variant = _variant(args.variant)
     if variant is None and (args.time or args.dump):
         raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
-    for flag, path in (("--save", args.save), ("--dump", args.dump)):
-        if path:
-            _output_dir(flag, path)           # before any work: a bad path is found now, not after
+    if args.dump:
+        _output_dir("--dump", args.dump)   # before any work: a bad path is found now, not after
+    if args.save:
+        _save_target("--save", args.save)
     if variant is not None:
         from .backend.compiler import UnsupportedVariant
         from .backend.variant import VariantError
@@ -259,17 +276,55 @@ def _output_dir(flag: str, directory: str):
         raise UsageError(f"{flag} {directory}: {e.strerror or e}") from None
 
 
-def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
+def _save_target(flag: str, directory: str):
+    """Before any work: `directory` is absent or a directory, and a folder can be made next to it."""
+    from .audit.artifacts import OutputError, stage
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"{flag} {directory}: exists and is not a directory")
+    above = os.path.dirname(os.path.abspath(directory))
+    while not os.path.lexists(above):
+        above = os.path.dirname(above)
+    if not os.path.isdir(above):
+        raise UsageError(f"{flag} {directory}: {os.strerror(errno.ENOTDIR)} ({above})")
     try:
-        os.makedirs(directory, exist_ok=True)
-        for name, a in inputs.items():
-            np.save(os.path.join(directory, f"{name}.npy"), a)
-        np.save(os.path.join(directory, f"{op.output}.npy"), y)
-        with open(os.path.join(directory, "meta.json"), "w") as f:
-            json.dump({**result, "buffers": {n: list(s) for n, s in op.buffer_shapes(shape).items()},
-                       "output": op.output}, f, indent=1)
+        os.rmdir(stage(directory))
+    except OutputError as e:
+        raise UsageError(f"{flag} {e}") from None
+
+
+def _save(directory: str, op, shape, inputs: dict, y: np.ndarray, result: dict):
+    """Every input and the output as NAME.npy, then meta.json, written into a folder next to
+    `directory` and moved into it only when complete: a failure (a full disk) leaves nothing."""
+    import shutil
+
+    from .audit.artifacts import stage
+    from .verify.files import naming, save_npy
+    target = os.path.abspath(directory)
+    staging = stage(directory)
+    try:
+        with naming(target):
+            for name, a in {**inputs, op.output: y}.items():
+                save_npy(os.path.join(staging, f"{name}.npy"), a)
+            with open(os.path.join(staging, "meta.json"), "w") as f:
+                json.dump({**result, "buffers": {n: list(s) for n, s in op.buffer_shapes(shape).items()},
+                           "output": op.output}, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            if not os.path.isdir(target) or not os.listdir(target):
+                if os.path.isdir(target):
+                    os.rmdir(target)
+                os.rename(staging, target)
+            else:                       # a directory with files of its own: ours replace theirs, meta.json last
+                names = sorted(os.listdir(staging), key=lambda n: n == "meta.json")
+                for name in names:
+                    os.replace(os.path.join(staging, name), os.path.join(target, name))
     except OSError as e:
-        raise UsageError(f"--save {directory}: {e.strerror or e}") from None
+        if str(e.filename).startswith(staging):
+            e.filename = target          # the user's directory, not our staging folder
+        raise
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 # ---------------------------------------------------------------- bench, tables, audit
@@ -287,23 +342,17 @@ def cmd_bench(args) -> int:
     if unsafe and not args.allow_unsafe:
         raise UsageError(f"suite {suite.name} has unsafe=on columns ({', '.join(unsafe)}): builds with no "
                          f"bounds checks; pass --allow-unsafe to run them")
-    only_ops = [o for o in args.ops.split(",") if o] or None
+    only_ops = None if args.ops is None else _items("--ops", args.ops)
     for o in only_ops or []:
         try:
             ops.get(o)
         except ops.UnknownOperator as e:
-            raise UsageError(str(e)) from None
-    only_sizes = None
-    if args.sizes:
-        only_sizes = set()
-        for text in args.sizes.split(","):
-            parts = text.lower().replace("×", "x").split("x")
-            if not all(p.isdigit() for p in parts):
-                raise UsageError(f"--sizes: malformed shape {text!r}")
-            only_sizes.add("x".join(str(int(p)) for p in parts))
-    for name, value in (("--rounds", args.rounds), ("--samples", args.samples)):
-        if value is not None and value < 1:
-            raise UsageError(f"{name} must be at least 1")
+            raise UsageError(f"--ops: {e}") from None
+    only_sizes = None if args.sizes is None else {_size("--sizes", t) for t in _items("--sizes", args.sizes)}
+    args.rounds = _int("--rounds", args.rounds, 1, opt.MAX_ROUNDS)
+    args.samples = _int("--samples", args.samples, 1, opt.MAX_SAMPLES)
+    from .backend.variant import MAX_WORKERS
+    args.workers = _int("--workers", args.workers, 1, MAX_WORKERS)
     if not list(harness.select_cases(suite, only_ops, only_sizes)):
         raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
     out = args.out or os.path.join("out", suite.name)
@@ -312,17 +361,14 @@ def cmd_bench(args) -> int:
     except artifacts.OutputError as e:
         raise UsageError(f"--out {e}") from None
     from .audit.environment import dirty_out_reason
-    from .backend.variant import MAX_WORKERS
-    if args.workers is not None and not 1 <= args.workers <= MAX_WORKERS:
-        raise UsageError(f"--workers must be from 1 to {MAX_WORKERS}, got {args.workers}")
     if args.workers not in (None, 1) and suite.boundary == "native_entry":
         raise UsageError(f"--workers: suite {suite.name} times one thread at the native entry")
     refused = dirty_out_reason(out)
     if refused:
         raise UsageError(refused)
     command = "cohort " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("cohort") else \
-        f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops else "") + \
-        (f" --sizes {args.sizes}" if args.sizes else "")
+        f"cohort bench {args.suite}" + (f" --ops {args.ops}" if args.ops is not None else "") + \
+        (f" --sizes {args.sizes}" if args.sizes is not None else "")
     bar = _Progress(harness.total_steps(suite, args.rounds, only_ops, only_sizes), f"bench {suite.name}")
     try:
         try:
@@ -382,12 +428,11 @@ def cmd_audit(args) -> int:
         raise UsageError(f"{args.dir} has no audit.json (or audit.json.gz)")
     try:
         problems, notes = check_directory(args.dir)
-    except InvalidArtifact as e:           # a malformed artifact is a failed check: nothing built from it
+    except InvalidArtifact as e:   # a malformed artifact is bad input (exit 2, as `cohort tables` says of it)
         if args.json:
             print(json.dumps({"dir": os.path.abspath(args.dir), "ok": False,
                               "problems": [f"not a valid audit: {e}"], "notes": []}))
-        print(f"audit check FAILED: not a valid audit: {e}", file=sys.stderr)
-        return 1
+        raise UsageError(f"{args.dir} is not a valid audit: {e}") from None
     if args.json:
         print(json.dumps({"dir": os.path.abspath(args.dir), "ok": not problems, "problems": problems,
                           "notes": notes}))
@@ -404,59 +449,49 @@ def cmd_audit(args) -> int:
 
 # ---------------------------------------------------------------- fuzz
 
-def _count(flag: str, text, lo: int, hi: int):
-    if text is None:
-        return None
-    try:
-        v = int(text)
-    except ValueError:
-        raise UsageError(f"{flag} takes an integer, got {text!r}") from None
-    if not lo <= v <= hi:
-        raise UsageError(f"{flag} must be in {lo}..{hi}, got {v}")
-    return v
-
-
 def _fuzz_options(args) -> dict:
     """The campaign keywords of `cohort fuzz`'s options (usage errors before any work)."""
     from .backend.inject import BUGS
     try:
-        seconds, jobs = float(args.seconds), int(args.jobs)
-        programs = None if args.programs is None else int(args.programs)
+        seconds = float(args.seconds)
     except ValueError:
-        raise UsageError(f"--seconds, --jobs and --programs take numbers, got {args.seconds!r}, {args.jobs!r}, "
-                         f"{args.programs!r}") from None
-    if not 0 < seconds <= 1e6 or not 0 <= jobs <= 64:
-        raise UsageError(f"--seconds must be in (0, 1e6] and --jobs in 0..64, got {seconds:g}, {jobs}")
-    if programs is not None and not 1 <= programs <= 10 ** 7:
-        raise UsageError(f"--programs must be in 1..10000000, got {programs}")
+        raise UsageError(f"--seconds takes a number of seconds, more than 0 and at most {opt.MAX_FUZZ_SECONDS}, "
+                         f"got {args.seconds!r}") from None
+    if not 0 < seconds <= opt.MAX_FUZZ_SECONDS:     # NaN fails this too
+        raise UsageError(f"--seconds must be more than 0 and at most {opt.MAX_FUZZ_SECONDS}, got {args.seconds}")
+    jobs = _int("--jobs", args.jobs, 0, opt.MAX_JOBS)
+    programs = _int("--programs", args.programs, 1, opt.MAX_PROGRAMS)
     if args.corpus:
         _output_dir("--corpus", args.corpus)
-    bugs = tuple(b for b in args.inject.split(",") if b)
+    bugs = () if args.inject is None else tuple(_items("--inject", args.inject))
     unknown = [b for b in bugs if b not in BUGS]
     if unknown:
         raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
     kw = dict(jobs=jobs, bugs=bugs, shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs,
-              seeds=_count("--seeds", args.seeds, 1, 10 ** 9),
-              seeds_per_task=_count("--seeds-per-task", args.seeds_per_task, 1, 1000),
-              batch=_count("--examples-per-seed", args.examples_per_seed, 1, 1000),
-              max_stmts=_count("--max-stmts", args.max_stmts, 1, 64))
+              seeds=_int("--seeds", args.seeds, 1, opt.MAX_SEEDS),
+              seeds_per_task=_int("--seeds-per-task", args.seeds_per_task, 1, opt.MAX_PER_SEED),
+              batch=_int("--examples-per-seed", args.examples_per_seed, 1, opt.MAX_PER_SEED),
+              max_stmts=_int("--max-stmts", args.max_stmts, 1, opt.MAX_STMTS))
     if args.steer is not None:
         kw["steer"] = args.steer == "on"
     if args.variants_per_program is not None:
         vpp = args.variants_per_program
-        kw["variants_per_program"] = None if vpp == "all" else _count("--variants-per-program", vpp, 1, 1000)
+        kw["variants_per_program"] = None if vpp == "all" else _int("--variants-per-program", vpp, 1,
+                                                                      opt.MAX_PER_SEED)
     elif args.variant:                   # variants named on the command line all run on every program
         kw["variants_per_program"] = None
     if args.variant:
         from .backend.variant import VariantError, parse_variant
         from .verify.matrix import short_name
+        for v in args.variant:
+            _items("--variant", v)
         try:
             kw["variants"] = tuple(dict.fromkeys(short_name(parse_variant(v)) for v in args.variant))
         except VariantError as e:
             raise UsageError(f"--variant: {e}") from None
     if args.scheduler:
         sched = args.scheduler
-        if sched.startswith("local:") and _count("--scheduler local:N", sched[6:], 1, 256) is None:
+        if sched.startswith("local:") and _int("--scheduler local:N", sched[6:], 1, 256) is None:
             raise UsageError("--scheduler local:N needs N")
         try:
             import distributed  # noqa: F401
@@ -489,6 +524,16 @@ def cmd_fuzz(args) -> int:
         raise UsageError(str(e)) from None
     except SchedulerUnavailable as e:
         raise UsageError(f"--scheduler {args.scheduler}: {e}") from None
+    c = report.get("campaign")
+    if c and c.get("complete") and not report["programs"] and not report["interrupted"]:
+        # run again after its --seeds were all done: nothing to test, nothing failed
+        n = kw["seeds"]
+        print(f"campaign {args.campaign} is complete: {n} seed{'' if n == 1 else 's'} of {n} done; nothing to run")
+        print("\n".join(line for line in format_report(report).splitlines()
+                        if line.startswith(("campaign ", "  bin "))))
+        if args.json:
+            print(json.dumps(report))
+        return 1 if c["failure_bins"] else 0
     print(format_report(report))
     if args.json:
         print(json.dumps(report))
@@ -510,15 +555,19 @@ COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "tables": cmd_ta
 
 
 def main(argv=None) -> int:
+    from .audit.validate import InvalidArtifact
     from .refimpl.errors import KernelError
     from .refimpl.interpreter import KernelRuntimeError
+    from .verify.corpus import CorpusError
     try:
-        args = _parser().parse_args(argv)
+        parser = _parser()
+        args = parser.parse_args(_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
+        _refuse_empty(parser, args)
         return COMMANDS[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (KernelError, KernelRuntimeError) as e:
+    except (KernelError, KernelRuntimeError, CorpusError, InvalidArtifact) as e:   # bad input, from a file too
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -528,6 +577,10 @@ def main(argv=None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as e:  # noqa: BLE001 - the CLI never shows a traceback by default
+        env = environment_error(e)
+        if env is not None:             # the user's disk, quota, permissions or memory: not our bug
+            print(f"error: {env}", file=sys.stderr)
+            return 2
         if os.environ.get("COHORT_DEBUG"):
             raise
         print(f"internal error: {type(e).__name__}: {e} (a bug in cohort; COHORT_DEBUG=1 shows the "

@@ -285,7 +285,7 @@ def test_cli_fuzz_json(tmp_path):
 
 
 @pytest.mark.parametrize("argv,msg", [(["--inject", "nonsense"], "unknown bug"),
-                                      (["--seconds", "abc"], "take numbers"),
+                                      (["--seconds", "abc"], "--seconds takes a number"),
                                       (["--seconds", "-1"], "--seconds must be")])
 def test_cli_fuzz_bad_usage(argv, msg):
     p = subprocess.run([sys.executable, "-m", "cohort.cli", "fuzz", *argv], capture_output=True, text=True)

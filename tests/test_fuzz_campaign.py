@@ -101,7 +101,7 @@ def test_merge_of_disjoint_campaigns(tmp_path):
     assert p.returncode == 2 and "needs --campaign" in p.stderr and "Traceback" not in p.stderr
 
 
-@pytest.mark.parametrize("argv,msg", [(["--scheduler", "local:0"], "local:N must be in"),
+@pytest.mark.parametrize("argv,msg", [(["--scheduler", "local:0"], "local:N must be from 1 to 256"),
                                       (["--seeds", "x"], "--seeds takes an integer"),
                                       (["--variant", "lanes=3"], "--variant")])
 def test_cli_campaign_bad_usage(argv, msg):

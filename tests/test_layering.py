@@ -13,7 +13,7 @@ import os
 import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cohort")
-LAYERS = {"refimpl": 0, "backend": 1, "verify": 2, "audit": 3, "cli": 4}
+LAYERS = {"refimpl": 0, "backend": 1, "verify": 2, "audit": 3, "cli": 4, "cli_options": 4}   # cli_options: cli.py's checks
 MAX_LINES = 600
 
 

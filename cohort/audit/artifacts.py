@@ -75,6 +75,10 @@ def write(directory: str, run) -> dict:
     try:
         paths = _write_all(staging, run)
         _move_into_place(staging, directory)
+    except OSError as e:           # a full disk, a quota: name the result directory, not the staging folder
+        if e.filename is None or str(e.filename).startswith(staging):
+            e.filename = os.path.abspath(directory)
+        raise
     finally:
         if os.path.isdir(staging):
             shutil.rmtree(staging, ignore_errors=True)

@@ -49,6 +49,7 @@ from ..refimpl.ir import (
     Store,
 )
 from ..refimpl.opdefs import OPDEFS
+from .files import write_atomic
 from .gen.case import FILLS
 
 KERNEL_FORMAT = "cohort-kernel/1"
@@ -357,9 +358,8 @@ def save_case(directory: str, case, name: Optional[str] = None, **extra) -> str:
     doc = case_to_json(case, name=name, **extra)
     doc["printed"] = format_kernel(case.kernel).splitlines()   # for readers; ignored on load
     path = os.path.join(directory, f"{name}.json")
-    with open(path + ".tmp", "w") as f:
-        f.write(dumps(doc) + "\n")
-    os.replace(path + ".tmp", path)
+    text = dumps(doc) + "\n"
+    write_atomic(path, lambda f: f.write(text))
     return path
 
 

@@ -249,6 +249,6 @@ class Campaign:
                      "programs": s.programs, "seconds": round(s.seconds, 2),
                      "programs_per_second": round(s.programs / max(s.seconds, 1e-9), 3)}})
         if self.state is not None:
-            r["campaign"] = campaign_summary(self.state, self.seeds_done)
+            r["campaign"] = campaign_summary(self.state, self.seeds_done, self.cfg.seeds)
             self.state.write_summary(r)
         return r

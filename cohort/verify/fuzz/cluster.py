@@ -384,6 +384,6 @@ class ClusterCampaign:
         if self.lost:
             r["scheduler_lost"] = self.lost
         if self.state is not None:
-            r["campaign"] = campaign_summary(self.state, self.seeds_done)
+            r["campaign"] = campaign_summary(self.state, self.seeds_done, self.cfg.seeds)
             self.state.write_summary(r)
         return r

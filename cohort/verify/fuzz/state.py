@@ -22,10 +22,12 @@ times is shrunk once. A line torn by a crash is dropped on the next start
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 
+from ..files import naming, write_atomic
 from .tally import Tally
 
 FORMAT = "cohort-campaign/1"
@@ -48,13 +50,11 @@ def failure_bin(kind: str, failing_variants) -> str:
 
 
 def write_json_atomic(path: str, doc) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
+    """`doc` as `path`, whole or not at all (a failed write leaves no temporary file)."""
+    def write(f):
         json.dump(doc, f, indent=1)
         f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, write)
 
 
 def _read_log(path: str) -> tuple:
@@ -109,16 +109,11 @@ class CampaignState:
         self.workers: dict = {}         # worker -> {"seeds", "programs", "seconds"}
         entries, torn = _read_log(self.log_path)
         if torn:                        # drop the torn tail before appending after it
-            tmp = self.log_path + ".tmp"
-            with open(tmp, "w") as f:
-                for e in entries:
-                    f.write(json.dumps(e, separators=(",", ":")) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.log_path)
+            write_atomic(self.log_path, lambda f: f.writelines(json.dumps(e, separators=(",", ":")) + "\n"
+                                                               for e in entries))
         for e in entries:
             self._fold(e)
-        self.log = open(self.log_path, "a")
+        self.log = open(self.log_path, "ab", buffering=0)   # unbuffered: nothing pending at close
 
     # ------------------------------------------------------------ entries
     def _fold(self, e: dict):
@@ -140,9 +135,18 @@ class CampaignState:
             self.shrunk[e["bin"]] = e
 
     def _append(self, e: dict):
-        self.log.write(json.dumps(e, separators=(",", ":")) + "\n")
-        self.log.flush()
-        os.fsync(self.log.fileno())
+        """One line, whole or not at all: a failed write (a full disk) is cut off again."""
+        data = memoryview((json.dumps(e, separators=(",", ":")) + "\n").encode())
+        end = self.log.seek(0, os.SEEK_END)
+        try:
+            with naming(self.log_path):
+                while data:
+                    data = data[self.log.write(data):]
+                os.fsync(self.log.fileno())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.log.fileno(), end)
+            raise
         self._fold(e)
 
     def is_done(self, seed: int) -> bool:

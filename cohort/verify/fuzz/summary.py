@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 from ..matrix import FAST_MATH_NOTE
 from .config import CampaignConfig
-from .state import CampaignState
+from .state import CampaignState, seed_value
 from .tally import Tally
 
 
@@ -37,14 +38,17 @@ def session_report(cfg: CampaignConfig, t: Tally, seconds: float, failures: list
     }
 
 
-def campaign_summary(state: CampaignState, seeds_this_run: int) -> dict:
-    """The whole campaign so far (every run of it), from its directory."""
+def campaign_summary(state: CampaignState, seeds_this_run: int, seeds: Optional[int] = None) -> dict:
+    """The whole campaign so far (every run of it), from its directory. `seeds`: the run's
+    --seeds N; complete when seeds 0..N-1 are all done (running it again has nothing to do)."""
     t = state.total
     bins = state.bins()
     return {
         "dir": os.path.abspath(state.dir),
         "seeds_done": len(state.done),
         "seeds_this_run": seeds_this_run,
+        "complete": seeds is not None and len(state.done) >= seeds and all(
+            state.is_done(seed_value(state.config.get("seed", 0), i)) for i in range(seeds)),
         "programs": t.programs,
         "variant_runs": t.variant_runs,
         "discarded": t.discarded,
