@@ -11,7 +11,9 @@ transformers' AttentionInterface as "cohort". transformers is not edited.
     python examples/llama.py --layers 4 --hidden 256 --heads 8 --kv-heads 2 --prompt 64
 
 The logits agree with the eager model to ~1e-7 relative, greedy generation is
-identical, and generation compiles nothing after the first token: sequence
+identical (also for a left-padded batch: transformers builds the padding mask
+with SDPA's mask function, registered for "cohort", and cohort's attention
+takes it), and generation compiles nothing after the first token: sequence
 lengths are runtime arguments of cohort's attention and rope kernels.
 """
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 import torch
 from torch import nn
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 import cohort.torch as ct
 
@@ -98,19 +101,28 @@ class CohortAttention(nn.Module):
         return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), weights
 
 
-def cohort_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+def cohort_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None,
+                     **kwargs):
     """transformers' attention-function signature on cohort.torch.attention. The KV heads are
-    passed ungrouped (cohort reads head h from KV head h*Hkv/H); the causal mask aligns the
-    last query with the last key, which is what a KV cache needs."""
-    if attention_mask is not None:
-        raise ValueError("cohort attention takes no attention mask (no padding): causal masking is built in")
+    passed ungrouped (cohort reads head h from KV head h*Hkv/H). transformers builds the mask
+    with SDPA's mask function (registered below): a boolean [B, 1, Sq, Skv] with causality,
+    padding and any sliding window in it, or None where causality alone is enough; then the
+    causal mask aligns the last query with the last key, which is what a KV cache needs."""
     if dropout:
         raise ValueError("cohort attention has no dropout (inference only)")
-    out = ct.attention(query, key, value, causal=getattr(module, "is_causal", True), scale=scaling)
+    if attention_mask is not None:
+        out = ct.attention(query, key, value, mask=attention_mask, scale=scaling)
+    else:
+        causal = getattr(module, "is_causal", True)
+        out = ct.attention(query, key, value, causal=causal, scale=scaling,
+                           window=sliding_window if causal else None)
     return out.transpose(1, 2), None
 
 
 AttentionInterface.register("cohort", cohort_attention)
+# Without a mask function of its own an attention name gets no mask at all (padding would be
+# silently ignored); SDPA's is the layout cohort.torch.attention takes.
+AttentionMaskInterface.register("cohort", sdpa_mask)
 
 
 def use_cohort(model: LlamaForCausalLM) -> LlamaForCausalLM:
@@ -122,8 +134,20 @@ def use_cohort(model: LlamaForCausalLM) -> LlamaForCausalLM:
         layer.mlp = CohortMLP(layer.mlp)
         layer.self_attn = CohortAttention(layer.self_attn)
     inner.norm = CohortRMSNorm(inner.norm)
-    model.config._attn_implementation = "cohort"     # no mask is built for an unknown implementation
+    model.config._attn_implementation = "cohort"     # its mask function is SDPA's (registered above)
     return model
+
+
+def padded_batch(vocab: int, lengths, seed: int = 2, pad: int = 0):
+    """(input_ids, attention_mask): one random prompt per length, left-padded to the longest."""
+    g = torch.Generator().manual_seed(seed)
+    n = max(lengths)
+    ids = torch.full((len(lengths), n), pad, dtype=torch.long)
+    mask = torch.zeros((len(lengths), n), dtype=torch.long)
+    for row, length in enumerate(lengths):
+        ids[row, n - length:] = torch.randint(1, vocab, (length,), generator=g)
+        mask[row, n - length:] = 1
+    return ids, mask
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -166,6 +190,14 @@ def main(argv=None):
         print(f"logits: max relative error {relative_error(logits, ref_logits):.2e}")
         print(f"greedy generation of {a.new_tokens} tokens identical: {torch.equal(tokens, ref_tokens)}")
         print(f"builds after the first forward: {builds}; after generating: {ct.stats()['builds']}")
+        batch, mask = padded_batch(cfg.vocab_size, (a.prompt, max(1, a.prompt // 2)))
+        live = mask.bool()
+        err = relative_error(model(batch, attention_mask=mask).logits[live],
+                             reference(batch, attention_mask=mask).logits[live])
+        same = torch.equal(model.generate(batch, attention_mask=mask, max_new_tokens=a.new_tokens, do_sample=False),
+                           reference.generate(batch, attention_mask=mask, max_new_tokens=a.new_tokens,
+                                              do_sample=False))
+        print(f"left-padded batch of 2: logits max relative error {err:.2e}, greedy generation identical: {same}")
         rows = [("eager PyTorch (SDPA)", lambda: reference(ids)), ("cohort", lambda: model(ids))]
         if not a.no_compile:
             compiled_ref = torch.compile(reference)
