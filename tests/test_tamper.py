@@ -13,6 +13,7 @@ from conftest import TINY_CASE as CASE
 
 from cohort.audit import artifacts, harness, suites
 from cohort.audit.check import check_directory
+from cohort.audit.environment import commit_status, recorded_sha
 from cohort.audit.tables import derive, render_markdown
 from cohort.audit.validate import InvalidArtifact, audit_self_digest
 from cohort.cli import main
@@ -146,6 +147,12 @@ def test_an_audit_without_digests_fails_with_one_reason(copy, capsys):
     assert "predates artifact digests" in out and "FAILED" in out
 
 
+# docs/private and docs/e2e record commits this repository does not hold (amended or rebased away
+# before the results were committed): `cohort audit check` reports that, as a problem, until they are
+# regenerated on a quiet machine (issue 28, item 5) - then take them out of this set
+RECORDED_COMMIT_MISSING = {"private", "e2e"}
+
+
 def test_the_committed_docs_predate_digests_and_say_so(capsys):
     # docs/*/ were measured before digests existed: the check fails, honestly and at once
     docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
@@ -166,6 +173,20 @@ def test_the_committed_docs_predate_digests_and_say_so(capsys):
             # and tables.md is what this code derives from the replay, byte for byte (an older
             # folder's tables came from an older renderer: its failed check above says so)
             assert render_markdown(replay) == open(os.path.join(d, "tables.md"), encoding="utf-8").read()
+        # the recorded commit: missing here for the folders named above, which `audit check` fails on;
+        # unverified (a note) outside a full git checkout of cohort
+        sha = recorded_sha(replay["environment"])
+        status, where = commit_status(sha)
+        prov_problems, prov_notes = check._provenance(replay)
+        if status == "unverified":
+            assert prov_problems == [] and len(prov_notes) == 1 and "could not be verified" in prov_notes[0]
+        elif os.path.basename(d) in RECORDED_COMMIT_MISSING:
+            assert status == "missing" and prov_notes == []
+            assert prov_problems == [f"the replay records commit {sha}, which the repository {where} does not "
+                                     f"contain (git cat-file -e fails): nobody can rebuild the code that "
+                                     f"produced it"], prov_problems
+        else:
+            assert (status, prov_problems, prov_notes) == ("present", [], []), d
 
 
 # ---------------------------------------------------------------- refused at write

@@ -14,6 +14,10 @@ before anything is allocated or compiled: validate.InvalidArtifact), and the
 digests audit.json recorded are compared with the artifacts, and with the
 audit itself, so an edit anywhere is named (artifacts.py). An audit written
 before digests existed fails at once: nothing would show its files unedited.
+And the commit the run recorded must be one this repository holds, when the
+check runs in a git checkout of cohort (_provenance): code nobody can rebuild
+is a problem; outside a checkout (or in a shallow clone) it is only noted as
+unverified.
 """
 from __future__ import annotations
 
@@ -66,6 +70,23 @@ def _digest_problems(directory: str, audit: dict, replay: dict) -> list:
         problems.append(f"{os.path.basename(audit_path(directory))} was edited: its content differs from "
                         f"its own digest")
     return problems
+
+
+def _provenance(replay: dict) -> tuple:
+    """-> (problems, notes) about the commit the replay's environment records (see environment.py)."""
+    from .environment import commit_status, recorded_sha
+    env = replay.get("environment") or {}
+    sha = recorded_sha(env)
+    if not sha:
+        why = env.get("git_reason") or f"it records {env.get('git_commit')!r}"
+        return [], [f"the replay records no git commit ({why}): the code that produced it cannot be named"]
+    status, detail = commit_status(sha)
+    if status == "missing":
+        return [f"the replay records commit {sha}, which the repository {detail} does not contain "
+                f"(git cat-file -e fails): nobody can rebuild the code that produced it"], []
+    if status == "unverified":
+        return [], [f"the recorded commit {sha} could not be verified: {detail}"]
+    return [], []
 
 
 # fields both documents record for a run, a case and a column: they must agree
@@ -125,6 +146,9 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
                 f"tables are unedited; regenerate the directory (the command is in tables.md)"], notes
     problems += _digest_problems(directory, audit, replay)
     problems += _cross_problems(audit, replay)
+    more, noted = _provenance(replay)
+    problems += more
+    notes += noted
     suite = replay["suite"]
     replay_cases = {c["id"]: c for c in replay["cases"]}
     counts = {}
