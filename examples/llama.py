@@ -89,11 +89,8 @@ class CohortAttention(nn.Module):
         q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
         k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
         v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
-        cos, sin = position_embeddings                    # [B, S, D], the two halves equal
-        half = self.head_dim // 2
-        cos, sin = cos[..., :half].unsqueeze(1), sin[..., :half].unsqueeze(1)   # [B, 1, S, D/2]
-        q = ct.rope(q, cos, sin, interleaved=False)
-        k = ct.rope(k, cos, sin, interleaved=False)
+        cos, sin = position_embeddings                    # transformers' [B, S, D], the two halves equal
+        q, k = ct.rope_hf(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
         attend = AttentionInterface().get_interface(self.config._attn_implementation, None)

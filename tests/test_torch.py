@@ -144,7 +144,7 @@ def test_non_contiguous_inputs_give_the_contiguous_bits():
     k = torch.randn(1, 7, 2, 16, generator=g).transpose(1, 2)
     v = torch.randn(1, 7, 2, 16, generator=g).transpose(1, 2)
     assert torch.equal(ct.attention(q, k, v), ct.attention(q.contiguous(), k.contiguous(), v.contiguous()))
-    assert torch.equal(ct.rope(q, torch.ones(5, 8), torch.zeros(5, 8)), q.contiguous())
+    assert torch.equal(ct.rope(q, torch.ones(5, 8), torch.zeros(5, 8), interleaved=True), q.contiguous())
 
 
 def test_outputs_are_new_tensors_and_inputs_are_never_written():
@@ -217,13 +217,16 @@ BAD = [
      ValueError, "q must be 4-D"),
     (lambda: ct.attention(torch.randn(1, 2, 5, 8), torch.randn(1, 2, 6, 8), torch.randn(1, 2, 6, 8), scale=float("inf")),
      ValueError, "scale must be a finite"),
-    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(5, 8), torch.randn(5, 8)), ValueError,
+    (lambda: ct.rmsnorm(torch.randn(2, 8), torch.ones(8), -1.0), ValueError, "eps must be a finite float32 >= 0"),
+    (lambda: ct.layernorm(torch.randn(2, 8), torch.ones(8), torch.zeros(8), -1e-5), ValueError,
+     "eps must be a finite float32 >= 0"),
+    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(5, 8), torch.randn(5, 8), interleaved=True), ValueError,
      "rotary dimension R = 2 \\* cos.shape\\[-1\\] = 16 is larger than x's last dimension D = 8"),
-    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(5, 2), torch.randn(5, 3)), ValueError,
+    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(5, 2), torch.randn(5, 3), interleaved=True), ValueError,
      "cos has shape .* sin has"),
-    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(4, 2), torch.randn(4, 2)), ValueError, "cos has 4 positions"),
-    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(5, 0), torch.randn(5, 0)), ValueError, "no columns"),
-    (lambda: ct.rope(torch.randn(2, 3, 5, 8), torch.randn(4, 1, 5, 2), torch.randn(4, 1, 5, 2)), ValueError,
+    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(4, 2), torch.randn(4, 2), interleaved=True), ValueError, "cos has 4 positions"),
+    (lambda: ct.rope(torch.randn(2, 5, 8), torch.randn(5, 0), torch.randn(5, 0), interleaved=True), ValueError, "no columns"),
+    (lambda: ct.rope(torch.randn(2, 3, 5, 8), torch.randn(4, 1, 5, 2), torch.randn(4, 1, 5, 2), interleaved=True), ValueError,
      "does not broadcast"),
 ]
 

@@ -133,3 +133,45 @@ def test_compiled_cohort_model_has_no_graph_break(example, models):
         for n in (6, 13):
             assert example.relative_error(compiled(_prompt(n)).logits, model(_prompt(n)).logits) <= 1e-5
     assert not counters["graph_break"]
+
+
+@pytest.mark.parametrize("rotary, per_row", [(16, True), (8, True), (16, False)])
+def test_rope_hf_takes_transformers_tables_as_they_come(rotary, per_row):
+    """Issue 26: cos/sin as transformers hands them ([B, S, R] with per-row positions, or
+    [S, R]; halves repeated; partial rotary) on q and k in one call, bit for bit."""
+    from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox
+    g = torch.Generator().manual_seed(7)
+    q, k = torch.randn(2, 4, 9, 16, generator=g), torch.randn(2, 2, 9, 16, generator=g)
+    a = torch.rand(2 if per_row else 1, 9, rotary // 2, generator=g) * 6 - 3    # a position table per row
+    emb = torch.cat((a, a), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    want_q, want_k = neox(q, k, cos.expand(2, 9, rotary), sin.expand(2, 9, rotary))
+    if not per_row:
+        cos, sin = cos[0], sin[0]                     # [S, R]
+    got_q, got_k = ct.rope_hf(q, k, cos, sin)
+    assert torch.equal(got_q, want_q) and torch.equal(got_k, want_k)
+    f = torch.compile(lambda q, k, c, s: ct.rope_hf(q, k, c, s), fullgraph=True, backend="eager")
+    cq, ck = f(q, k, cos, sin)
+    assert torch.equal(cq, want_q) and torch.equal(ck, want_k)
+    torch.library.opcheck(torch.ops.cohort.rope_hf.default, (q, k, cos, sin))
+
+
+@pytest.mark.parametrize("call, exc, msg", [
+    (lambda q, k, c, s: ct.rope_hf(q, k, torch.cat((c[..., :4], c[..., :4] + 1), -1), s), ValueError,
+     "halves of cos"),
+    (lambda q, k, c, s: ct.rope_hf(q, k, torch.cat((c, c, c), -1), torch.cat((s, s, s), -1)), ValueError,
+     "at most the features"),
+    (lambda q, k, c, s: ct.rope_hf(q, k, c[..., :7], s[..., :7]), ValueError, "must be even"),
+    (lambda q, k, c, s: ct.rope_hf(q, k, c[:5], s[:5]), ValueError, "S = 9"),
+    (lambda q, k, c, s: ct.rope_hf(q, k[:, :, :8], c, s), ValueError, "k has shape"),
+    (lambda q, k, c, s: ct.rope_hf(q, k, c, s[..., :4]), ValueError, "sin has"),
+    (lambda q, k, c, s: ct.rope(q, c[..., :4], s[..., :4]), TypeError, "interleaved must be given"),
+    (lambda q, k, c, s: ct.rope(q, c[..., :4], s[..., :4], interleaved=1), TypeError, "interleaved must be given"),
+])
+def test_rope_tables_that_do_not_fit_are_an_error(call, exc, msg):
+    g = torch.Generator().manual_seed(8)
+    q, k = torch.randn(2, 4, 9, 16, generator=g), torch.randn(2, 2, 9, 16, generator=g)
+    a = torch.rand(9, 4, generator=g)
+    emb = torch.cat((a, a), dim=-1)
+    with pytest.raises(exc, match=msg):
+        call(q, k, emb.cos(), emb.sin())

@@ -7,7 +7,7 @@
 
 float32 CPU tensors in, new tensors out (DESIGN §4 for each operator's exact
 definition). Ops: rmsnorm, layernorm, masked_softmax, swiglu, gelu,
-gelu_tanh, gelu_residual, rope, attention (ops.py); `kernel_op` makes any
+gelu_tanh, gelu_residual, rope, rope_hf, attention (ops.py); `kernel_op` makes any
 `@cohort.kernel` an op; `variant` chooses the variant they run (default
 "packet"); `stats` counts builds and launches. torch is an extra
 (`pip install cohort[torch]`).
@@ -19,7 +19,19 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
-from .ops import OPS, attention, gelu, gelu_residual, gelu_tanh, layernorm, masked_softmax, rmsnorm, rope, swiglu
+from .ops import (
+    OPS,
+    attention,
+    gelu,
+    gelu_residual,
+    gelu_tanh,
+    layernorm,
+    masked_softmax,
+    rmsnorm,
+    rope,
+    rope_hf,
+    swiglu,
+)
 
 __all__ = ["OPS", "DEFAULT_VARIANT", "attention", "current_variant", "gelu", "gelu_residual", "gelu_tanh",
-           "kernel_op", "layernorm", "masked_softmax", "rmsnorm", "rope", "stats", "swiglu", "variant"]
+           "kernel_op", "layernorm", "masked_softmax", "rmsnorm", "rope", "rope_hf", "stats", "swiglu", "variant"]

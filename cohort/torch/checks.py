@@ -26,12 +26,13 @@ def tensor(op: str, name: str, t, dtype=torch.float32, min_dim: int = 0):
     return t
 
 
-def number(op: str, name: str, v, positive: bool = False) -> float:
+def number(op: str, name: str, v, positive: bool = False, nonnegative: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise TypeError(f"{op}: {name} must be a float, got {type(v).__name__}")
     v = float(v)
-    if not math.isfinite(v) or abs(v) > 3.4028234663852886e38 or (positive and v <= 0):
-        raise ValueError(f"{op}: {name} must be a finite float32{' > 0' if positive else ''}, got {v!r}")
+    if not math.isfinite(v) or abs(v) > 3.4028234663852886e38 or (positive and v <= 0) or (nonnegative and v < 0):
+        bound = " > 0" if positive else " >= 0" if nonnegative else ""
+        raise ValueError(f"{op}: {name} must be a finite float32{bound}, got {v!r}")
     return v
 
 
@@ -82,6 +83,41 @@ def attention_mask(mask, window, causal, shape):
     if len(sm) > 4 or any(d != 1 and d != e for d, e in zip(sm[::-1], shape[::-1])):
         raise ValueError(f"{op}: mask of shape {sm} does not broadcast to (batch, heads, Sq, Skv) = {tuple(shape)}")
     return (1,) * (4 - len(sm)) + sm
+
+
+def interleaved(op: str, v):
+    if not isinstance(v, bool):
+        raise TypeError(f"{op}: interleaved must be given, True or False: True rotates pairs (2k, 2k+1) as "
+                        f"GPT-J; False rotates halves (k, k + R/2) as Llama, Mistral, Qwen2, GPT-NeoX, Phi and "
+                        f"Gemma (got {v!r})")
+
+
+def rope_hf(q, k, cos, sin):
+    """(cos, sin) of transformers' shapes ([B, S, R] or [S, R], halves repeated) as rope takes
+    them: their first halves, [B, 1, S, R/2] (broadcast over the heads) or [S, R/2]."""
+    op = "rope_hf"
+    for name, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin)):
+        tensor(op, name, t)
+    for name, t in (("q", q), ("k", k)):
+        if t.dim() != 4:
+            raise ValueError(f"{op}: {name} must be 4-D [batch, heads, sequence, features], got {tuple(t.shape)}")
+    B, _, S, D = q.shape
+    if k.shape[0] != B or k.shape[2] != S or k.shape[3] != D:
+        raise ValueError(f"{op}: k has shape {tuple(k.shape)}, q {tuple(q.shape)}; batch, sequence and "
+                         f"features must be equal")
+    if cos.shape != sin.shape:
+        raise ValueError(f"{op}: cos has shape {tuple(cos.shape)}, sin has {tuple(sin.shape)}; they must be equal")
+    if cos.dim() not in (2, 3) or cos.shape[-2] != S or (cos.dim() == 3 and cos.shape[0] not in (1, B)):
+        raise ValueError(f"{op}: cos must be [batch, S, R] or [S, R] with S = {S} (and batch {B} or 1), got "
+                         f"{tuple(cos.shape)}")
+    R = cos.shape[-1]
+    if R == 0 or R % 2 or R > D:
+        raise ValueError(f"{op}: the rotary dimension R = cos.shape[-1] = {R} must be even, at least 2 and at "
+                         f"most the features D = {D}")
+    c, s = cos[..., :R // 2], sin[..., :R // 2]
+    if cos.dim() == 3:
+        c, s = c.unsqueeze(1), s.unsqueeze(1)
+    return c, s
 
 
 def rope(x, cos, sin):

@@ -83,7 +83,7 @@ def _rmsnorm_check(x, weight, eps):
     checks.tensor("rmsnorm", "x", x, min_dim=1)
     checks.tensor("rmsnorm", "weight", weight)
     checks.last_dim("rmsnorm", "x", x, "weight", weight)
-    return checks.number("rmsnorm", "eps", eps)
+    return checks.number("rmsnorm", "eps", eps, nonnegative=True)
 
 
 @torch.library.custom_op("cohort::rmsnorm", mutates_args=())
@@ -93,7 +93,7 @@ def _rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 def rmsnorm_impl(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     if not (_f32(x) and _f32(weight) and weight.dim() == 1 and x.dim() and weight.shape[0] == x.shape[-1]
-            and type(eps) is float and -_F32_MAX <= eps <= _F32_MAX):
+            and type(eps) is float and 0.0 <= eps <= _F32_MAX):
         eps = _rmsnorm_check(x, weight, eps)         # raises, or accepts an unusual but valid argument
     x, weight = x.contiguous(), weight.contiguous()
     y = torch.empty_like(x)
@@ -123,7 +123,7 @@ def _layernorm_check(x, weight, bias, eps):
     checks.tensor("layernorm", "bias", bias)
     checks.last_dim("layernorm", "x", x, "weight", weight)
     checks.last_dim("layernorm", "x", x, "bias", bias)
-    return checks.number("layernorm", "eps", eps)
+    return checks.number("layernorm", "eps", eps, nonnegative=True)
 
 
 @torch.library.custom_op("cohort::layernorm", mutates_args=())
@@ -134,7 +134,7 @@ def _layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
 def layernorm_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Tensor:
     if not (_f32(x) and _f32(weight) and _f32(bias) and weight.dim() == 1 and bias.dim() == 1 and x.dim()
             and weight.shape[0] == x.shape[-1] and bias.shape[0] == x.shape[-1]
-            and type(eps) is float and -_F32_MAX <= eps <= _F32_MAX):
+            and type(eps) is float and 0.0 <= eps <= _F32_MAX):
         eps = _layernorm_check(x, weight, bias, eps)
     x, weight, bias = x.contiguous(), weight.contiguous(), bias.contiguous()
     y = torch.empty_like(x)
@@ -316,11 +316,11 @@ def gelu_residual(x: Tensor, r: Tensor) -> Tensor:
 # ---------------------------------------------------------------- rope
 
 @torch.library.custom_op("cohort::rope", mutates_args=())
-def _rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tensor:
+def _rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
     return rope_impl(x, cos, sin, interleaved)
 
 
-def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tensor:
+def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
     if (_f32(x) and _f32(cos) and _f32(sin) and x.dim() >= 2 and cos.dim() == 2 and cos.shape == sin.shape
             and cos.shape[0] == x.shape[-2] and 0 < 2 * cos.shape[1] <= x.shape[-1]):
         S, D = x.shape[-2], x.shape[-1]                 # the common case: cos/sin [S, R/2]
@@ -342,19 +342,54 @@ def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> 
 
 
 @_rope.register_fake
-def _(x, cos, sin, interleaved=True):
+def _(x, cos, sin, interleaved):
     checks.rope(x, cos, sin)
     return x.new_empty(x.shape)
 
 
-def rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool = True) -> Tensor:
+def rope(x: Tensor, cos: Tensor, sin: Tensor, interleaved: Optional[bool] = None) -> Tensor:
     """Rotary embedding of x [..., S, D] by cos, sin [S, R/2] (broadcast over x's leading
     dimensions; leading dimensions of their own broadcast too, at the cost of a copy):
     the first R features rotate, the rest pass through. interleaved=True rotates pairs
-    (2k, 2k+1) (GPT-J); False rotates halves (k, k + R/2) (Llama, Mistral, Qwen, GPT-NeoX)."""
+    (2k, 2k+1) (GPT-J); False rotates halves (k, k + R/2) (Llama, Mistral, Qwen2, GPT-NeoX,
+    Phi, Gemma). It has no default: the wrong one gives a wrong answer and no error.
+    transformers' own tables ([B, S, R] or [S, R], halves repeated): `rope_hf`."""
+    checks.interleaved("rope", interleaved)
     if direct(x, cos, sin):
         return rope_impl(x, cos, sin, interleaved)
     return torch.ops.cohort.rope(x, cos, sin, interleaved)
+
+
+@torch.library.custom_op("cohort::rope_hf", mutates_args=())
+def _rope_hf(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    return rope_hf_impl(q, k, cos, sin)
+
+
+def rope_hf_impl(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor):
+    c, s = checks.rope_hf(q, k, cos, sin)
+    if not (torch.equal(cos[..., :c.shape[-1]], cos[..., c.shape[-1]:])
+            and torch.equal(sin[..., :c.shape[-1]], sin[..., c.shape[-1]:])):
+        raise ValueError("rope_hf: the two halves of cos (or sin) differ; transformers' rotate-half tables "
+                         "repeat the same R/2 frequencies twice. For a table of R/2 columns use "
+                         "rope(x, cos, sin, interleaved=...)")
+    return rope_impl(q, c, s, False), rope_impl(k, c, s, False)
+
+
+@_rope_hf.register_fake
+def _(q, k, cos, sin):
+    checks.rope_hf(q, k, cos, sin)
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+def rope_hf(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor):
+    """transformers' apply_rotary_pos_emb(q, k, cos, sin) (rotate-half: Llama, Mistral, Qwen2,
+    GPT-NeoX, Phi, Gemma) with its tables as they come: q [B, H, S, D], k [B, Hkv, S, D],
+    cos/sin [B, S, R] (per-row positions) or [S, R], the two halves of the last dimension
+    equal (checked); R < D is partial rotary (the last D - R features pass through).
+    Returns (q', k'), each rotated as rope(x, cos[..., :R/2], sin[..., :R/2], interleaved=False)."""
+    if direct(q, k, cos, sin):
+        return rope_hf_impl(q, k, cos, sin)
+    return torch.ops.cohort.rope_hf(q, k, cos, sin)
 
 
 # ---------------------------------------------------------------- attention
@@ -443,7 +478,7 @@ def attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale: Opti
 
 
 OPS = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu", "gelu_tanh", "gelu_residual", "rope",
-       "attention")
+       "rope_hf", "attention")
 
 # The CPU kernels, registered directly: for CPU tensors they take the place of custom_op's
 # CompositeExplicitAutograd wrapper (which re-checks that the output aliases no input, ~2 us
