@@ -147,10 +147,11 @@ def test_an_audit_without_digests_fails_with_one_reason(copy, capsys):
     assert "predates artifact digests" in out and "FAILED" in out
 
 
-# docs/private and docs/e2e record commits this repository does not hold (amended or rebased away
-# before the results were committed): `cohort audit check` reports that, as a problem, until they are
-# regenerated on a quiet machine (issue 28, item 5) - then take them out of this set
-RECORDED_COMMIT_MISSING = {"private", "e2e"}
+# docs/ folders whose replays record a commit this repository does not hold (amended or rebased
+# away before the results were committed): `cohort audit check` reports that, as a problem. None
+# since session 7 regenerated docs/private and docs/e2e (issue 28, item 5); a folder named here
+# must fail that way.
+RECORDED_COMMIT_MISSING: set = set()
 
 
 def test_the_committed_docs_predate_digests_and_say_so(capsys):
