@@ -107,6 +107,9 @@ def cohort_attention(module, query, key, value, attention_mask, scaling=None, dr
     causal mask aligns the last query with the last key, which is what a KV cache needs."""
     if dropout:
         raise ValueError("cohort attention has no dropout (inference only)")
+    for name in ("softcap", "s_aux", "sinks", "head_mask"):       # would change the result: never dropped
+        if kwargs.get(name) is not None:
+            raise ValueError(f"cohort attention does not implement {name}={kwargs[name]!r}")
     if attention_mask is not None:
         out = ct.attention(query, key, value, mask=attention_mask, scale=scaling)
     else:

@@ -75,6 +75,16 @@ def test_a_left_padded_batch_gets_its_mask_logits_and_generation_agree(example, 
         assert torch.equal(model.generate(batch, **kw), reference.generate(batch, **kw))
 
 
+def test_attention_arguments_it_cannot_honour_raise(example):
+    q = k = v = torch.randn(1, 2, 3, 8)
+    layer = type("Layer", (), {"is_causal": True})()
+    for name in ("softcap", "s_aux"):
+        with pytest.raises(ValueError, match=f"does not implement {name}"):
+            example.cohort_attention(layer, q, k, v, None, **{name: 1.0})
+    with pytest.raises(TypeError, match="mask must be torch.bool"):     # a [B, S] padding mask as it
+        example.cohort_attention(layer, q, k, v, torch.ones(1, 3, dtype=torch.long))   # comes from the user
+
+
 def test_the_model_runs_through_cohort_modules_and_attention_interface(models):
     _, model = models
     names = {type(m).__name__ for m in model.modules()}
