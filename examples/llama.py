@@ -114,8 +114,10 @@ def cohort_attention(module, query, key, value, attention_mask, scaling=None, dr
         out = ct.attention(query, key, value, mask=attention_mask, scale=scaling)
     else:
         causal = getattr(module, "is_causal", True)
-        out = ct.attention(query, key, value, causal=causal, scale=scaling,
-                           window=sliding_window if causal else None)
+        if sliding_window is not None and not causal:         # never dropped: cohort's window is causal
+            raise ValueError(f"cohort attention has no bidirectional sliding window (sliding_window="
+                             f"{sliding_window} on a non-causal layer)")
+        out = ct.attention(query, key, value, causal=causal, scale=scaling, window=sliding_window)
     return out.transpose(1, 2), None
 
 

@@ -81,6 +81,11 @@ def test_attention_arguments_it_cannot_honour_raise(example):
     for name in ("softcap", "s_aux"):
         with pytest.raises(ValueError, match=f"does not implement {name}"):
             example.cohort_attention(layer, q, k, v, None, **{name: 1.0})
+    encoder = type("Layer", (), {"is_causal": False})()
+    with pytest.raises(ValueError, match="no bidirectional sliding window"):
+        example.cohort_attention(encoder, q, k, v, None, sliding_window=2)
+    got = example.cohort_attention(layer, q, k, v, None, sliding_window=2)[0]      # causal: applied
+    assert torch.equal(got, ct.attention(q, k, v, causal=True, window=2).transpose(1, 2))
     with pytest.raises(TypeError, match="mask must be torch.bool"):     # a [B, S] padding mask as it
         example.cohort_attention(layer, q, k, v, torch.ones(1, 3, dtype=torch.long))   # comes from the user
 
