@@ -240,7 +240,16 @@ def _nest(a: Buffer[f32], y: Buffer[f32]):
     y[g] = min(min(-0.0, a[g]), -0.0)        # issue 29: -0.0 where a[g] is NaN or +0
 
 
+@kernel(block=16)
+def _wrap(x: Buffer[f32], y: Buffer[f32]):
+    acc = 0.0
+    for j in range(0, 3, 1):
+        acc = acc + x[(thread_id() + j) % 16]   # wraps inside the last packet of the block
+    y[global_id()] = acc
+
+
 _PLANT_CASES = {
+    "loop_align_start": (_wrap, ("lanes=8,full_packet=on,predicated=on,private=cohort",)),
     "minmax_unfenced": (_nest, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "rem_pow2_mask": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "div_pow2_shift": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),

@@ -36,7 +36,21 @@ from collections import defaultdict
 
 from llvmlite import ir
 
-from ..refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, ParamKind, Store, stmt_exprs, walk_stmts
+from ..refimpl.ir import (
+    Assign,
+    DType,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Op,
+    ParamKind,
+    defined_name,
+    stmt_bodies,
+    stmt_exprs,
+    walk_stmts,
+    written_name,
+)
 from ..refimpl.opdefs import OPDEFS
 
 I64 = ir.IntType(64)
@@ -52,13 +66,7 @@ _FLIPPED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}    # a < b  
 
 
 def _assigned(body) -> set:
-    names = set()
-    for s in walk_stmts(body):
-        if isinstance(s, (Assign, Collective)):
-            names.add(s.name)
-        elif isinstance(s, For):
-            names.add(s.var)
-    return names
+    return {defined_name(s) for s in walk_stmts(body)} - {None}
 
 
 def _const_int(e: Expr):
@@ -72,12 +80,9 @@ class Bounds:
         self.k = kernel
         self.defs = defaultdict(list)        # variable -> its definitions (Expr, For, or None: opaque)
         for s in walk_stmts(kernel.body):
-            if isinstance(s, Assign):
-                self.defs[s.name].append(s.value)
-            elif isinstance(s, For):
-                self.defs[s.var].append(s)
-            elif isinstance(s, Collective):
-                self.defs[s.name].append(None)
+            name = defined_name(s)
+            if name is not None:   # any definition but these two is opaque
+                self.defs[name].append(s.value if isinstance(s, Assign) else s if isinstance(s, For) else None)
         # defined once, at the top level: one value per thread for the whole kernel
         top = [s.name for s in kernel.body if isinstance(s, Assign)]
         self.top_single = {n for n in top if top.count(n) == 1 and len(self.defs[n]) == 1}
@@ -87,6 +92,7 @@ class Bounds:
         self.accesses = []                   # (key: Store or LOAD node, buffer, index expr)
         self.guards = {}                     # id(key) -> the guards every path to it passes
         self._visited = set()
+        self.buffers = {p.name for p in kernel.buffers}
         self._visit_stmts(kernel.body, ())
         self.proven = {id(key) for key, _, index in self.accesses if self.boundable(index)}
 
@@ -107,14 +113,16 @@ class Bounds:
         for s in body:
             for e in stmt_exprs(s):
                 self._visit_expr(e, guards)
-            if isinstance(s, Store):
-                self._record(s, s.buf, s.index, guards)
+            target = written_name(s)
+            if target in self.buffers:
+                self._record(s, target, s.index, guards)
             if isinstance(s, If):
                 for branch, polarity in ((s.then, True), (s.orelse, False)):
                     assigned = frozenset(_assigned(branch))
                     self._visit_stmts(branch, guards + ((s.cond, polarity, assigned),))
-            elif isinstance(s, For):
-                self._visit_stmts(s.body, guards)
+            else:
+                for branch in stmt_bodies(s):
+                    self._visit_stmts(branch, guards)
 
     def _visit_expr(self, e: Expr, guards: tuple):
         key = (id(e), tuple((id(g[0]), g[1]) for g in guards))

@@ -30,6 +30,9 @@ BUGS = {
     "ne_ordered": "f32 != uses the ordered compare (NaN != x becomes false)",
     "le_unordered": "f32 a <= b is lowered as not (a > b) (true when either is NaN)",
     "loop_stride_unit": "the variable of a loop whose start is affine with stride k is given stride 1",
+    "loop_align_start": "a loop variable's known divisor is its start's alone, not gcd(start, step): "
+                        "(t + j) % 32 over range(0, C) taken as contiguous (shapes; found on main in "
+                        "session 8)",
     "pool_partial_task": "the pool's block count is rounded down to a multiple of the grain (last task lost)",
     # issue 17's closing note, sites in the one lowering (backend/lowering/)
     "sum_identity_sign": "f32 block_sum pads inactive threads and packets with +0.0 instead of -0.0 "

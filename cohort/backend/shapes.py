@@ -15,7 +15,23 @@ from dataclasses import dataclass
 from math import gcd
 from typing import Optional
 
-from ..refimpl.ir import Assign, Collective, DType, Expr, For, If, Kernel, Op, PStore, Store, walk_expr, walk_stmts
+from ..refimpl.ir import (
+    Assign,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Op,
+    PStore,
+    Store,
+    defined_name,
+    stmt_bodies,
+    stmt_exprs,
+    walk_expr,
+    walk_stmts,
+)
 from ..refimpl.opdefs import OPDEFS
 from . import inject
 
@@ -63,12 +79,10 @@ class ShapeAnalysis:
         self.vars: dict = {}
         self.defs: dict = {}           # variable -> its definitions (Expr, or For for a loop variable)
         for s in walk_stmts(kernel.body):
-            if isinstance(s, Assign):
-                self.defs.setdefault(s.name, []).append(s.value)
-            elif isinstance(s, For):
-                self.defs.setdefault(s.var, []).append(s)
-            elif isinstance(s, Collective):
-                self.defs.setdefault(s.name, []).append(None)
+            name = defined_name(s)
+            if name is not None:   # any definition but these two is opaque
+                self.defs.setdefault(name, []).append(
+                    s.value if isinstance(s, Assign) else s if isinstance(s, For) else None)
         self._signs: dict = {}
         self.nodes: dict = {}
         for _ in range(64):
@@ -99,9 +113,6 @@ class ShapeAnalysis:
             elif isinstance(s, Collective):
                 self.shape(s.value)
                 self._assign(s.name, UNIFORM, True)
-            elif isinstance(s, (Store, PStore)):
-                self.shape(s.index)
-                self.shape(s.value)
             elif isinstance(s, If):
                 c = self.shape(s.cond)
                 inner = uniform_control and c.uniform
@@ -112,8 +123,21 @@ class ShapeAnalysis:
                 # the loop variable is start + k*step in every lane, k shared
                 if inject.active("loop_stride_unit") and start.stride:    # planted: stride taken as 1
                     start = Shape(1, start.align)
-                self._assign(s.var, start if start.stride is not None else VARYING, True)
+                # ... and a multiple of what divides start and step alike (not of start's
+                # divisor alone: range(0, C) takes 1, 2, ...)
+                step = abs(s.step.arg) if s.step.op is Op.CONST else 1
+                if inject.active("loop_align_start"):      # planted: the start's divisor kept
+                    step = 0
+                var = Shape(start.stride, gcd(start.align, step)) if start.stride is not None else VARYING
+                self._assign(s.var, var, True)
                 self._body(s.body, uniform_control and start.uniform and stop.uniform)
+            else:   # any other kind: its expressions shaped, what it defines varying
+                for e in stmt_exprs(s):
+                    self.shape(e)
+                if defined_name(s) is not None:
+                    self._assign(defined_name(s), VARYING, uniform_control)
+                for b in stmt_bodies(s):
+                    self._body(b, uniform_control)
 
     def _node(self, e: Expr) -> Shape:
         op, W = e.op, self.W
@@ -236,7 +260,6 @@ _RANK = {"uniform": 0, "contiguous": 1, "strided": 2, "gather": 3, "scatter": 3}
 
 def access_profile(kernel: Kernel, width: int) -> dict:
     """How every access and `if` of a kernel would be lowered at a vector width."""
-    from ..refimpl.ir import stmt_exprs, walk_stmts
     sa = ShapeAnalysis(kernel, width)
     prof = {}
     for s in walk_stmts(kernel.body):

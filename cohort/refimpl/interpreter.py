@@ -16,7 +16,7 @@ from typing import Optional
 
 import numpy as np
 
-from .ir import Assign, Collective, DType, Expr, For, If, Kernel, Private, PStore, Store, walk_stmts
+from .ir import Assign, Collective, DType, Expr, For, If, Kernel, Private, PStore, Store, walk_stmts, written_name
 from .opdefs import EVALUATE
 from .semantics import REDUCE_IDENTITY, first_lane, tree_reduce
 from .specialize import specialize
@@ -79,7 +79,7 @@ class Interpreter:
         self.memory: dict = {}
         # buffers whose loads must be recorded: a store by another thread after
         # the load would be a race (write after read)
-        self.stored = {s.buf for s in walk_stmts(kernel.body) if isinstance(s, Store)}
+        self.stored = {written_name(s) for s in walk_stmts(kernel.body)} & {p.name for p in kernel.buffers}
         self.phase = 0
         self.stmt = None
         self.checker = checker  # optional: verifies the backend's access annotations
@@ -204,37 +204,36 @@ class Interpreter:
     def run_block(self, body, mask):
         for s in body:
             self.stmt = s
-            memo = {}
-            if isinstance(s, Assign):
-                self.assign(s.name, self.ev(s.value, mask, memo), s.value.dtype, mask)
-            elif isinstance(s, Store):
-                self.store(s, mask, memo)
-            elif isinstance(s, PStore):
-                arr = self.privates[s.arr]
-                raw = self.ev(s.index, mask, memo)
-                if self.checker is not None:
-                    self.checker.check(s, raw, mask, self)
-                idx = self.check_index(raw, arr.shape[1], mask, "store", s.arr, "private array")
-                val = self.full(self.ev(s.value, mask, memo), s.value.dtype)
-                lanes = np.flatnonzero(mask)
-                arr[lanes, idx[lanes]] = val[lanes]
-            elif isinstance(s, If):
-                c = self.full(self.ev(s.cond, mask, memo), DType.BOOL)
-                if self.checker is not None:
-                    self.checker.check(s, c, mask, self)
-                m_then, m_else = mask & c, mask & ~c
-                if m_then.any():
-                    self.run_block(s.then, m_then)
-                if m_else.any():
-                    self.run_block(s.orelse, m_else)
-            elif isinstance(s, For):
-                self.run_for(s, mask, memo)
-            elif isinstance(s, Private):
-                self.privates[s.name] = np.zeros((len(self.gid), int(s.size.arg)), s.dtype.np)
-            elif isinstance(s, Collective):
-                self.collective(s, memo)
-            else:
+            rule = RUN.get(type(s))
+            if rule is None:
                 raise TypeError(f"unknown statement {s!r}")
+            rule(self, s, mask, {})
+
+    def run_assign(self, s: Assign, mask, memo):
+        self.assign(s.name, self.ev(s.value, mask, memo), s.value.dtype, mask)
+
+    def run_pstore(self, s: PStore, mask, memo):
+        arr = self.privates[s.arr]
+        raw = self.ev(s.index, mask, memo)
+        if self.checker is not None:
+            self.checker.check(s, raw, mask, self)
+        idx = self.check_index(raw, arr.shape[1], mask, "store", s.arr, "private array")
+        val = self.full(self.ev(s.value, mask, memo), s.value.dtype)
+        lanes = np.flatnonzero(mask)
+        arr[lanes, idx[lanes]] = val[lanes]
+
+    def run_if(self, s: If, mask, memo):
+        c = self.full(self.ev(s.cond, mask, memo), DType.BOOL)
+        if self.checker is not None:
+            self.checker.check(s, c, mask, self)
+        m_then, m_else = mask & c, mask & ~c
+        if m_then.any():
+            self.run_block(s.then, m_then)
+        if m_else.any():
+            self.run_block(s.orelse, m_else)
+
+    def run_private(self, s: Private, mask, memo):
+        self.privates[s.name] = np.zeros((len(self.gid), int(s.size.arg)), s.dtype.np)
 
     def run_for(self, s: For, mask, memo):
         # Python range semantics: start/stop evaluated once, the variable takes
@@ -255,7 +254,7 @@ class Interpreter:
             self.stmt = s
             i = i + step
 
-    def collective(self, s: Collective, memo):
+    def collective(self, s: Collective, mask, memo):
         dt = s.value.dtype
         v = self.full(self.ev(s.value, self.active, memo), dt)
         ident = REDUCE_IDENTITY[(s.op.value, dt)]
@@ -268,6 +267,18 @@ class Interpreter:
     def run(self):
         with np.errstate(all="ignore"):
             self.run_block(self.k.body, self.active.copy())
+
+
+# One rule per statement kind (ir.STMTDEFS), called as rule(interpreter, stmt, mask, memo).
+RUN = {
+    Assign: Interpreter.run_assign,
+    Store: Interpreter.store,
+    PStore: Interpreter.run_pstore,
+    If: Interpreter.run_if,
+    For: Interpreter.run_for,
+    Private: Interpreter.run_private,
+    Collective: Interpreter.collective,
+}
 
 
 def interpret(kernel: Kernel, n: int, args: dict, consts: Optional[dict] = None, checker=None) -> dict:

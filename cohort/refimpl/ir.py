@@ -11,7 +11,7 @@ validator and the fuzzer's builder all call it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional, Union
 
 import numpy as np
@@ -290,6 +290,12 @@ class Loc:
 NOLOC = Loc()
 
 
+# Every statement kind is one frozen dataclass plus one `StmtDef` record below
+# (its fields by kind, JSON tag, printed line, what it defines and writes). The
+# generic walk, map, rebuild, serialisation and printing read the records; the
+# passes with a rule per kind (interpreter, validator, lowering) keep tables keyed
+# by class, and tests/test_stmt_protocol.py fails when one misses a kind.
+
 @dataclass(frozen=True, eq=False)
 class Assign:
     name: str
@@ -350,7 +356,63 @@ class Collective:
     loc: Loc = NOLOC
 
 
-Stmt = Union[Assign, Store, PStore, Private, If, For, Collective]
+class Field(enum.Enum):
+    """What a statement field holds."""
+    NAME = "name"        # a str: a variable, buffer or array name
+    EXPR = "expr"        # an Expr the statement evaluates
+    BODY = "body"        # a tuple of statements
+    DTYPE = "dtype"      # a DType
+    ENUM = "enum"        # a member of the field's enum (stored by value)
+
+
+@dataclass(frozen=True)
+class StmtDef:
+    """One statement kind: the structure every generic pass reads."""
+    cls: type
+    tag: str                       # JSON `kind`, the IR dump's first word
+    fields: tuple                  # ((name, Field, enum class or None), ...), constructor order
+    line: str                      # its own printed line: str.format over the fields' texts
+    defines: Optional[str] = None  # the field naming the variable it assigns
+    writes: Optional[str] = None   # the field naming the buffer or array it stores to
+    top_level: bool = False        # allowed only at the top level of a kernel body
+    blocking: bool = False         # its meaning involves the whole block (a collective, a barrier)
+    keywords: tuple = ()           # ((body field, keyword), ...): bodies after the first, printed
+                                   # `keyword:` and left out when empty (an if's else)
+
+    def names(self, kind: Field) -> tuple:
+        return tuple(f for f, k, _ in self.fields if k is kind)
+
+
+def _fields(*spec) -> tuple:
+    return tuple((f[0], f[1], f[2] if len(f) > 2 else None) for f in spec)
+
+
+N, E, BD, DT = Field.NAME, Field.EXPR, Field.BODY, Field.DTYPE
+STMTDEFS = {d.cls: d for d in (
+    StmtDef(Assign, "assign", _fields(("name", N), ("value", E)), "{name} = {value}", defines="name"),
+    StmtDef(Store, "store", _fields(("buf", N), ("index", E), ("value", E)), "{buf}[{index}] = {value}",
+            writes="buf"),
+    StmtDef(PStore, "pstore", _fields(("arr", N), ("index", E), ("value", E)), "{arr}[{index}] = {value}",
+            writes="arr"),
+    StmtDef(Private, "private", _fields(("name", N), ("dtype", DT), ("size", E)),
+            "{name} = private({dtype}, {size})", top_level=True),
+    StmtDef(If, "if", _fields(("cond", E), ("then", BD), ("orelse", BD)), "if {cond}:",
+            keywords=(("orelse", "else"),)),
+    StmtDef(For, "for", _fields(("var", N), ("start", E), ("stop", E), ("step", E), ("body", BD)),
+            "for {var} in range({start}, {stop}, {step}):", defines="var"),
+    StmtDef(Collective, "collective", _fields(("name", N), ("op", Field.ENUM, Reduce), ("value", E)),
+            "{name} = {op}({value})", defines="name", top_level=True, blocking=True),
+)}
+del N, E, BD, DT
+STMT_BY_TAG = {d.tag: d for d in STMTDEFS.values()}
+Stmt = Union[tuple(STMTDEFS)]
+
+
+def stmt_def(s) -> StmtDef:
+    d = STMTDEFS.get(type(s))
+    if d is None:
+        raise TypeError(f"not a statement: {s!r}")
+    return d
 
 
 @dataclass(frozen=True)
@@ -396,48 +458,72 @@ def walk_stmts(body):
     """Every statement, depth first, parents before children."""
     for s in body:
         yield s
-        if isinstance(s, If):
-            yield from walk_stmts(s.then)
-            yield from walk_stmts(s.orelse)
-        elif isinstance(s, For):
-            yield from walk_stmts(s.body)
+        for b in stmt_bodies(s):
+            yield from walk_stmts(b)
 
 
 def stmt_exprs(s) -> tuple:
     """The expressions a statement evaluates itself (not those of nested bodies)."""
-    if isinstance(s, Assign) or isinstance(s, Collective):
-        return (s.value,)
-    if isinstance(s, (Store, PStore)):
-        return (s.index, s.value)
-    if isinstance(s, Private):
-        return (s.size,)
-    if isinstance(s, If):
-        return (s.cond,)
-    if isinstance(s, For):
-        return (s.start, s.stop, s.step)
-    raise TypeError(f"not a statement: {s!r}")
+    return tuple(getattr(s, f) for f in stmt_def(s).names(Field.EXPR))
+
+
+def stmt_bodies(s) -> tuple:
+    """The statement lists nested in `s` (an if's two branches, a loop's body)."""
+    return tuple(getattr(s, f) for f in stmt_def(s).names(Field.BODY))
+
+
+def defined_name(s) -> Optional[str]:
+    """The variable `s` assigns (a loop's variable too), if any."""
+    f = stmt_def(s).defines
+    return None if f is None else getattr(s, f)
+
+
+def defined_var(s) -> Optional[tuple]:
+    """(name, dtype) of the variable `s` assigns, if any: a loop variable is i32,
+    anything else has its value's type."""
+    f = stmt_def(s).defines
+    if f is None:
+        return None
+    return getattr(s, f), DType.I32 if isinstance(s, For) else s.value.dtype
+
+
+def written_name(s) -> Optional[str]:
+    """The buffer or array `s` stores to, if any."""
+    f = stmt_def(s).writes
+    return None if f is None else getattr(s, f)
+
+
+def rebuild(s, exprs=None, bodies=None):
+    """`s` with its own expressions (in stmt_exprs order) and/or nested bodies replaced."""
+    d = stmt_def(s)
+    new = {}
+    if exprs is not None:
+        new.update(zip(d.names(Field.EXPR), exprs, strict=True))
+    if bodies is not None:
+        new.update(zip(d.names(Field.BODY), (tuple(b) for b in bodies), strict=True))
+    return replace(s, **new) if new else s
 
 
 def map_stmts(body, ex) -> tuple:
     """`body` with every statement's own expressions replaced by ex(e), nested bodies
     too (a rewrite of a kernel's expressions; ex memoises if the DAG must stay shared)."""
-    def st(s):
-        if isinstance(s, Assign):
-            return Assign(s.name, ex(s.value), s.loc)
-        if isinstance(s, Store):
-            return Store(s.buf, ex(s.index), ex(s.value), s.loc)
-        if isinstance(s, PStore):
-            return PStore(s.arr, ex(s.index), ex(s.value), s.loc)
-        if isinstance(s, Private):
-            return Private(s.name, s.dtype, ex(s.size), s.loc)
-        if isinstance(s, Collective):
-            return Collective(s.name, s.op, ex(s.value), s.loc)
-        if isinstance(s, If):
-            return If(ex(s.cond), map_stmts(s.then, ex), map_stmts(s.orelse, ex), s.loc)
-        if isinstance(s, For):
-            return For(s.var, ex(s.start), ex(s.stop), ex(s.step), map_stmts(s.body, ex), s.loc)
-        raise TypeError(f"not a statement: {s!r}")
-    return tuple(st(s) for s in body)
+    return tuple(rebuild(s, [ex(e) for e in stmt_exprs(s)], [map_stmts(b, ex) for b in stmt_bodies(s)])
+                 for s in body)
+
+
+def rewrite_stmts(body, fn) -> tuple:
+    """`body` with each statement s replaced by fn(s) when that is not None (a sequence
+    of statements, not rewritten further); other statements keep their place with
+    their nested bodies rewritten."""
+    out = []
+    for s in body:
+        r = fn(s)
+        if r is not None:
+            out.extend(r)
+        else:
+            bodies = stmt_bodies(s)
+            out.append(rebuild(s, bodies=[rewrite_stmts(b, fn) for b in bodies]) if bodies else s)
+    return tuple(out)
 
 
 def walk_expr(e: Expr, seen=None):

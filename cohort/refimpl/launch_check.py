@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import KernelError
-from .ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind, Store, walk_stmts
+from .ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind, walk_stmts, written_name
 
 
 def check_n(kernel: Kernel, n) -> int:
@@ -26,7 +26,8 @@ def check_n(kernel: Kernel, n) -> int:
 
 def written_buffers(kernel: Kernel) -> frozenset:
     """The buffers some statement of the kernel stores to."""
-    return frozenset(s.buf for s in walk_stmts(kernel.body) if isinstance(s, Store))
+    buffers = {p.name for p in kernel.buffers}
+    return frozenset(written_name(s) for s in walk_stmts(kernel.body)) & buffers
 
 
 def torch_dtype_name(dtype: DType) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .ir import Assign, Collective, DType, Expr, For, If, Kernel, ParamKind, Private, PStore, Store
+from .ir import DType, Expr, Field, Kernel, ParamKind, stmt_def
 from .opdefs import OPDEFS
 
 
@@ -109,43 +109,38 @@ def _param(p) -> str:
 
 def statement_lines(body, line, indent: int = 0, pad: str = "    ") -> list:
     """The lines of a statement list: each statement's own line `line(s)` (an `if`'s or a
-    `for`'s header), its bodies one level deeper; an empty body is `pass`, an empty
-    `else` is left out. The printer's layout, and the fuzzer's IR dump's
-    (verify/gen/pysource.ir_text, which prints each statement differently)."""
+    `for`'s header), its bodies one level deeper; an empty body is `pass`, a later body
+    under its keyword (`else:`) is left out when empty. The printer's layout, and the
+    fuzzer's IR dump's (verify/gen/pysource.ir_text, which prints each statement differently)."""
     out = []
     for s in body:
         out.append(pad * indent + line(s))
-        inner = pad * (indent + 1)
-        if isinstance(s, If):
-            out.extend(statement_lines(s.then, line, indent + 1, pad) or [inner + "pass"])
-            if s.orelse:
-                out.append(pad * indent + "else:")
-                out.extend(statement_lines(s.orelse, line, indent + 1, pad))
-        elif isinstance(s, For):
-            out.extend(statement_lines(s.body, line, indent + 1, pad) or [inner + "pass"])
+        d = stmt_def(s)
+        keywords = dict(d.keywords)
+        for f in d.names(Field.BODY):
+            sub = getattr(s, f)
+            if f in keywords:
+                if sub:
+                    out.append(pad * indent + keywords[f] + ":")
+                    out.extend(statement_lines(sub, line, indent + 1, pad))
+            else:
+                out.extend(statement_lines(sub, line, indent + 1, pad) or [pad * (indent + 1) + "pass"])
     return out
+
+
+def _dtype_name(dt: DType) -> str:
+    return "bool" if dt is DType.BOOL else dt.value
 
 
 def format_stmt(s, exact: bool = False) -> str:
     """One statement's own line (an `if`'s or a `for`'s header, without its bodies)."""
-    def fx(e):
-        return format_expr(e, 0, exact)
-
-    if isinstance(s, Assign):
-        return f"{s.name} = {fx(s.value)}"
-    if isinstance(s, Store):
-        return f"{s.buf}[{fx(s.index)}] = {fx(s.value)}"
-    if isinstance(s, PStore):
-        return f"{s.arr}[{fx(s.index)}] = {fx(s.value)}"
-    if isinstance(s, Private):
-        return f"{s.name} = private({'bool' if s.dtype is DType.BOOL else s.dtype.value}, {fx(s.size)})"
-    if isinstance(s, Collective):
-        return f"{s.name} = {s.op.value}({fx(s.value)})"
-    if isinstance(s, If):
-        return f"if {fx(s.cond)}:"
-    if isinstance(s, For):
-        return f"for {s.var} in range({fx(s.start)}, {fx(s.stop)}, {fx(s.step)}):"
-    return f"<{type(s).__name__}>"
+    d = stmt_def(s)
+    text = {}
+    for f, kind, _ in d.fields:
+        v = getattr(s, f)
+        text[f] = (format_expr(v, 0, exact) if kind is Field.EXPR else _dtype_name(v) if kind is Field.DTYPE
+                   else v.value if kind is Field.ENUM else v)
+    return d.line.format(**{f: t for f, t in text.items() if not isinstance(t, tuple)})
 
 
 def format_stmts(body, indent: int = 1, exact: bool = False) -> list:

@@ -30,6 +30,7 @@ from .ir import (
     Private,
     PStore,
     Store,
+    stmt_def,
     walk_expr,
 )
 from .opdefs import OPDEFS
@@ -82,74 +83,85 @@ class _Checker:
 
     # ------------------------------------------------------------ statements
     def body(self, stmts, defined: set, top: bool, loops: tuple) -> set:
+        """Check each statement by its kind's rule; returns the variables assigned on every path."""
         for s in stmts:
             self.stmt = s
-            if isinstance(s, Assign):
-                self.expr(s.value, defined)
-                self.bind(s.name, s.value.dtype, loops)
-                defined = defined | {s.name}
-            elif isinstance(s, Store):
-                p = self.k.param(s.buf)
-                if p is None or p.kind is not ParamKind.BUFFER:
-                    self.err(f"{s.buf} is not a buffer parameter; only buffers can be stored to")
-                self.index(s.index, defined)
-                self.expr(s.value, defined)
-                if s.value.dtype is not p.dtype:
-                    self.err(f"storing {s.value.dtype.value} into buffer {s.buf} of {p.dtype.value}")
-            elif isinstance(s, PStore):
-                if s.arr not in self.privates:
-                    self.err(f"{s.arr} is not a private array")
-                self.index(s.index, defined)
-                self.expr(s.value, defined)
-                if s.value.dtype is not self.privates[s.arr]:
-                    self.err(f"storing {s.value.dtype.value} into private {s.arr} of "
-                             f"{self.privates[s.arr].value}")
-            elif isinstance(s, Private):
-                if not top:
-                    self.err("private arrays must be declared at the top level of the kernel body")
-                if s.name in self.privates or s.name in self.types or self.k.param(s.name):
-                    self.err(f"private array {s.name} reuses a name")
-                if not isinstance(s.dtype, DType):
-                    self.err(f"bad private dtype {s.dtype}")
-                if not is_compile_time(s.size, self.k) or s.size.dtype is not DType.I32:
-                    self.err("private array size must be a compile-time integer constant")
-                if self.specialised:
-                    if s.size.op is not Op.CONST or not 1 <= s.size.arg <= MAX_PRIVATE:
-                        self.err(f"private array size must be 1..{MAX_PRIVATE}, got {s.size.arg}")
-                self.privates[s.name] = s.dtype
-            elif isinstance(s, If):
-                self.expr(s.cond, defined)
-                if s.cond.dtype is not DType.BOOL:
-                    self.err(f"if condition must be bool, got {s.cond.dtype.value}")
-                a = self.body(s.then, defined, False, loops)
-                b = self.body(s.orelse, defined, False, loops)
-                self.stmt = s
-                defined = defined | (a & b)
-            elif isinstance(s, For):
-                for e in (s.start, s.stop, s.step):
-                    self.expr(e, defined)
-                    if e.dtype is not DType.I32:
-                        self.err(f"range() bounds and step must be i32, got {e.dtype.value}")
-                if not is_compile_time(s.step, self.k):
-                    self.err("range() step must be a compile-time constant")
-                if self.specialised and (s.step.op is not Op.CONST or s.step.arg == 0):
-                    self.err("range() step must be a nonzero constant")
-                if s.var in defined or s.var in self.privates or self.k.param(s.var):
-                    self.err(f"loop variable {s.var} shadows an existing name")
-                self.bind(s.var, DType.I32, loops)
-                self.body(s.body, defined | {s.var}, False, loops + (s.var,))
-                self.stmt = s
-            elif isinstance(s, Collective):
-                if not top:
-                    self.err(f"{s.op.value}() is only allowed at the top level of the kernel body")
-                self.expr(s.value, defined)
-                if not s.value.dtype.is_number:
-                    self.err(f"{s.op.value}() needs a number, got bool")
-                self.bind(s.name, s.value.dtype, loops)
-                defined = defined | {s.name}
-            else:
+            rule = CHECK.get(type(s))
+            if rule is None:
                 self.err(f"unknown statement {type(s).__name__}")
+            if stmt_def(s).top_level and not top:
+                self.err(_not_top_level(s))
+            defined = rule(self, s, defined, loops)
+            self.stmt = s
         return defined
+
+    def check_assign(self, s: Assign, defined: set, loops: tuple) -> set:
+        self.expr(s.value, defined)
+        self.bind(s.name, s.value.dtype, loops)
+        return defined | {s.name}
+
+    def check_store(self, s: Store, defined: set, loops: tuple) -> set:
+        p = self.k.param(s.buf)
+        if p is None or p.kind is not ParamKind.BUFFER:
+            self.err(f"{s.buf} is not a buffer parameter; only buffers can be stored to")
+        self.index(s.index, defined)
+        self.expr(s.value, defined)
+        if s.value.dtype is not p.dtype:
+            self.err(f"storing {s.value.dtype.value} into buffer {s.buf} of {p.dtype.value}")
+        return defined
+
+    def check_pstore(self, s: PStore, defined: set, loops: tuple) -> set:
+        if s.arr not in self.privates:
+            self.err(f"{s.arr} is not a private array")
+        self.index(s.index, defined)
+        self.expr(s.value, defined)
+        if s.value.dtype is not self.privates[s.arr]:
+            self.err(f"storing {s.value.dtype.value} into private {s.arr} of "
+                     f"{self.privates[s.arr].value}")
+        return defined
+
+    def check_private(self, s: Private, defined: set, loops: tuple) -> set:
+        if s.name in self.privates or s.name in self.types or self.k.param(s.name):
+            self.err(f"private array {s.name} reuses a name")
+        if not isinstance(s.dtype, DType):
+            self.err(f"bad private dtype {s.dtype}")
+        if not is_compile_time(s.size, self.k) or s.size.dtype is not DType.I32:
+            self.err("private array size must be a compile-time integer constant")
+        if self.specialised:
+            if s.size.op is not Op.CONST or not 1 <= s.size.arg <= MAX_PRIVATE:
+                self.err(f"private array size must be 1..{MAX_PRIVATE}, got {s.size.arg}")
+        self.privates[s.name] = s.dtype
+        return defined
+
+    def check_if(self, s: If, defined: set, loops: tuple) -> set:
+        self.expr(s.cond, defined)
+        if s.cond.dtype is not DType.BOOL:
+            self.err(f"if condition must be bool, got {s.cond.dtype.value}")
+        a = self.body(s.then, defined, False, loops)
+        b = self.body(s.orelse, defined, False, loops)
+        return defined | (a & b)
+
+    def check_for(self, s: For, defined: set, loops: tuple) -> set:
+        for e in (s.start, s.stop, s.step):
+            self.expr(e, defined)
+            if e.dtype is not DType.I32:
+                self.err(f"range() bounds and step must be i32, got {e.dtype.value}")
+        if not is_compile_time(s.step, self.k):
+            self.err("range() step must be a compile-time constant")
+        if self.specialised and (s.step.op is not Op.CONST or s.step.arg == 0):
+            self.err("range() step must be a nonzero constant")
+        if s.var in defined or s.var in self.privates or self.k.param(s.var):
+            self.err(f"loop variable {s.var} shadows an existing name")
+        self.bind(s.var, DType.I32, loops)
+        self.body(s.body, defined | {s.var}, False, loops + (s.var,))
+        return defined
+
+    def check_collective(self, s: Collective, defined: set, loops: tuple) -> set:
+        self.expr(s.value, defined)
+        if not s.value.dtype.is_number:
+            self.err(f"{s.op.value}() needs a number, got bool")
+        self.bind(s.name, s.value.dtype, loops)
+        return defined | {s.name}
 
     def bind(self, name: str, dtype: DType, loops: tuple):
         if self.k.param(name) is not None:
@@ -222,6 +234,26 @@ class _Checker:
               (I32_MIN <= v <= I32_MAX if dt is DType.I32 else 0 <= v <= U32_MAX))
         if not ok:
             self.err(f"literal {v!r} is not a valid {dt.value}")
+
+
+# One rule per statement kind (ir.STMTDEFS): rule(checker, stmt, defined, loops) -> defined.
+CHECK = {
+    Assign: _Checker.check_assign,
+    Store: _Checker.check_store,
+    PStore: _Checker.check_pstore,
+    Private: _Checker.check_private,
+    If: _Checker.check_if,
+    For: _Checker.check_for,
+    Collective: _Checker.check_collective,
+}
+
+
+def _not_top_level(s) -> str:
+    """The error for a top-level-only statement found nested."""
+    if isinstance(s, Private):
+        return "private arrays must be declared at the top level of the kernel body"
+    what = f"{s.op.value}()" if isinstance(s, Collective) else f"a {stmt_def(s).tag} statement"
+    return f"{what} is only allowed at the top level of the kernel body"
 
 
 def _is_f32(v: float) -> bool:

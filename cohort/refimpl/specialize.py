@@ -7,27 +7,19 @@ own, so it never changes a bit.
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from .errors import KernelError
 from .ir import (
     I32_MAX,
     I32_MIN,
-    Assign,
-    Collective,
     DType,
     Expr,
-    For,
-    If,
     Kernel,
     Op,
     ParamKind,
-    Private,
-    PStore,
-    Store,
     const,
+    map_stmts,
 )
 from .opdefs import OPDEFS
 from .semantics import LaneError
@@ -65,31 +57,6 @@ def _fold_node(e: Expr) -> Expr:
     return Expr(Op.CONST, e.dtype, (), np.asarray(v).item())
 
 
-def _stmts(body, binding, block, memo):
-    f = lambda e: fold(e, binding, block, memo)
-    out = []
-    for s in body:
-        if isinstance(s, Assign):
-            out.append(replace(s, value=f(s.value)))
-        elif isinstance(s, Store):
-            out.append(replace(s, index=f(s.index), value=f(s.value)))
-        elif isinstance(s, PStore):
-            out.append(replace(s, index=f(s.index), value=f(s.value)))
-        elif isinstance(s, Private):
-            out.append(replace(s, size=f(s.size)))
-        elif isinstance(s, If):
-            out.append(replace(s, cond=f(s.cond), then=_stmts(s.then, binding, block, memo),
-                               orelse=_stmts(s.orelse, binding, block, memo)))
-        elif isinstance(s, For):
-            out.append(replace(s, start=f(s.start), stop=f(s.stop), step=f(s.step),
-                               body=_stmts(s.body, binding, block, memo)))
-        elif isinstance(s, Collective):
-            out.append(replace(s, value=f(s.value)))
-        else:
-            raise TypeError(f"unknown statement {s!r}")
-    return tuple(out)
-
-
 def specialize(kernel: Kernel, consts: dict) -> Kernel:
     """Bind `consts` (name -> int) and fold; validates before and after."""
     wanted = {p.name for p in kernel.const_params}
@@ -112,7 +79,8 @@ def specialize(kernel: Kernel, consts: dict) -> Kernel:
             raise KernelError(kernel.name, None, f"constant {name}={v} does not fit in i32")
         binding[name] = v
     validate(kernel)
-    body = _stmts(kernel.body, binding, kernel.block, {})
+    memo: dict = {}
+    body = map_stmts(kernel.body, lambda e: fold(e, binding, kernel.block, memo))
     params = tuple(p for p in kernel.params if p.kind is not ParamKind.CONST)
     k = Kernel(kernel.name, params, body, kernel.block, tuple(sorted(binding.items())), specialised=True)
     validate(k, specialised=True)

@@ -32,21 +32,16 @@ import numpy as np
 
 from ..refimpl.ir import (
     DTYPE_BY_NAME,
-    Assign,
-    Collective,
+    STMT_BY_TAG,
     DType,
     Expr,
-    For,
-    If,
+    Field,
     Kernel,
     Loc,
     Op,
     Param,
     ParamKind,
-    Private,
-    PStore,
-    Reduce,
-    Store,
+    stmt_def,
 )
 from ..refimpl.opdefs import OPDEFS
 from .files import write_atomic
@@ -157,28 +152,19 @@ class _Nodes:
 
 
 def _stmt_to_json(s, nodes: _Nodes) -> dict:
-    if isinstance(s, Assign):
-        d = {"kind": "assign", "name": s.name, "value": nodes.add(s.value)}
-    elif isinstance(s, Store):
-        d = {"kind": "store", "buf": s.buf, "index": nodes.add(s.index), "value": nodes.add(s.value)}
-    elif isinstance(s, PStore):
-        d = {"kind": "pstore", "arr": s.arr, "index": nodes.add(s.index), "value": nodes.add(s.value)}
-    elif isinstance(s, Private):
-        d = {"kind": "private", "name": s.name, "dtype": s.dtype.value, "size": nodes.add(s.size)}
-    elif isinstance(s, If):
-        d = {"kind": "if", "cond": nodes.add(s.cond), "then": [_stmt_to_json(x, nodes) for x in s.then],
-             "orelse": [_stmt_to_json(x, nodes) for x in s.orelse]}
-    elif isinstance(s, For):
-        d = {"kind": "for", "var": s.var, "start": nodes.add(s.start), "stop": nodes.add(s.stop),
-             "step": nodes.add(s.step), "body": [_stmt_to_json(x, nodes) for x in s.body]}
-    elif isinstance(s, Collective):
-        d = {"kind": "collective", "name": s.name, "op": s.op.value, "value": nodes.add(s.value)}
-    else:
-        raise CorpusError(f"cannot serialise statement {type(s).__name__}")
+    try:
+        d = stmt_def(s)
+    except TypeError:
+        raise CorpusError(f"cannot serialise statement {type(s).__name__}") from None
+    doc = {"kind": d.tag}
+    for f, kind, _ in d.fields:
+        v = getattr(s, f)
+        doc[f] = (nodes.add(v) if kind is Field.EXPR else [_stmt_to_json(x, nodes) for x in v]
+                  if kind is Field.BODY else v.value if kind in (Field.DTYPE, Field.ENUM) else v)
     loc = _loc_to_json(s.loc)
     if loc is not None:
-        d["loc"] = loc
-    return d
+        doc["loc"] = loc
+    return doc
 
 
 def kernel_to_json(k: Kernel) -> dict:
@@ -235,24 +221,30 @@ def kernel_from_json(doc: dict) -> Kernel:
         return built[j]
 
     def stmt(d):
-        kind, loc = d.get("kind"), _loc_from_json(d.get("loc"))
-        if kind == "assign":
-            return Assign(d["name"], node(d["value"]), loc)
-        if kind == "store":
-            return Store(d["buf"], node(d["index"]), node(d["value"]), loc)
-        if kind == "pstore":
-            return PStore(d["arr"], node(d["index"]), node(d["value"]), loc)
-        if kind == "private":
-            return Private(d["name"], _dtype(d["dtype"]), node(d["size"]), loc)
-        if kind == "if":
-            return If(node(d["cond"]), tuple(stmt(x) for x in d["then"]),
-                      tuple(stmt(x) for x in d["orelse"]), loc)
-        if kind == "for":
-            return For(d["var"], node(d["start"]), node(d["stop"]), node(d["step"]),
-                       tuple(stmt(x) for x in d["body"]), loc)
-        if kind == "collective":
-            return Collective(d["name"], Reduce(d["op"]), node(d["value"]), loc)
-        raise CorpusError(f"unknown statement kind {kind!r}")
+        sd = STMT_BY_TAG.get(d.get("kind"))
+        if sd is None:
+            raise CorpusError(f"unknown statement kind {d.get('kind')!r}")
+        vals = []
+        for f, kind, enum_cls in sd.fields:
+            if f not in d:
+                raise CorpusError(f"{sd.tag} statement without {f!r}")
+            v = d[f]
+            if kind is Field.EXPR:
+                v = node(v)
+            elif kind is Field.BODY:
+                v = tuple(stmt(x) for x in v)
+            elif kind is Field.DTYPE:
+                v = _dtype(v)
+            elif kind is Field.ENUM:
+                try:
+                    v = enum_cls(v)
+                except ValueError:
+                    raise CorpusError(f"{sd.tag} statement: {f} {v!r} is not one of "
+                                      f"{[m.value for m in enum_cls]}") from None
+            elif not isinstance(v, str):
+                raise CorpusError(f"{sd.tag} statement: {f} must be a name, got {v!r}")
+            vals.append(v)
+        return sd.cls(*vals, _loc_from_json(d.get("loc")))
 
     params = tuple(Param(p["name"], ParamKind(p["kind"]), _dtype(p["dtype"])) for p in doc["params"])
     return Kernel(doc["name"], params, tuple(stmt(s) for s in doc["body"]), int(doc["block"]),

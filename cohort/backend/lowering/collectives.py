@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...refimpl.ir import Assign, Collective, DType, For, Op, stmt_exprs, walk_expr, walk_stmts
+from ...refimpl.ir import Assign, Collective, DType, Op, defined_name, stmt_exprs, walk_expr, walk_stmts
 from ...refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from .. import inject
 from ..context import I32T, vector_const
@@ -52,10 +52,8 @@ def names_in(stmts, coll=None) -> set:
     """Variable names a phase reads or writes."""
     names = set()
     for s in walk_stmts(stmts):
-        if isinstance(s, (Assign, Collective)):
-            names.add(s.name)
-        if isinstance(s, For):
-            names.add(s.var)
+        if defined_name(s) is not None:
+            names.add(defined_name(s))
         for e in stmt_exprs(s):
             names.update(n.arg for n in walk_expr(e) if n.op is Op.VAR)
     if coll is not None:

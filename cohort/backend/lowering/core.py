@@ -26,7 +26,7 @@ from collections import Counter
 
 from llvmlite import ir
 
-from ...refimpl.ir import Assign, Collective, DType, Expr, For, Kernel, ParamKind, Private, walk_stmts
+from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, defined_var, walk_stmts
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
@@ -61,13 +61,7 @@ from .stmts import StmtLowering
 
 
 def var_types(kernel: Kernel) -> dict:
-    types = {}
-    for s in walk_stmts(kernel.body):
-        if isinstance(s, (Assign, Collective)):
-            types[s.name] = s.value.dtype
-        elif isinstance(s, For):
-            types[s.var] = DType.I32
-    return types
+    return dict(filter(None, (defined_var(s) for s in walk_stmts(kernel.body))))
 
 
 class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, Checks, Lanes):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...refimpl.ir import Assign, DType, Expr, For, If, Op, Private, PStore, Store, walk_expr
+from ...refimpl.ir import Assign, Collective, DType, Expr, For, If, Op, Private, PStore, Store, walk_expr
 from ...refimpl.printer import format_expr
 from .. import inject
 from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
@@ -33,6 +33,7 @@ STMT_RULES = {
     If:      lambda L, s: L.if_(s),
     For:     lambda L, s: L.loop(s),
     Private: lambda L, s: None,     # allocated at entry, zeroed at each block start
+    Collective: lambda L, s: L.between_phases(s),
 }
 
 
@@ -53,6 +54,11 @@ class StmtLowering:
             if rule is None:
                 raise TypeError(f"cannot lower {type(s).__name__} here")
             rule(self, s)
+
+    def between_phases(self, s):
+        """Block-wide statements cut the body into phases (collectives.py); one found
+        inside a phase is a lowering bug, never code."""
+        raise TypeError(f"{type(s).__name__} inside a phase: phases are cut at every top-level one")
 
     def assign(self, name: str, v):
         """Lanes whose control flow is off keep their old value (cmask, lanes.py)."""

@@ -61,11 +61,11 @@ def block_dependent(kernel) -> bool:
     """Whether a kernel's meaning depends on its block size: it reads thread_id, block_id
     or block_size, or reduces over the block. Re-blocking such an operator changes its
     launch geometry (one block per row) and its reduction tree, not just its schedule."""
-    from ..ir import Collective, stmt_exprs, walk_expr, walk_stmts
+    from ..ir import stmt_def, stmt_exprs, walk_expr, walk_stmts
     from ..opdefs import OPDEFS
     ir = getattr(kernel, "ir", kernel)
     for s in walk_stmts(ir.body):
-        if isinstance(s, Collective):
+        if stmt_def(s).blocking:
             return True
         for e in stmt_exprs(s):
             for x in walk_expr(e):

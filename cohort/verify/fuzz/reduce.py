@@ -7,7 +7,18 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from ...refimpl.ir import Assign, For, If, Kernel, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
+from ...refimpl.ir import (
+    Field,
+    For,
+    If,
+    Kernel,
+    Op,
+    rewrite_stmts,
+    stmt_def,
+    stmt_exprs,
+    walk_expr,
+    walk_stmts,
+)
 from ..gen import Case
 
 
@@ -16,30 +27,11 @@ def _with_body(case, body) -> Case:
 
 
 def _without(body, target):
-    out = []
-    for s in body:
-        if s is target:
-            continue
-        if isinstance(s, If):
-            s = If(s.cond, _without(s.then, target), _without(s.orelse, target), s.loc)
-        elif isinstance(s, For):
-            s = For(s.var, s.start, s.stop, s.step, _without(s.body, target), s.loc)
-        out.append(s)
-    return tuple(out)
+    return rewrite_stmts(body, lambda s: () if s is target else None)
 
 
 def _replacing(body, target, new):
-    out = []
-    for s in body:
-        if s is target:
-            out.extend(new)
-            continue
-        if isinstance(s, If):
-            s = If(s.cond, _replacing(s.then, target, new), _replacing(s.orelse, target, new), s.loc)
-        elif isinstance(s, For):
-            s = For(s.var, s.start, s.stop, s.step, _replacing(s.body, target, new), s.loc)
-        out.append(s)
-    return tuple(out)
+    return rewrite_stmts(body, lambda s: tuple(new) if s is target else None)
 
 
 def _delete_statements(case):
@@ -65,7 +57,7 @@ def _flatten_control(case):
 def _simplify_values(case):
     """A stored or assigned value replaced by one of its operands of the same type."""
     for s in list(walk_stmts(case.kernel.body)):
-        if isinstance(s, (Store, Assign, PStore)) and s.value.src:
+        if "value" in stmt_def(s).names(Field.EXPR) and s.value.src:
             for operand in s.value.src:
                 if operand.dtype is s.value.dtype:
                     yield _with_body(case, _replacing(case.kernel.body, s, [replace(s, value=operand)]))
@@ -78,9 +70,7 @@ def drop_unused_params(case, still_fails) -> Case:
     """Remove parameters nothing refers to (buffers keep their input streams)."""
     used = set()
     for s in walk_stmts(case.kernel.body):
-        for name in ("buf", "arr"):
-            if hasattr(s, name):
-                used.add(getattr(s, name))
+        used.update(getattr(s, f) for f in stmt_def(s).names(Field.NAME))
         for e in stmt_exprs(s):
             used.update(n.arg for n in walk_expr(e) if n.op in (Op.LOAD, Op.PARAM, Op.BUFLEN))
     keep = tuple(p for p in case.kernel.params if p.name in used)

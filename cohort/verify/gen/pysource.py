@@ -22,19 +22,15 @@ import linecache
 import struct
 
 from ...refimpl.ir import (
-    Assign,
-    Collective,
     DType,
     Expr,
-    If,
+    Field,
     Kernel,
     Op,
-    Private,
-    PStore,
-    Store,
     binary,
     const,
     map_stmts,
+    stmt_def,
 )
 from ...refimpl.printer import format_expr, format_kernel, statement_lines
 
@@ -111,20 +107,19 @@ def _etext(e: Expr) -> str:
 
 
 def _sline(s) -> str:
-    """One statement's own line, every expression node in full."""
-    if isinstance(s, Assign):
-        return f"assign {s.name} {_etext(s.value)}"
-    if isinstance(s, Store):
-        return f"store {s.buf} {_etext(s.index)} {_etext(s.value)}"
-    if isinstance(s, PStore):
-        return f"pstore {s.arr} {_etext(s.index)} {_etext(s.value)}"
-    if isinstance(s, Private):
-        return f"private {s.name} {s.dtype.value} {_etext(s.size)}"
-    if isinstance(s, Collective):
-        return f"collective {s.name} {s.op.value} {_etext(s.value)}"
-    if isinstance(s, If):
-        return f"if {_etext(s.cond)}"
-    return f"for {s.var} {_etext(s.start)} {_etext(s.stop)} {_etext(s.step)}"
+    """One statement's own line: its tag, then every field but its bodies, every
+    expression node in full."""
+    d = stmt_def(s)
+    parts = [d.tag]
+    for f, kind, _ in d.fields:
+        v = getattr(s, f)
+        if kind is Field.EXPR:
+            parts.append(_etext(v))
+        elif kind in (Field.DTYPE, Field.ENUM):
+            parts.append(v.value)
+        elif kind is Field.NAME:
+            parts.append(v)
+    return " ".join(parts)
 
 
 def ir_text(k: Kernel) -> list:

@@ -33,7 +33,7 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ...refimpl import mathlib
-from ...refimpl.ir import Collective, For, If, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
+from ...refimpl.ir import STMTDEFS, Collective, For, If, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
 
 # The classes a campaign should reach (fuzz.Coverage reports the ones it has not as gaps)
 EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",
@@ -44,7 +44,7 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
                       "private:uniform-index", "private:per-thread-index", "collective:block_sum",
                       "collective:block_max", "collective:block_min", "collective:f32", "collective:i32",
                       "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write")
-STATEMENTS = ("Assign", "Store", "PStore", "Private", "If", "For", "Collective")
+STATEMENTS = tuple(cls.__name__ for cls in STMTDEFS)
 INPUTS = ("nan", "inf", "-0", "subnormal", "huge")
 
 
