@@ -11,6 +11,14 @@ from .refimpl.lang import (
                            NAN,
                            Buffer,
                            Const,
+                           atomic_add,
+                           atomic_and,
+                           atomic_max,
+                           atomic_min,
+                           atomic_or,
+                           atomic_sub,
+                           atomic_xor,
+                           barrier,
                            bitcast,
                            block_id,
                            block_max,
@@ -27,6 +35,7 @@ from .refimpl.lang import (
                            log,
                            num_threads,
                            private,
+                           shared,
                            sigmoid,
                            sin,
                            sqrt,
@@ -38,6 +47,7 @@ from .refimpl.lang import (
 __version__ = "0.1.0"
 
 __all__ = ["KernelFunction", "kernel", "KernelRuntimeError", "interpret", "KernelError",
-           "INF", "NAN", "Buffer", "Const", "bitcast", "block_id", "block_max", "block_min", "block_size",
+           "INF", "NAN", "Buffer", "Const", "atomic_add", "atomic_and", "atomic_max", "atomic_min",
+           "atomic_or", "atomic_sub", "atomic_xor", "barrier", "bitcast", "block_id", "block_max", "block_min", "block_size",
            "block_sum", "cos", "erf", "exp", "f32", "fma", "global_id", "i32", "log", "num_threads", "private",
-           "sigmoid", "sin", "sqrt", "tanh", "thread_id", "u32"]
+           "shared", "sigmoid", "sin", "sqrt", "tanh", "thread_id", "u32"]

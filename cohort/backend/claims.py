@@ -24,6 +24,9 @@ class Site(Enum):
     STORE = "store"            # a buffer store's index
     PLOAD = "pload"            # a private array load's element index
     PSTORE = "pstore"          # a private array store's element index
+    SLOAD = "sload"            # a shared array load's index
+    SSTORE = "sstore"          # a shared array store's index
+    ATOMIC = "atomic"          # an atomic update's index
     IF = "if"                  # an `if` condition
     FOR = "for"                # a loop's start
     FOR_STOP = "for-stop"      # a loop's stop
@@ -31,7 +34,8 @@ class Site(Enum):
     @property
     def describes(self) -> str:
         return {"load": "load of", "store": "store to", "pload": "load of private",
-                "pstore": "store to private", "if": "if condition", "for": "loop start",
+                "pstore": "store to private",
+                "sload": "load of shared", "sstore": "store to shared", "atomic": "atomic update of", "if": "if condition", "for": "loop start",
                 "for-stop": "loop stop"}[self.value]
 
 
@@ -100,7 +104,8 @@ class LaneClaim:
     @property
     def unmasked_only(self) -> bool:
         """A memory effect lowered only without a mask: every packet it runs in must be full."""
-        return self.modes == frozenset({Mode.UNMASKED}) and self.site in (Site.LOAD, Site.STORE, Site.PSTORE)
+        return self.modes == frozenset({Mode.UNMASKED}) and self.site in (
+            Site.LOAD, Site.STORE, Site.PSTORE, Site.SLOAD, Site.SSTORE)
 
     @property
     def summary(self) -> str:

@@ -43,6 +43,7 @@ from .context import (
     ERR_PARTIAL_BLOCK,
     ERR_PRIVATE_OOB,
     ERR_SCRATCH,
+    ERR_SHARED_OOB,
     ERR_STORE_OOB,
     ERR_UNPROVEN,
     MAX_SCRATCH_BYTES,
@@ -63,7 +64,8 @@ from .lowering import Lowering
 from .variant import Variant, parse_variant
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_ERR_KIND = {ERR_LOAD_OOB: "load", ERR_STORE_OOB: "store", ERR_PRIVATE_OOB: "private array access"}
+_ERR_KIND = {ERR_LOAD_OOB: "load", ERR_STORE_OOB: "store", ERR_PRIVATE_OOB: "private array access",
+             ERR_SHARED_OOB: "shared array access"}
 
 
 class UnsupportedVariant(NotImplementedError):

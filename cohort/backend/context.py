@@ -4,7 +4,7 @@ The entry ABI (one signature for every kernel, so one timer and one launcher
 serve all): `void entry(int64_t *args)`, where `args` holds 64-bit slots
 
     [0] n (threads)   [1] first block   [2] end block   [3] error record (int64[4]*)
-    [4] scratch memory for private arrays   [5] its size in bytes
+    [4] scratch memory for private and shared arrays   [5] its size in bytes
     [6] the bounds proof of this block: 0, or the tag of the safe build that proved it
     then per buffer parameter: data pointer, length (elements)
     then per scalar parameter: its 32 bits, zero-extended
@@ -42,18 +42,21 @@ SLOT_N, SLOT_BEGIN, SLOT_END, SLOT_ERR, SLOT_SCRATCH, SLOT_SCRATCH_BYTES, SLOT_P
 SLOT_FIRST_PARAM = 7
 ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_PARTIAL_BLOCK = 0, 1, 2, 3, 4, 5
 ERR_UNPROVEN = 6     # safe builds: an index bound failed for this launch; nothing ran, rerun checked
+ERR_SHARED_OOB = 7
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 
 
 def private_layout(kernel: Kernel) -> tuple:
-    """({private name: byte offset in scratch}, total bytes) for one block of B threads."""
-    from ..refimpl.ir import Private
+    """({private or shared array name: byte offset in scratch}, total bytes) for one block
+    of B threads: a private array has an element per thread, a shared one per block."""
+    from ..refimpl.ir import Private, Shared
     offsets, total = {}, 0
     for s in kernel.body:
-        if isinstance(s, Private):
+        if isinstance(s, (Private, Shared)):
             offsets[s.name] = total
-            nbytes = int(s.size.arg) * kernel.block * (1 if s.dtype is DType.BOOL else 4)
+            per = kernel.block if isinstance(s, Private) else 1
+            nbytes = int(s.size.arg) * per * (1 if s.dtype is DType.BOOL else 4)
             total += -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
     return offsets, total
 

@@ -18,6 +18,8 @@ from . import ir
 from .errors import KernelError
 from .ir import (
     Assign,
+    Atomic,
+    Barrier,
     Collective,
     DType,
     Expr,
@@ -31,6 +33,8 @@ from .ir import (
     ParamKind,
     Private,
     PStore,
+    Shared,
+    SStore,
     Store,
 )
 from .lang import BufferType, ConstType, ScalarType, _Builtin
@@ -76,6 +80,7 @@ class _Emitter:
         self.params: dict = {}
         self.vars: dict = {}        # variable -> dtype
         self.privates: dict = {}    # private array -> dtype
+        self.shared: dict = {}      # shared array -> dtype
         self.dead_loop_vars: set = set()
         self.local_names: set = set()  # every name the kernel assigns (Python: local throughout)
         self.node: Optional[ast.AST] = None
@@ -163,6 +168,12 @@ class _Emitter:
     def emit_Expr(self, n):
         if isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
             return None  # docstring
+        call = self.builtin_call(n.value)
+        if call is not None and call.kind == "barrier":
+            self.call_args(n.value, 0)
+            return Barrier(self.loc())
+        if call is not None and call.kind == "atomic":
+            return self.atomic(call, n.value)
         if isinstance(n.value, ast.Call):
             self.expr(n.value)  # names an unsupported call: print(), np.exp(), block_sum() ...
         self.err("an expression statement has no effect")
@@ -193,13 +204,13 @@ class _Emitter:
 
     def assign(self, target, value_node, annotated: Optional[DType]):
         call = self.builtin_call(value_node)
-        if call is not None and call.kind in ("collective", "private"):
+        if call is not None and call.kind in ("collective", "private", "shared"):
             if not isinstance(target, ast.Name):
                 self.err(f"the result of {call.name}() must be assigned to a name")
             if self.depth:
                 self.err(f"{call.name}() is only allowed at the top level of the kernel body")
-            if call.kind == "private":
-                return self.private(target.id, value_node)
+            if call.kind in ("private", "shared"):
+                return self.array_decl(target.id, value_node, call.kind)
             arg = self.call_args(value_node, 1)[0]
             v = self.typed(self.expr(arg), annotated)
             self.bind(target.id, v)  # the same checks and bookkeeping as an assignment
@@ -228,8 +239,9 @@ class _Emitter:
             kind = {ParamKind.BUFFER: "buffer (index it)", ParamKind.SCALAR: "scalar parameter",
                     ParamKind.CONST: "Const parameter"}[p.kind]
             self.err(f"cannot assign to {name}: it is a {kind}")
-        if name in self.privates:
-            self.err(f"cannot assign to private array {name}; index it")
+        if name in self.privates or name in self.shared:
+            kind = "private" if name in self.privates else "shared"
+            self.err(f"cannot assign to {kind} array {name}; index it")
         if name in self.scope and isinstance(self.scope[name], _Builtin):
             self.err(f"cannot assign to built-in {name}")
 
@@ -244,10 +256,11 @@ class _Emitter:
         self.dead_loop_vars.discard(name)
         return Assign(name, v, self.loc())
 
-    def private(self, name: str, call: ast.Call) -> Private:
+    def array_decl(self, name: str, call: ast.Call, kind: str):
+        """p = private(dtype, size) or s = shared(dtype, size)."""
         self.check_target(name)
         if name in self.vars:
-            self.err(f"private array {name} reuses a variable name")
+            self.err(f"{kind} array {name} reuses a variable name")
         dt_node, size_node = self.call_args(call, 2)
         t = self.resolve(dt_node)
         if t is bool:
@@ -255,39 +268,65 @@ class _Emitter:
         elif isinstance(t, ScalarType):
             dt = t.dtype
         else:
-            self.err("private(dtype, size): dtype must be f32, i32, u32 or bool")
+            self.err(f"{kind}(dtype, size): dtype must be f32, i32, u32 or bool")
         size = ir.lift(self.expr(size_node))
-        self.privates[name] = dt
-        return Private(name, dt, size, self.loc())
+        if kind == "private":
+            self.privates[name] = dt
+            return Private(name, dt, size, self.loc())
+        self.shared[name] = dt
+        return Shared(name, dt, size, self.loc())
+
+    def atomic(self, call, n: ast.Call) -> Atomic:
+        """atomic_add(target, index, value): target a buffer or a shared array."""
+        target, index, value = self.call_args(n, 3)
+        name = target.id if isinstance(target, ast.Name) else None
+        if name in self.shared:
+            dt = self.shared[name]
+        elif name in self.params and self.params[name].kind is ParamKind.BUFFER:
+            dt = self.params[name].dtype
+        else:
+            self.err(f"{call.name}() updates a buffer or a shared array, got {ast.unparse(target)}", n)
+        idx = ir.lift(self.expr(index))
+        if not idx.dtype.is_int:
+            self.err(f"{call.name}() index must be i32 or u32, got {idx.dtype.value}", n)
+        v = self.expr(value)
+        v = self.typed(v, dt) if not isinstance(v, Expr) and dt.is_number else ir.lift(v)
+        if v.dtype is not dt:
+            self.err(f"{call.name}() of {v.dtype.value} into {name} of {dt.value}", n)
+        return Atomic(call.payload, name, idx, v, self.loc())
 
     def subscript_parts(self, n: ast.Subscript):
         if not isinstance(n.value, ast.Name):
-            self.err("only buffers and private arrays can be indexed", n)
+            self.err("only buffers, private and shared arrays can be indexed", n)
         if isinstance(n.slice, (ast.Slice, ast.Tuple)):
             self.err("index with a single integer expression (buffers are 1-D)", n)
         name = n.value.id
         idx = ir.lift(self.expr(n.slice))
         if not idx.dtype.is_int:
             self.err(f"index must be i32 or u32, got {idx.dtype.value}", n)
-        if name in self.privates:
+        if name in self.privates or name in self.shared:
             return name, idx
         p = self.params.get(name)
         if p is None or p.kind is not ParamKind.BUFFER:
-            self.err(f"{name} is not a buffer or a private array", n)
+            self.err(f"{name} is not a buffer, a private or a shared array", n)
         return name, idx
 
     def index_load(self, name: str, idx: Expr) -> Expr:
         if name in self.privates:
             return ir.pload(name, idx, self.privates[name])
+        if name in self.shared:
+            return ir.sload(name, idx, self.shared[name])
         return ir.load(name, idx, self.params[name].dtype)
 
     def store(self, name: str, idx: Expr, v):
-        dt = self.privates[name] if name in self.privates else self.params[name].dtype
+        dt = self.privates.get(name) or self.shared.get(name) or self.params[name].dtype
         v = self.typed(v, dt) if not isinstance(v, Expr) else v
         if v.dtype is not dt:
             self.err(f"storing {v.dtype.value} into {name} of {dt.value}")
         if name in self.privates:
             return PStore(name, idx, v, self.loc())
+        if name in self.shared:
+            return SStore(name, idx, v, self.loc())
         return Store(name, idx, v, self.loc())
 
     def emit_If(self, n):
@@ -360,8 +399,9 @@ class _Emitter:
             if p.kind is ParamKind.BUFFER:
                 self.err(f"buffer {name} used as a value; index it", n)
             return ir.param(name, p.dtype)
-        if name in self.privates:
-            self.err(f"private array {name} used as a value; index it", n)
+        if name in self.privates or name in self.shared:
+            kind = "private" if name in self.privates else "shared"
+            self.err(f"{kind} array {name} used as a value; index it", n)
         if name in self.vars:
             if name in self.dead_loop_vars:
                 self.err(f"loop variable {name} is not defined after its loop", n)
@@ -517,8 +557,12 @@ class _Emitter:
         if kind == "collective":
             self.err(f"{obj.name}() must be the whole right-hand side of an assignment at the top "
                      "level of the kernel body", n)
-        if kind == "private":
-            self.err("private() must be assigned to a name at the top level of the kernel body", n)
+        if kind in ("private", "shared"):
+            self.err(f"{kind}() must be assigned to a name at the top level of the kernel body", n)
+        if kind == "barrier":
+            self.err("barrier() is a statement of its own, not a value", n)
+        if kind == "atomic":
+            self.err(f"{obj.name}() returns no value: write it as a statement of its own", n)
         self.err(f"unsupported built-in {obj.name}", n)
 
     def python_call(self, d, n: ast.Call):

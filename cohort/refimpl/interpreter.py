@@ -16,9 +16,26 @@ from typing import Optional
 
 import numpy as np
 
-from .ir import Assign, Collective, DType, Expr, For, If, Kernel, Private, PStore, Store, walk_stmts, written_name
+from .ir import (
+    Assign,
+    Atomic,
+    Barrier,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    Kernel,
+    Private,
+    PStore,
+    Shared,
+    SStore,
+    Store,
+    walk_stmts,
+    written_name,
+)
 from .opdefs import EVALUATE
-from .semantics import REDUCE_IDENTITY, first_lane, tree_reduce
+from .semantics import REDUCE_IDENTITY, atomic_update, first_lane, tree_reduce
 from .specialize import specialize
 
 
@@ -26,34 +43,78 @@ class KernelRuntimeError(Exception):
     """A launch broke a rule of DESIGN §3 (out of bounds, write conflict, ...)."""
 
 
-class _Memory:
-    """Who stored where in this launch: (thread id, phase) per element, -1 if nobody.
-
-    For buffers the kernel also stores to, who read each element: the lowest and
-    highest reader over the launch (`rlo`, `rhi`) and within the current phase
-    (`plo`, `phi`); allocated on the first such load.
-    """
+class _Accessors:
+    """Who accessed each element in one way (read, write or atomic update) in this launch:
+    the lowest and highest thread over the launch (`lo`, `hi`), and within the phase of
+    their block that the last access was in (`plo`, `phi`, phase `ph`). A block's
+    threads are numbered consecutively, so lo and hi in one block mean all are."""
 
     NONE = np.iinfo(np.int64).max
 
     def __init__(self, size: int):
-        self.writer = np.full(size, -1, np.int64)
-        self.phase = np.zeros(size, np.int32)
-        self.rlo = self.rhi = self.plo = self.phi = None
+        self.lo, self.plo = np.full(size, self.NONE, np.int64), np.full(size, self.NONE, np.int64)
+        self.hi, self.phi = np.full(size, -1, np.int64), np.full(size, -1, np.int64)
+        self.ph = np.full(size, -1, np.int64)
 
-    def note_reads(self, addr, lanes):
-        if self.rlo is None:
-            size = len(self.writer)
-            self.rlo, self.plo = np.full(size, self.NONE, np.int64), np.full(size, self.NONE, np.int64)
-            self.rhi, self.phi = np.full(size, -1, np.int64), np.full(size, -1, np.int64)
-        for lo, hi in ((self.rlo, self.rhi), (self.plo, self.phi)):
+    def note(self, addr, lanes, phases):
+        stale = self.ph[addr] != phases
+        self.plo[addr[stale]] = self.NONE
+        self.phi[addr[stale]] = -1
+        self.ph[addr] = phases
+        for lo, hi in ((self.lo, self.hi), (self.plo, self.phi)):
             np.minimum.at(lo, addr, lanes)
             np.maximum.at(hi, addr, lanes)
 
-    def new_phase(self):
-        if self.plo is not None:
-            self.plo.fill(self.NONE)
-            self.phi.fill(-1)
+    def others(self, addr, lanes, phases, B: int):
+        """(mask, other thread): the lanes whose element another thread accessed this way
+        in another block, or in the same block and phase."""
+        lo, hi, plo, phi = self.lo[addr], self.hi[addr], self.plo[addr], self.phi[addr]
+        blk = lanes // B
+        other_block = (hi >= 0) & ((lo // B != blk) | (hi // B != blk))
+        same_phase = (phi >= 0) & (self.ph[addr] == phases) & ((plo != lanes) | (phi != lanes))
+        other = np.where(other_block, np.where(lo // B != blk, lo, hi), np.where(plo != lanes, plo, phi))
+        return other_block | same_phase, other
+
+
+class _Memory:
+    """The accesses to one buffer or one block-major shared array in this launch, by way:
+    "read", "write", or an atomic operation's name ("atomic_add", ...). Two accesses to
+    one element by different threads race unless both are reads, both are atomic
+    updates by the same operation (which commute), or the threads are in one block and
+    a barrier (or a collective) of that block separates them (DESIGN §3)."""
+
+    NOUN = {"read": "load", "write": "store"}
+
+    @staticmethod
+    def conflict(a: str, b: str) -> bool:
+        return not (a == b == "read" or (a == b and a.startswith("atomic_")))
+
+    def __init__(self, size: int, B: int):
+        self.size, self.B = size, B
+        self.by: dict = {}
+
+    def written(self, addr):
+        """Whether each element has been stored to or updated (by anyone) so far."""
+        out = np.zeros(len(addr), bool)
+        for how, a in self.by.items():
+            if how != "read":
+                out |= a.hi[addr] >= 0
+        return out
+
+    def access(self, how: str, addr, lanes, phases):
+        """Record an access; returns (lane index, other thread, its way) of the first race, or None."""
+        for other_how, a in self.by.items():
+            if not self.conflict(how, other_how):
+                continue
+            bad, other = a.others(addr, lanes, phases, self.B)
+            if np.any(bad):
+                i = first_lane(bad)
+                return i, int(other[i]), other_how
+        a = self.by.get(how)
+        if a is None:
+            a = self.by[how] = _Accessors(self.size)
+        a.note(addr, lanes, phases)
+        return None
 
 
 class Interpreter:
@@ -76,11 +137,13 @@ class Interpreter:
         self.scalars = {p.name: np.asarray(scalars[p.name], p.dtype.np)[()] for p in kernel.scalars}
         self.env: dict = {}
         self.privates: dict = {}
+        self.shared: dict = {}      # shared array -> its values, [blocks x size]
+        self.smemory: dict = {}     # shared array -> _Memory over its block-major elements
         self.memory: dict = {}
         # buffers whose loads must be recorded: a store by another thread after
         # the load would be a race (write after read)
         self.stored = {written_name(s) for s in walk_stmts(kernel.body)} & {p.name for p in kernel.buffers}
-        self.phase = 0
+        self.phase = np.zeros(self.nblocks, np.int64)   # barriers and collectives each block passed
         self.stmt = None
         self.checker = checker  # optional: verifies the backend's access annotations
 
@@ -117,28 +180,34 @@ class Interpreter:
         if self.checker is not None:
             self.checker.check(e, idx, mask, self)
         safe = self.check_index(idx, len(buf), mask, "load", e.arg, "buffer")
-        mem = self.memory.get(e.arg)
-        if mem is not None:
-            # Reading another thread's store is deterministic only within one
-            # block and across a collective (a barrier); anything else is a race.
-            w = mem.writer[safe]
-            foreign = mask & (w >= 0) & (w != self.gid)
-            same_block_earlier = (w // self.B == self.bid) & (mem.phase[safe] < self.phase)
-            race = foreign & ~same_block_earlier
-            if np.any(race):
-                lane = first_lane(race)
-                self.fail(f"load of {e.arg}[{int(safe[lane])}] races with the store by thread "
-                          f"{int(w[lane])} in this launch", lane)
         if e.arg in self.stored:
-            if mem is None:
-                mem = self.memory[e.arg] = _Memory(len(buf))
             lanes = np.flatnonzero(mask)
-            mem.note_reads(safe[lanes], lanes)
+            self.track(self.memory, e.arg, len(buf), "read", safe[lanes], lanes, e.arg)
         if len(buf) == 0:
             return np.zeros(self.gid.shape, e.dtype.np)
         if buf.dtype == np.bool_:   # any nonzero byte is True, whatever bytes the caller put there
             return buf.view(np.uint8)[safe] != 0
         return buf[safe]
+
+    def track(self, table: dict, name: str, size: int, how: str, addr, lanes, shown: str, shared=None):
+        """Record an access to `name` (a buffer, or a shared array's block-major elements);
+        a race is an error naming both threads (DESIGN §3)."""
+        mem = table.get(name)
+        if mem is None:
+            mem = table[name] = _Memory(size, self.B)
+        race = mem.access(how, addr, lanes, self.phase[lanes // self.B])
+        if race is None:
+            return
+        i, other, other_how = race
+        where = f"{shown}[{int(addr[i]) - (0 if shared is None else int(lanes[i] // self.B) * shared)}]"
+        if shared is not None:
+            where = f"shared {where}"
+        if how == other_how == "write":
+            self.fail(f"write conflict: threads {other} and {int(lanes[i])} both store to {where}", int(lanes[i]))
+        prep = "of" if how != "write" else "to"
+        noun = lambda h: _Memory.NOUN.get(h, f"{h}() update")
+        self.fail(f"{noun(how)} {prep} {where} races with the {noun(other_how)} by thread "
+                  f"{other} in this launch", int(lanes[i]))
 
     def pload(self, e: Expr, idx, mask):
         arr = self.privates[e.arg]
@@ -158,42 +227,94 @@ class Interpreter:
         if len(lanes) == 0:
             return
         addr = safe[lanes]
-        mem = self.memory.get(s.buf)
-        if mem is None:
-            mem = self.memory[s.buf] = _Memory(len(buf))
-        # A write conflict: two different active threads store to one address.
+        self.one_store_each(addr, lanes, s.buf)
+        self.track(self.memory, s.buf, len(buf), "write", addr, lanes, s.buf)
+        buf[addr] = np.broadcast_to(np.asarray(val, buf.dtype), self.gid.shape)[lanes]
+
+    def one_store_each(self, addr, lanes, where: str, size: int = 0):
+        """Two active threads storing to one address in one statement: a write conflict."""
         order = np.argsort(addr, kind="stable")
         sa = addr[order]
         dup = np.flatnonzero(sa[1:] == sa[:-1])
         if len(dup):
             a, b = lanes[order[dup[0]]], lanes[order[dup[0] + 1]]
-            self.fail(f"write conflict: threads {a} and {b} both store to {s.buf}[{int(sa[dup[0]])}]", b)
-        prev = mem.writer[addr]
-        clash = (prev >= 0) & (prev != lanes)
-        if np.any(clash):
-            i = first_lane(clash)
-            self.fail(f"write conflict: threads {int(prev[i])} and {lanes[i]} both store to "
-                      f"{s.buf}[{int(addr[i])}]", int(lanes[i]))
-        if mem.rlo is not None:
-            # Storing where another thread read in this launch: the reader sees the
-            # old or the new value depending on the schedule, unless it is in the
-            # same block and read before a collective (a barrier) that precedes this.
-            lo, hi, plo, phi = mem.rlo[addr], mem.rhi[addr], mem.plo[addr], mem.phi[addr]
-            blk = lanes // self.B
-            other_block = (hi >= 0) & ((lo // self.B != blk) | (hi // self.B != blk))
-            same_phase = (phi >= 0) & ((plo != lanes) | (phi != lanes))
-            race = other_block | same_phase
-            if np.any(race):
-                i = first_lane(race)
-                if other_block[i]:
-                    reader = lo[i] if lo[i] // self.B != blk[i] else hi[i]
-                else:
-                    reader = plo[i] if plo[i] != lanes[i] else phi[i]
-                self.fail(f"store to {s.buf}[{int(addr[i])}] races with the load by thread "
-                          f"{int(reader)} in this launch", int(lanes[i]))
-        mem.writer[addr] = lanes
-        mem.phase[addr] = self.phase
-        buf[addr] = np.broadcast_to(np.asarray(val, buf.dtype), self.gid.shape)[lanes]
+            slot = int(sa[dup[0]]) - (int(a // self.B) * size if size else 0)
+            self.fail(f"write conflict: threads {a} and {b} both store to {where}[{slot}]", b)
+
+    # ------------------------------------------------------------ shared arrays
+    def shared_slots(self, name: str, idx, mask, what: str):
+        """(values, memory, lanes, block-major addresses) of an access to shared `name`."""
+        vals = self.shared[name]
+        size = vals.shape[1]
+        safe = self.check_index(idx, size, mask, what, name, "shared array")
+        lanes = np.flatnonzero(mask)
+        return vals, size, lanes, (lanes // self.B) * size + safe[lanes], safe
+
+    def uninitialised(self, name: str, size: int, addr, lanes):
+        mem = self.smemory.get(name)
+        fresh = ~mem.written(addr) if mem is not None else np.ones(len(addr), bool)
+        if np.any(fresh):
+            i = first_lane(fresh)
+            b = int(lanes[i] // self.B)
+            self.fail(f"read of shared {name}[{int(addr[i]) - b * size}] before any thread of block {b} "
+                      "stored to it (uninitialised)", int(lanes[i]))
+
+    def sload(self, e: Expr, idx, mask):
+        if self.checker is not None:
+            self.checker.check(e, idx, mask, self)
+        vals, size, lanes, addr, safe = self.shared_slots(e.arg, idx, mask, "load")
+        self.uninitialised(e.arg, size, addr, lanes)
+        self.track(self.smemory, e.arg, vals.size, "read", addr, lanes, e.arg, shared=size)
+        return vals.reshape(-1)[(self.bid.astype(np.int64) * size + safe)]
+
+    def run_shared(self, s: Shared, mask, memo):
+        # the contents are never read before a store (an error above), so zeros are as good as any
+        self.shared[s.name] = np.zeros((self.nblocks, int(s.size.arg)), s.dtype.np)
+
+    def run_sstore(self, s: SStore, mask, memo):
+        idx = self.ev(s.index, mask, memo)
+        val = self.full(self.ev(s.value, mask, memo), s.value.dtype)
+        if self.checker is not None:
+            self.checker.check(s, idx, mask, self)
+        vals, size, lanes, addr, _ = self.shared_slots(s.arr, idx, mask, "store")
+        if len(lanes) == 0:
+            return
+        self.one_store_each(addr, lanes, f"shared {s.arr}", size)
+        self.track(self.smemory, s.arr, vals.size, "write", addr, lanes, s.arr, shared=size)
+        vals.reshape(-1)[addr] = val[lanes]
+
+    # ------------------------------------------------------------ barriers, atomics
+    def run_barrier(self, s: Barrier, mask, memo):
+        arrived = mask.reshape(self.nblocks, self.B)
+        live = self.active.reshape(self.nblocks, self.B)
+        blocks = arrived.any(axis=1)
+        split = blocks & (arrived != live).any(axis=1)
+        if np.any(split):
+            b = int(np.flatnonzero(split)[0])
+            here = np.flatnonzero(arrived[b])
+            away = np.flatnonzero(live[b] & ~arrived[b])
+            self.fail(f"barrier divergence in block {b}: threads {_ranges(here)} reached this barrier, "
+                      f"threads {_ranges(away)} did not", b * self.B + int(away[0]))
+        self.phase[blocks] += 1
+
+    def run_atomic(self, s: Atomic, mask, memo):
+        idx = self.ev(s.index, mask, memo)
+        val = self.full(self.ev(s.value, mask, memo), s.value.dtype)
+        if self.checker is not None:
+            self.checker.check(s, idx, mask, self)
+        if s.target in self.shared:
+            vals, size, lanes, addr, _ = self.shared_slots(s.target, idx, mask, "atomic update")
+            self.uninitialised(s.target, size, addr, lanes)
+            self.track(self.smemory, s.target, vals.size, s.op.value, addr, lanes, s.target, shared=size)
+            flat = vals.reshape(-1)
+        else:
+            flat = self.buffers[s.target]
+            safe = self.check_index(idx, len(flat), mask, "atomic update", s.target, "buffer")
+            lanes = np.flatnonzero(mask)
+            addr = safe[lanes]
+            self.track(self.memory, s.target, len(flat), s.op.value, addr, lanes, s.target)
+        if len(lanes):
+            atomic_update(s.op, flat, addr, val[lanes])
 
     # ------------------------------------------------------------ statements
     def assign(self, name: str, value, dtype: DType, mask):
@@ -260,8 +381,6 @@ class Interpreter:
         ident = REDUCE_IDENTITY[(s.op.value, dt)]
         v = np.where(self.active, v, ident).reshape(self.nblocks, self.B)
         self.phase += 1
-        for mem in self.memory.values():
-            mem.new_phase()
         self.env[s.name] = np.repeat(tree_reduce(v, s.op.value, dt), self.B)
 
     def run(self):
@@ -278,7 +397,24 @@ RUN = {
     For: Interpreter.run_for,
     Private: Interpreter.run_private,
     Collective: Interpreter.collective,
+    Shared: Interpreter.run_shared,
+    SStore: Interpreter.run_sstore,
+    Barrier: Interpreter.run_barrier,
+    Atomic: Interpreter.run_atomic,
 }
+
+
+def _ranges(ids) -> str:
+    """0-3, 7, 9-15"""
+    out, ids = [], [int(i) for i in ids]
+    i = 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ", ".join(out)
 
 
 def interpret(kernel: Kernel, n: int, args: dict, consts: Optional[dict] = None, checker=None) -> dict:
@@ -322,7 +458,8 @@ def evaluate(e: Expr, **vars_) -> np.ndarray:
     it.k, it.B, it.n, it.nblocks = _K, 1, n, n
     it.gid = np.arange(n, dtype=np.int32)
     it.tid, it.bid, it.active = it.gid * 0, it.gid, np.ones(n, bool)
-    it.buffers, it.scalars, it.privates, it.memory, it.phase, it.stmt, it.checker = {}, {}, {}, {}, 0, None, None
+    it.buffers, it.scalars, it.privates, it.memory, it.stmt, it.checker = {}, {}, {}, {}, None, None
+    it.shared, it.smemory, it.phase = {}, {}, np.zeros(n, np.int64)
     it.stored = set()
     it.env = {k: np.broadcast_to(a, shape).reshape(-1) for k, a in arrays.items()}
     memo = {("arg", 0): it.env["x"]} if "x" in it.env else {}

@@ -99,6 +99,7 @@ class Op(enum.Enum):
     # memory
     LOAD = enum.auto()         # arg: buffer name; src (index,)
     PLOAD = enum.auto()        # arg: private array name; src (index,)
+    SLOAD = enum.auto()        # arg: shared array name; src (index,)
     # math library
     MATH = enum.auto()         # arg: function name; src (x,); defined in mathlib
 
@@ -107,6 +108,18 @@ class Reduce(enum.Enum):
     SUM = "block_sum"
     MAX = "block_max"
     MIN = "block_min"
+
+
+class AtomicOp(enum.Enum):
+    """Read-modify-write statements; each is commutative and associative on its types,
+    so the final memory is the same for every order of the updates (DESIGN §3)."""
+    ADD = "atomic_add"       # i32/u32, wrapping
+    SUB = "atomic_sub"       # i32/u32, wrapping (adds the negation)
+    MIN = "atomic_min"       # i32/u32; f32 in the total order below
+    MAX = "atomic_max"
+    AND = "atomic_and"       # i32/u32
+    OR = "atomic_or"
+    XOR = "atomic_xor"
 
 
 class ParamKind(enum.Enum):
@@ -271,6 +284,10 @@ def pload(arr: str, index: Expr, dtype: DType) -> Expr:
     return Expr(Op.PLOAD, result_dtype(Op.PLOAD, (index.dtype,), dtype), (index,), arr)
 
 
+def sload(arr: str, index: Expr, dtype: DType) -> Expr:
+    return Expr(Op.SLOAD, result_dtype(Op.SLOAD, (index.dtype,), dtype), (index,), arr)
+
+
 def builtin(op: Op, arg=None) -> Expr:
     return Expr(op, result_dtype(op, ()), (), arg)
 
@@ -356,6 +373,42 @@ class Collective:
     loc: Loc = NOLOC
 
 
+@dataclass(frozen=True, eq=False)
+class Shared:
+    """A per-block array of compile-time size, shared by the block's threads, alive for
+    the block; not initialised (reading a slot no thread of the block wrote is an error)."""
+    name: str
+    dtype: DType
+    size: Expr            # compile-time constant expression
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class SStore:
+    arr: str
+    index: Expr
+    value: Expr
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class Barrier:
+    """Every active thread of the block waits here until all have arrived; allowed only
+    under block-uniform control. Orders the block's memory accesses (DESIGN §3)."""
+    loc: Loc = NOLOC
+
+
+@dataclass(frozen=True, eq=False)
+class Atomic:
+    """op(target, index, value): target[index] = target[index] op value as one
+    indivisible update, on a buffer or a shared array; no value is returned."""
+    op: AtomicOp
+    target: str
+    index: Expr
+    value: Expr
+    loc: Loc = NOLOC
+
+
 class Field(enum.Enum):
     """What a statement field holds."""
     NAME = "name"        # a str: a variable, buffer or array name
@@ -402,6 +455,13 @@ STMTDEFS = {d.cls: d for d in (
             "for {var} in range({start}, {stop}, {step}):", defines="var"),
     StmtDef(Collective, "collective", _fields(("name", N), ("op", Field.ENUM, Reduce), ("value", E)),
             "{name} = {op}({value})", defines="name", top_level=True, blocking=True),
+    StmtDef(Shared, "shared", _fields(("name", N), ("dtype", DT), ("size", E)),
+            "{name} = shared({dtype}, {size})", top_level=True, blocking=True),
+    StmtDef(SStore, "sstore", _fields(("arr", N), ("index", E), ("value", E)), "{arr}[{index}] = {value}",
+            writes="arr"),
+    StmtDef(Barrier, "barrier", (), "barrier()", blocking=True),
+    StmtDef(Atomic, "atomic", _fields(("op", Field.ENUM, AtomicOp), ("target", N), ("index", E), ("value", E)),
+            "{op}({target}, {index}, {value})", writes="target"),
 )}
 del N, E, BD, DT
 STMT_BY_TAG = {d.tag: d for d in STMTDEFS.values()}

@@ -6,7 +6,7 @@ works too) and emits IR. Called outside a kernel they raise.
 """
 from __future__ import annotations
 
-from .ir import DType, Op, Reduce
+from .ir import AtomicOp, DType, Op, Reduce
 from .opdefs import OPDEFS
 
 
@@ -79,6 +79,15 @@ block_max = _Builtin("block_max", "collective", Reduce.MAX)
 block_min = _Builtin("block_min", "collective", Reduce.MIN)
 
 private = _Builtin("private", "private")
+shared = _Builtin("shared", "shared")          # s = shared(f32, N): one array per block
+barrier = _Builtin("barrier", "barrier")       # every thread of the block waits here
+atomic_add = _Builtin("atomic_add", "atomic", AtomicOp.ADD)
+atomic_sub = _Builtin("atomic_sub", "atomic", AtomicOp.SUB)
+atomic_min = _Builtin("atomic_min", "atomic", AtomicOp.MIN)
+atomic_max = _Builtin("atomic_max", "atomic", AtomicOp.MAX)
+atomic_and = _Builtin("atomic_and", "atomic", AtomicOp.AND)
+atomic_or = _Builtin("atomic_or", "atomic", AtomicOp.OR)
+atomic_xor = _Builtin("atomic_xor", "atomic", AtomicOp.XOR)
 bitcast = _Builtin("bitcast", "bitcast")
 sqrt = _Builtin("sqrt", "sqrt")
 fma = _Builtin("fma", "fma")          # fma(a, b, c) = a*b + c rounded once (DESIGN §3)

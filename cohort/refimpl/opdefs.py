@@ -218,6 +218,10 @@ def _pload(it, e, mask, memo):
     return it.pload(e, it.ev(e.src[0], mask, memo), mask)
 
 
+def _sload(it, e, mask, memo):
+    return it.sload(e, it.ev(e.src[0], mask, memo), mask)
+
+
 def _math(it, e, mask, memo):
     # the function's template, with this node's operand in place of its placeholder
     x = it.ev(e.src[0], mask, memo)
@@ -246,7 +250,7 @@ class OpDef:
 
     arg           what `Expr.arg` holds: "literal", "parameter" (a scalar or Const
                   parameter's name), "variable", "placeholder" (a math template's
-                  argument index), "buffer", "private", "function" (a math
+                  argument index), "buffer", "private", "shared", "function" (a math
                   library name); None: nothing.
     compile_time  may appear in a compile-time constant (a loop step, a private
                   size) before specialisation.
@@ -356,6 +360,7 @@ RECORDS = (
     # memory
     OpDef(Op.LOAD, "memory", ACCESS, _load, Spelling("index"), arg="buffer"),
     OpDef(Op.PLOAD, "memory", ACCESS, _pload, Spelling("index"), arg="private"),
+    OpDef(Op.SLOAD, "memory", ACCESS, _sload, Spelling("index"), arg="shared"),
     # math library
     OpDef(Op.MATH, "math", UNARY_FLOAT, _math, _call(), arg="function"),
 )

@@ -191,3 +191,48 @@ def tree_reduce(values: np.ndarray, reduce_name: str, dt: DType) -> np.ndarray:
         v[:, :s] = apply(op, dt, (v[:, :s], v[:, s:2 * s]))
         s //= 2
     return v[:, 0]
+
+
+# ---------------------------------------------------------------- atomics
+
+CANONICAL_NAN_BITS = 0x7FC00000
+
+
+def f32_order_key(bits):
+    """An int32 per f32 bit pattern, ordered as the values are with -0 below +0
+    (the sign-magnitude bits turned two's complement); its own inverse."""
+    b = np.asarray(bits, np.int32)
+    return b ^ ((b >> 31) & np.int32(0x7FFFFFFF))
+
+
+def atomic_update(op, flat: np.ndarray, addr, values):
+    """flat[addr[i]] = flat[addr[i]] op values[i] for every i, each update whole. The
+    ops are commutative and associative on their types, so any order of the updates
+    gives these bits: i32/u32 add, sub (adding the negation), and, or, xor wrap
+    mod 2^32; i32 min/max compare signed, u32 unsigned; f32 min/max give the
+    canonical NaN if the element or any value is NaN, else the least/greatest
+    value with -0 below +0 (DESIGN §3)."""
+    from .ir import AtomicOp
+    name = op.value
+    if flat.dtype == np.float32:
+        keys = f32_order_key(flat.view(np.int32)[addr]).astype(np.int64)
+        nan = np.isnan(flat[addr])
+        vk = f32_order_key(np.asarray(values, np.float32).view(np.int32)).astype(np.int64)
+        uniq, inv = np.unique(addr, return_inverse=True)
+        best = np.zeros(len(uniq), np.int64)
+        best[inv] = keys
+        (np.minimum if op is AtomicOp.MIN else np.maximum).at(best, inv, vk)
+        anynan = np.zeros(len(uniq), bool)
+        anynan[inv] = nan
+        np.logical_or.at(anynan, inv, np.isnan(values))
+        bits = np.where(anynan, np.int32(CANONICAL_NAN_BITS), f32_order_key(best.astype(np.int32)))
+        flat.view(np.int32)[uniq] = bits
+        return
+    if op in (AtomicOp.MIN, AtomicOp.MAX):
+        (np.minimum if op is AtomicOp.MIN else np.maximum).at(flat, addr, np.asarray(values, flat.dtype))
+        return
+    u = flat.view(np.uint32)
+    v = np.asarray(values, flat.dtype).view(np.uint32)
+    ufunc = {"atomic_add": np.add, "atomic_sub": np.subtract, "atomic_and": np.bitwise_and,
+             "atomic_or": np.bitwise_or, "atomic_xor": np.bitwise_xor}[name]
+    ufunc.at(u, addr, v)

@@ -17,6 +17,9 @@ from .ir import (
     I32_MIN,
     U32_MAX,
     Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
     Collective,
     DType,
     Expr,
@@ -29,13 +32,21 @@ from .ir import (
     ParamKind,
     Private,
     PStore,
+    Shared,
+    SStore,
     Store,
+    defined_name,
+    stmt_bodies,
     stmt_def,
+    stmt_exprs,
     walk_expr,
+    walk_stmts,
+    written_name,
 )
 from .opdefs import OPDEFS
 
 MAX_PRIVATE = 1 << 16
+MAX_SHARED_BYTES = 1 << 18   # all of a block's shared arrays together (GPUs give 48-228 KiB)
 MAX_BLOCK = 1024          # as on GPUs; per-thread state of a block lives on the native stack
 
 
@@ -55,6 +66,9 @@ class _Checker:
         self.k, self.specialised = k, specialised
         self.types: dict = {}       # variable name -> dtype, fixed for the whole kernel
         self.privates: dict = {}    # private array name -> dtype
+        self.shared: dict = {}      # shared array name -> dtype
+        self.shared_bytes = 0
+        self.control: list = []     # the ifs and loops around the statement being checked
         self.stmt = None
 
     def err(self, msg: str):
@@ -79,6 +93,7 @@ class _Checker:
                 self.err(f"scalar parameter {p.name} must be f32, i32 or u32, got {p.dtype!r}")
         if self.specialised and k.const_params:
             self.err(f"Const parameter(s) {[p.name for p in k.const_params]} are not bound")
+        self.uniform = block_uniform_vars(k)
         self.body(k.body, set(), top=True, loops=())
 
     # ------------------------------------------------------------ statements
@@ -121,24 +136,79 @@ class _Checker:
         return defined
 
     def check_private(self, s: Private, defined: set, loops: tuple) -> set:
-        if s.name in self.privates or s.name in self.types or self.k.param(s.name):
-            self.err(f"private array {s.name} reuses a name")
+        self.array_decl(s, "private")
+        self.privates[s.name] = s.dtype
+        return defined
+
+    def check_shared(self, s: Shared, defined: set, loops: tuple) -> set:
+        self.array_decl(s, "shared")
+        if self.specialised:
+            self.shared_bytes += s.size.arg * (1 if s.dtype is DType.BOOL else 4)
+            if self.shared_bytes > MAX_SHARED_BYTES:
+                self.err(f"shared arrays take {self.shared_bytes} bytes per block, more than "
+                         f"{MAX_SHARED_BYTES}")
+        self.shared[s.name] = s.dtype
+        return defined
+
+    def array_decl(self, s, kind: str):
+        if s.name in self.privates or s.name in self.shared or s.name in self.types or self.k.param(s.name):
+            self.err(f"{kind} array {s.name} reuses a name")
         if not isinstance(s.dtype, DType):
-            self.err(f"bad private dtype {s.dtype}")
+            self.err(f"bad {kind} dtype {s.dtype}")
         if not is_compile_time(s.size, self.k) or s.size.dtype is not DType.I32:
-            self.err("private array size must be a compile-time integer constant")
+            self.err(f"{kind} array size must be a compile-time integer constant")
         if self.specialised:
             if s.size.op is not Op.CONST or not 1 <= s.size.arg <= MAX_PRIVATE:
-                self.err(f"private array size must be 1..{MAX_PRIVATE}, got {s.size.arg}")
-        self.privates[s.name] = s.dtype
+                self.err(f"{kind} array size must be 1..{MAX_PRIVATE}, got {s.size.arg}")
+
+    def check_sstore(self, s: SStore, defined: set, loops: tuple) -> set:
+        if s.arr not in self.shared:
+            self.err(f"{s.arr} is not a shared array")
+        self.index(s.index, defined)
+        self.expr(s.value, defined)
+        if s.value.dtype is not self.shared[s.arr]:
+            self.err(f"storing {s.value.dtype.value} into shared {s.arr} of {self.shared[s.arr].value}")
+        return defined
+
+    def check_barrier(self, s: Barrier, defined: set, loops: tuple) -> set:
+        for c in self.control:
+            for e in stmt_exprs(c)[:2]:       # an if's condition, a loop's start and stop
+                if not self.uniform.expr(e):
+                    at = f" (line {c.loc.line})" if c.loc.line is not None else ""
+                    self.err(f"barrier() under `{_describe(c)}`{at}, which may differ between the "
+                             "threads of a block: barriers need block-uniform control (conditions and "
+                             "loop bounds built from block_id(), Const and scalar parameters, literals, "
+                             "block collectives and variables assigned only such values)")
+        return defined
+
+    def check_atomic(self, s: Atomic, defined: set, loops: tuple) -> set:
+        p = self.k.param(s.target)
+        if s.target in self.shared:
+            dt = self.shared[s.target]
+        elif p is not None and p.kind is ParamKind.BUFFER:
+            dt = p.dtype
+        else:
+            self.err(f"{s.op.value}() updates a buffer or a shared array; {s.target} is neither")
+        self.index(s.index, defined)
+        self.expr(s.value, defined)
+        if s.value.dtype is not dt:
+            self.err(f"{s.op.value}() of {s.value.dtype.value} into {s.target} of {dt.value}")
+        if dt is DType.BOOL:
+            self.err(f"{s.op.value}() on bool {s.target}: atomics take i32, u32 (and f32 for min/max)")
+        if dt is DType.F32 and s.op not in (AtomicOp.MIN, AtomicOp.MAX):
+            self.err(f"{s.op.value}() on f32 is not exact: the sum depends on the order of the "
+                     "updates. Reduce with block_sum() and combine the blocks' sums in a second "
+                     "pass (or accumulate in i32/u32); only atomic_min/atomic_max take f32")
         return defined
 
     def check_if(self, s: If, defined: set, loops: tuple) -> set:
         self.expr(s.cond, defined)
         if s.cond.dtype is not DType.BOOL:
             self.err(f"if condition must be bool, got {s.cond.dtype.value}")
+        self.control.append(s)
         a = self.body(s.then, defined, False, loops)
         b = self.body(s.orelse, defined, False, loops)
+        self.control.pop()
         return defined | (a & b)
 
     def check_for(self, s: For, defined: set, loops: tuple) -> set:
@@ -153,7 +223,9 @@ class _Checker:
         if s.var in defined or s.var in self.privates or self.k.param(s.var):
             self.err(f"loop variable {s.var} shadows an existing name")
         self.bind(s.var, DType.I32, loops)
+        self.control.append(s)
         self.body(s.body, defined | {s.var}, False, loops + (s.var,))
+        self.control.pop()
         return defined
 
     def check_collective(self, s: Collective, defined: set, loops: tuple) -> set:
@@ -215,11 +287,12 @@ class _Checker:
                     self.err(f"{node.arg} is not a buffer parameter")
                 if d.signature.result == "given" and p.dtype is not node.dtype:
                     self.err(f"buffer {node.arg} is {p.dtype.value}, loaded as {node.dtype.value}")
-            elif d.arg == "private":
-                if node.arg not in self.privates:
-                    self.err(f"{node.arg} is not a private array")
-                if self.privates[node.arg] is not node.dtype:
-                    self.err(f"private {node.arg} is {self.privates[node.arg].value}")
+            elif d.arg in ("private", "shared"):
+                arrays = self.privates if d.arg == "private" else self.shared
+                if node.arg not in arrays:
+                    self.err(f"{node.arg} is not a {d.arg} array")
+                if arrays[node.arg] is not node.dtype:
+                    self.err(f"{d.arg} {node.arg} is {arrays[node.arg].value}")
             elif d.arg == "function":
                 if node.arg not in mathlib.FUNCTIONS:
                     self.err(f"unknown math function {node.arg}")
@@ -245,7 +318,67 @@ CHECK = {
     If: _Checker.check_if,
     For: _Checker.check_for,
     Collective: _Checker.check_collective,
+    Shared: _Checker.check_shared,
+    SStore: _Checker.check_sstore,
+    Barrier: _Checker.check_barrier,
+    Atomic: _Checker.check_atomic,
 }
+
+
+class BlockUniform:
+    """Which values are the same in every thread of a block (barriers need it): literals,
+    parameters, block_id() and the launch's sizes, loads of buffers the kernel never
+    writes at such indices, collectives' results, and variables whose every definition
+    is such a value made under such control (a loop variable: its loop's bounds).
+    Found as the greatest fixed point over the kernel's variables."""
+
+    def __init__(self, k: Kernel):
+        self.k = k
+        self.written = {written_name(s) for s in walk_stmts(k.body)}
+        self.vars = {n for s in walk_stmts(k.body) if (n := defined_name(s)) is not None}
+        while True:
+            before = set(self.vars)
+            self._body(k.body, True)
+            if self.vars == before:
+                break
+
+    def _body(self, body, control: bool):
+        for s in body:
+            name = defined_name(s)
+            if isinstance(s, Collective):
+                pass                                    # one value per block
+            elif isinstance(s, For):
+                inner = control and self.expr(s.start) and self.expr(s.stop)
+                if not inner:
+                    self.vars.discard(s.var)
+                self._body(s.body, inner)
+            elif isinstance(s, If):
+                inner = control and self.expr(s.cond)
+                self._body(s.then, inner)
+                self._body(s.orelse, inner)
+            elif name is not None:
+                if not (control and isinstance(s, Assign) and self.expr(s.value)):
+                    self.vars.discard(name)
+            else:
+                for b in stmt_bodies(s):
+                    self._body(b, control)
+
+    def expr(self, e: Expr) -> bool:
+        for node in walk_expr(e):
+            op = node.op
+            if op is Op.VAR:
+                if node.arg not in self.vars:
+                    return False
+            elif op is Op.LOAD:
+                if node.arg in self.written:   # its index is checked as one of the nodes
+                    return False
+            elif op in (Op.PLOAD, Op.SLOAD, Op.ARG) or OPDEFS[op].scope == "thread":
+                return False
+        return True
+
+
+def block_uniform_vars(k: Kernel) -> BlockUniform:
+    return BlockUniform(k)
 
 
 def _not_top_level(s) -> str:

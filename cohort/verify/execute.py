@@ -23,7 +23,8 @@ from .matrix import pool_split
 
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
                     "reference_error", "specialise_mismatch")
-REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount")
+REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
+              "uninitialised", "barrier divergence")
 
 
 def buffer_names(kernel) -> list:

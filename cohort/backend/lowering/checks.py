@@ -75,10 +75,11 @@ class Checks:
         b.ret(self.bounds.emit(b, slot(SLOT_N), self.B, lens, scalars))
         return fn
 
-    def check_lanes(self, idx64, length, kind: int, stmt, key=None):
+    def check_lanes(self, idx64, length, kind: int, stmt, key=None, always: bool = False):
         """Report the first active lane whose index is out of bounds. `key`: the buffer
-        access (checked unless proven, bounds.py); None: a private array (checked builds)."""
-        if not (self.checked if key is None else self.needs_check(key)):
+        access (checked unless proven, bounds.py); None: a private array (checked builds);
+        `always`: a shared array (checked builds and safe ones)."""
+        if not (always or (self.checked if key is None else self.needs_check(key))):
             return
         if key is not None:
             self.counts["bounds_checks"] += 1

@@ -1,8 +1,9 @@
 """Phases and collectives (DESIGN §2, §3).
 
-The body is cut after each top-level collective into phases. Each phase runs
-the block's packets (threads, at width 1) one after another; then the phase's
-collective combines the block's values in the fixed tree of DESIGN §3.
+The body is cut after each top-level collective into phases (regions.py, which
+also cuts at barriers). Each phase runs the block's packets (threads, at width
+1) one after another; then the phase's collective combines the block's values
+in the fixed tree of DESIGN §3.
 Variables that live across a phase boundary are kept per thread in a
 [B x T] array; all others are plain allocas that LLVM promotes to registers.
 """
@@ -33,19 +34,6 @@ def identity(c: Collective):
     if c.op.value == "block_sum" and inject.active("sum_identity_sign"):   # planted: the integers' zero
         return 0
     return REDUCE_IDENTITY[(c.op.value, c.value.dtype)].item()
-
-
-def split_phases(body) -> list:
-    """[(statements, collective or None), ...]: the body cut after each top-level collective."""
-    phases, cur = [], []
-    for s in body:
-        if isinstance(s, Collective):
-            phases.append((tuple(cur), s))
-            cur = []
-        else:
-            cur.append(s)
-    phases.append((tuple(cur), None))
-    return phases
 
 
 def names_in(stmts, coll=None) -> set:

@@ -26,7 +26,7 @@ from collections import Counter
 
 from llvmlite import ir
 
-from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, defined_var, walk_stmts
+from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
@@ -51,12 +51,14 @@ from ..context import (
     private_layout,
 )
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
+from .atomics import AtomicLowering
 from .checks import Checks
-from .collectives import CollectiveLowering, assigned_in, names_in, split_phases
+from .collectives import CollectiveLowering, assigned_in, names_in
 from .exprs import ExprLowering
 from .lanes import Lanes
 from .loops import LoopLowering
 from .memory import MemoryLowering
+from .regions import BlockFor, Packets, RegionLowering, block_exprs, expr_vars, split_regions, walk_regions
 from .stmts import StmtLowering
 
 
@@ -64,7 +66,8 @@ def var_types(kernel: Kernel) -> dict:
     return dict(filter(None, (defined_var(s) for s in walk_stmts(kernel.body))))
 
 
-class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, Checks, Lanes):
+class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, RegionLowering,
+               AtomicLowering, Checks, Lanes):
     """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
     (the entry ABI of context.py) running any range of a launch's blocks."""
 
@@ -173,10 +176,18 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         nblocks = b.trunc(b.udiv(b.add(self.n64, self.i64(self.B - 1)), self.i64(self.B)), I32T)
         end = b.select(b.icmp_signed("<", end, nblocks), end, nblocks)
 
-        self.phases = split_phases(k.body)
-        counts = [names_in(st, c) for st, c in self.phases]
-        self.cross = {n for n in self.types if sum(n in c for c in counts) > 1}
-        self.cross |= {c.name for _, c in self.phases if c is not None}
+        self.regions = split_regions(k.body)
+        sites, colls, loops = [], [], []
+        for it in walk_regions(self.regions):
+            if isinstance(it, Packets):
+                sites.append(names_in(it.stmts, it.coll))
+                colls += [it.coll] if it.coll is not None else []
+            else:
+                sites += [expr_vars(e) for e in block_exprs(it)]
+                loops += [it.s.var] if isinstance(it, BlockFor) else []
+        self.block_slots = {n: self.block_scalar(n) for n in loops}
+        self.cross = {n for n in self.types if sum(n in c for c in sites) > 1} - set(loops)
+        self.cross |= {c.name for c in colls}
         self.slots = {n: self.alloca(self.cx.ty(t), n) for n, t in self.types.items()}
         # per-thread storage: one element per thread, packets read W at a time
         self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
@@ -190,14 +201,15 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             with b.if_then(short, likely=False):
                 b.store(self.i64(ERR_SCRATCH), self.err_ptr, align=8)
                 b.ret_void()
+        self.shared_arrays = {}
         for s in k.body:
-            if isinstance(s, Private):
+            if isinstance(s, (Private, Shared)):
                 ptr = b.gep(scratch, [self.i64(offsets[s.name])], source_etype=I8)
-                self.privates[s.name] = (ptr, int(s.size.arg), s.dtype)
+                arrays = self.privates if isinstance(s, Private) else self.shared_arrays
+                arrays[s.name] = (ptr, int(s.size.arg), s.dtype)
         self.scratch = {}
-        for _, c in self.phases:
-            if c is not None:
-                self.scratch[id(c)] = self.alloca(ir.ArrayType(mem_type(c.value.dtype), self.B), "tree")
+        for c in colls:
+            self.scratch[id(c)] = self.alloca(ir.ArrayType(mem_type(c.value.dtype), self.B), "tree")
 
         if self.W == 1 or self.full_blocks or not self.variant.full_packet:
             self.whole_block = self.full_blocks
@@ -230,11 +242,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
             npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
-        for p, (stmts, coll) in enumerate(self.phases):
-            self.counted_loop(self.i32(0), npk, lambda q, stmts=stmts, coll=coll: self.packet_phase(
-                q, base, stmts, coll), f"phase{p}.packet")
-            if coll is not None:
-                self.collective(coll, npk)
+        self.emit_regions(self.regions, base, npk)
 
     def packet_phase(self, q, base, stmts, coll):
         """Packet q of the block: the full path, the masked path, or a choice of the two."""
@@ -257,9 +265,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         # a partial packet runs its loops masked throughout (loops.py): less code
         self.tail_path = launch_mask is not None
         with self.masked(launch_mask, merge=False):
-            used = names_in(stmts, coll)
-            for n in sorted(used & self.cross):
-                b.store(self.load_cross(n), self.slots[n])
+            self.load_live_in(names_in(stmts, coll))
             self.stmts(stmts)
             for n in sorted(assigned_in(stmts) & self.cross):
                 self.store_cross(n, b.load(self.slots[n], typ=self.cx.ty(self.types[n])))

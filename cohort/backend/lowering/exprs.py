@@ -20,6 +20,7 @@ from ..lower_ops import LOWER, bitcast, convert
 def contains_load(e: Expr, cache: dict, private: bool = False) -> bool:
     """Whether evaluating e may touch a buffer (then it must not be speculated).
 
+    Shared-array loads always count: their indices are checked in every safe build.
     With `private`, private-array loads count too: a checked build reports an
     out-of-range private index, so it must not speculate one either (unchecked
     builds clamp the index, which makes speculating it harmless). `cache` must
@@ -27,7 +28,7 @@ def contains_load(e: Expr, cache: dict, private: bool = False) -> bool:
     """
     r = cache.get(id(e))
     if r is None:
-        r = cache[id(e)] = (e.op is Op.LOAD or (private and e.op is Op.PLOAD)
+        r = cache[id(e)] = (e.op in (Op.LOAD, Op.SLOAD) or (private and e.op is Op.PLOAD)
                             or any(contains_load(s, cache, private) for s in e.src))
     return r
 
@@ -88,6 +89,7 @@ EXPR_RULES = {
     # memory (memory.py: the access classes)
     Op.LOAD:        lambda L, e, memo: L.buffer_load(e, _src(L, e, memo)),
     Op.PLOAD:       lambda L, e, memo: L.private_load(e, _src(L, e, memo)),
+    Op.SLOAD:       lambda L, e, memo: L.shared_load(e, _src(L, e, memo)),
     # math library
     Op.MATH:        _math,
 }

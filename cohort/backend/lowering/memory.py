@@ -16,9 +16,21 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...refimpl.ir import DType, Expr, PStore, Store
+from ...refimpl.ir import DType, Expr, PStore, SStore, Store
 from .. import inject
-from ..context import ERR_LOAD_OOB, ERR_PRIVATE_OOB, ERR_STORE_OOB, I1, I8, I32T, I64, PTR, mem_type, vector_const
+from ..context import (
+    ERR_LOAD_OOB,
+    ERR_PRIVATE_OOB,
+    ERR_SHARED_OOB,
+    ERR_STORE_OOB,
+    I1,
+    I8,
+    I32T,
+    I64,
+    PTR,
+    mem_type,
+    vector_const,
+)
 from ..shapes import Access, classify
 
 
@@ -238,6 +250,51 @@ class MemoryLowering:
             self.contiguous_store(val, where, elem)
         else:
             self.scatter(val, where, elem)
+
+    # ------------------------------------------------------------ shared arrays
+    def shared_index(self, name: str, idx, idx_node: Expr, stmt):
+        """(array pointer, element type, i64 indices) of an access to shared `name`; every
+        build but an unsafe one stops at an index outside the array (a constant bound, so
+        the check is one compare per packet)."""
+        ptr, size, dt = self.shared_arrays[name]
+        idx64 = self.index64(idx, idx_node.dtype)
+        if not self.variant.unsafe:
+            self.check_lanes(idx64, self.i64(size), ERR_SHARED_OOB, stmt, always=True)
+        return ptr, mem_type(dt), idx64
+
+    def shared_load(self, e: Expr, idx):
+        b, dt = self.b, e.dtype
+        ptr, elem, idx64 = self.shared_index(e.arg, idx, e.src[0], self.cur)
+        acc = self.access_class(e.src[0], store=False)
+        self.annotate(e, "sload", e.arg, acc, self.effect_mode())
+        vec = self.vty(elem)
+        if acc.kind == "uniform":
+            x = self.uniform_load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), elem)
+            if dt is DType.BOOL:
+                x = b.icmp_unsigned("!=", x, ir.Constant(I8, 0))
+            return self.splat(x, dt)
+        if acc.kind == "contiguous" and self.mask is None:
+            v = b.load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), typ=vec, align=1)
+        else:
+            ptrs = self.lane_pointers(ptr, idx64, elem)
+            if self.mask is not None and not self.variant.predicated:
+                v = self.per_lane_load(lambda l: b.extract_element(ptrs, self.i32(l)), elem)
+            else:
+                v = self.gather(ptrs, elem)
+        return b.icmp_unsigned("!=", v, self.zero(vec)) if dt is DType.BOOL else v
+
+    def shared_store(self, s: SStore, idx, val):
+        b = self.b
+        _, _, dt = self.shared_arrays[s.arr]
+        ptr, elem, idx64 = self.shared_index(s.arr, idx, s.index, s)
+        acc = self.access_class(s.index, store=True)
+        self.annotate(s, "sstore", s.arr, acc, self.effect_mode())
+        if dt is DType.BOOL:
+            val = b.zext(val, self.vty(I8))
+        if acc.kind == "contiguous":
+            self.contiguous_store(val, b.gep(ptr, [self.lane0(idx64)], source_etype=elem), elem)
+        else:
+            self.scatter(val, self.lane_pointers(ptr, idx64, elem), elem)
 
     # ------------------------------------------------------------ per-thread arrays
     def elem(self, array, index, dt: DType):

@@ -9,7 +9,23 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...refimpl.ir import Assign, Collective, DType, Expr, For, If, Op, Private, PStore, Store, walk_expr
+from ...refimpl.ir import (
+    Assign,
+    Atomic,
+    Barrier,
+    Collective,
+    DType,
+    Expr,
+    For,
+    If,
+    Op,
+    Private,
+    PStore,
+    Shared,
+    SStore,
+    Store,
+    walk_expr,
+)
 from ...refimpl.printer import format_expr
 from .. import inject
 from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
@@ -19,6 +35,11 @@ from ..shapes import Access
 def _store(L, s: Store):
     memo = {}
     L.buffer_store(s, L.ev(s.index, memo), L.ev(s.value, memo))
+
+
+def _sstore(L, s: SStore):
+    memo = {}
+    L.shared_store(s, L.ev(s.index, memo), L.ev(s.value, memo))
 
 
 def _pstore(L, s: PStore):
@@ -34,6 +55,10 @@ STMT_RULES = {
     For:     lambda L, s: L.loop(s),
     Private: lambda L, s: None,     # allocated at entry, zeroed at each block start
     Collective: lambda L, s: L.between_phases(s),
+    Barrier: lambda L, s: L.between_phases(s),
+    Shared: lambda L, s: None,      # in the block's scratch, not initialised
+    SStore: _sstore,
+    Atomic: lambda L, s: L.atomic(s),
 }
 
 
@@ -56,8 +81,8 @@ class StmtLowering:
             rule(self, s)
 
     def between_phases(self, s):
-        """Block-wide statements cut the body into phases (collectives.py); one found
-        inside a phase is a lowering bug, never code."""
+        """Collectives and barriers cut the body into regions (regions.py); one found
+        inside a region is a lowering bug, never code."""
         raise TypeError(f"{type(s).__name__} inside a phase: phases are cut at every top-level one")
 
     def assign(self, name: str, v):

@@ -1,0 +1,91 @@
+"""Atomic updates (DESIGN §3): `atomic_add(target, index, value)` and its kin.
+
+Each active lane does its own read-modify-write, one lane after another in
+lane order, with a real atomic instruction: lanes of one packet that hit one
+address all count, and under the pool other workers' updates to a buffer
+interleave safely. Integer ops are one `atomicrmw` (wrapping add and sub,
+and/or/xor, signed or unsigned min/max); f32 min/max are a compare-exchange
+loop computing the order-independent definition: the canonical NaN if either
+side is NaN, else the least/greatest value with -0 below +0.
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...refimpl.ir import Atomic, AtomicOp, DType
+from ...refimpl.semantics import CANONICAL_NAN_BITS
+from .. import inject
+from ..context import ERR_STORE_OOB, I32T
+from ..shapes import Access
+
+_RMW = {AtomicOp.ADD: "add", AtomicOp.SUB: "sub", AtomicOp.AND: "and", AtomicOp.OR: "or",
+        AtomicOp.XOR: "xor"}
+_MINMAX = {(AtomicOp.MIN, DType.I32): "min", (AtomicOp.MAX, DType.I32): "max",
+           (AtomicOp.MIN, DType.U32): "umin", (AtomicOp.MAX, DType.U32): "umax"}
+
+
+class AtomicLowering:
+    def atomic(self, s: Atomic):
+        b, dt = self.b, s.value.dtype
+        memo = {}
+        idx = self.ev(s.index, memo)
+        val = self.ev(s.value, memo)
+        if s.target in self.shared_arrays:
+            base, _, idx64 = self.shared_index(s.target, idx, s.index, s)
+        else:
+            base = self.bufs[s.target]
+            idx64 = self.index64(idx, s.index.dtype)
+            self.check_lanes(idx64, self.lens[s.target], ERR_STORE_OOB, s, key=s)
+        self.annotate(s, "atomic", s.target, Access("scatter"), "per-lane")
+        self.counts["atomics"] += 1
+        bits = b.bitcast(val, self.vty(I32T)) if dt is DType.F32 else val
+        for lane in range(self.W):
+            on = None if self.mask is None else (self.mask if self.W == 1 else
+                                                 b.extract_element(self.mask, self.i32(lane)))
+            ptr = b.gep(base, [self.lane(idx64, self.i32(lane))], source_etype=I32T)
+            v = self.lane(bits, self.i32(lane))
+            if on is None:
+                self.atomic_one(s.op, dt, ptr, v)
+            else:
+                with b.if_then(on):
+                    self.atomic_one(s.op, dt, ptr, v)
+
+    def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
+        """One lane's update of the i32 at `ptr` by the 32 bits `v`."""
+        b = self.b
+        if inject.active("atomic_plain"):      # planted: a load, the op, a store (updates lost)
+            old = b.load(ptr, typ=I32T, align=4)
+            b.store(self.combine(op, dt, old, v), ptr, align=4)
+            return
+        if dt is not DType.F32:
+            name = _RMW.get(op) or _MINMAX[(op, dt)]
+            b.atomic_rmw(name, ptr, v, "monotonic")
+            return
+        pre = b.block
+        first = b.load_atomic(ptr, "monotonic", 4, typ=I32T)
+        loop = self.fn.append_basic_block("atomic.cas")
+        done = self.fn.append_basic_block("atomic.done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        old = b.phi(I32T)
+        old.add_incoming(first, pre)
+        pair = b.cmpxchg(ptr, old, self.combine(op, dt, old, v), "monotonic", "monotonic")
+        old.add_incoming(b.extract_value(pair, 0), loop)
+        b.cbranch(b.extract_value(pair, 1), done, loop)
+        b.position_at_end(done)
+
+    def combine(self, op: AtomicOp, dt: DType, old, v):
+        """old op v on 32-bit patterns (semantics.atomic_update, one element)."""
+        b = self.b
+        if dt is not DType.F32:
+            if op in _RMW:
+                return {"add": b.add, "sub": b.sub, "and": b.and_, "or": b.or_, "xor": b.xor}[_RMW[op]](old, v)
+            signed = dt is DType.I32
+            cmp = (b.icmp_signed if signed else b.icmp_unsigned)("<" if op is AtomicOp.MIN else ">", v, old)
+            return b.select(cmp, v, old)
+        f = ir.FloatType()
+        nan = b.or_(b.fcmp_unordered("uno", b.bitcast(old, f), b.bitcast(old, f)),
+                    b.fcmp_unordered("uno", b.bitcast(v, f), b.bitcast(v, f)))
+        key = lambda x: b.xor(x, b.and_(b.ashr(x, ir.Constant(I32T, 31)), ir.Constant(I32T, 0x7FFFFFFF)))
+        better = b.icmp_signed("<" if op is AtomicOp.MIN else ">", key(v), key(old))
+        return b.select(nan, ir.Constant(I32T, CANONICAL_NAN_BITS), b.select(better, v, old))
