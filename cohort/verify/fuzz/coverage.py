@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections import Counter
 
 from ...refimpl.ir import Op, stmt_exprs, walk_expr, walk_stmts
-from ..gen.steer import EXPECTED_ACCESS, EXPECTED_EFFECTS, EXPECTED_STRUCTURE, input_categories, structure_of
+from ..gen.steer import (
+    EXPECTED_ACCESS,
+    EXPECTED_EFFECTS,
+    EXPECTED_STRUCTURE,
+    STATEMENTS,
+    input_categories,
+    structure_of,
+)
 
 # the categories a campaign should reach are the generator's (gen/steer.py): one list, so the
 # gaps reported here and the steering that closes them cannot drift apart
@@ -69,8 +76,7 @@ class Coverage:
         from ...refimpl.mathlib import FUNCTIONS
         gaps = [f"op:{o}" for o in all_ops if not self.ops[o]]
         gaps += [f"math:{f}" for f in sorted(FUNCTIONS) if not self.math[f]]
-        gaps += [f"statement:{s}" for s in ("Assign", "Store", "PStore", "Private", "If", "For", "Collective")
-                 if not self.stmts[s]]
+        gaps += [f"statement:{s}" for s in STATEMENTS if not self.stmts[s]]
         gaps += [f"structure:{s}" for s in EXPECTED_STRUCTURE if not self.structure[s]]
         gaps += [f"access:{a}" for a in EXPECTED_ACCESS if not self.access[a]]
         gaps += [f"effect:{e}" for e in EXPECTED_EFFECTS if not self.effects[e]]

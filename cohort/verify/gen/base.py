@@ -62,7 +62,9 @@ FAMILIES = {
 FOCUS_BOOST = 4
 # names a kernel must not take: the frontend's `from cohort import *` binds them
 RESERVED = frozenset({"f32", "i32", "u32", "exp", "log", "erf", "tanh", "sigmoid", "sin", "cos", "sqrt",
-                      "private", "bitcast", "kernel", "interpret", "INF", "NAN", "Buffer", "Const"})
+                      "private", "bitcast", "kernel", "interpret", "INF", "NAN", "Buffer", "Const",
+                      "shared", "barrier", "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and",
+                      "atomic_or", "atomic_xor"})
 
 
 @dataclass

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from ...refimpl.ir import For, Kernel, Op, Param, ParamKind, Private, PStore, binary, cast, const, param, var
 from .base import BOOL, F32, I32, SPECIAL_F32, SPECIAL_I32, SPECIAL_U32, U32, Core, _Loop, _Private
 from .case import BufferSpec, Case
+from .coop import Cooperative
 from .draws import HypothesisDraws, SeededDraws
 from .index import Indices
 from .plant import Plants
@@ -19,7 +20,7 @@ BLOCK_WEIGHTS = (5, 3, 3, 2, 1)       # 128: wide interleaves compile slowly (20
 SOURCE_PERCENT = 25        # programs that go through Python source and the frontend
 
 
-class KernelBuilder(Plants, Statements, Indices, Core):
+class KernelBuilder(Cooperative, Plants, Statements, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
 
 
@@ -61,7 +62,8 @@ def _private_decls(gen: KernelBuilder, body: list):
         body.append(For(j, const(0, I32), size_e, const(1, I32), (PStore(p.name, var(j, I32), value),)))
 
 
-def _missing(gen, prefix: str) -> bool:
+def _missing(gen, prefix) -> bool:
+    """Whether the steering still misses a category starting with `prefix` (a str or tuple)."""
     return gen.steer is not None and any(c.startswith(prefix) for c in gen.steer.missing)
 
 
@@ -101,6 +103,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if gen.maybe(40):
         gen.consts["C0"] = gen.int(0, 5)
     body: list = []
+    gen.atomic_buffers = []
     _private_decls(gen, body)
     # phases separated by collectives
     ncoll = gen.weighted([(0, 0), (2, 1), (3, 2), (3, 3)] if gen.focused("collective") else
@@ -125,6 +128,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             body.extend(gen.plants(body))
         else:
             body.append(gen.collective())
+    coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
+            "structure:barrier", "structure:atomic")
+    if gen.maybe(30) or _missing(gen, coop):
+        body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
         sink = gen.make_output("ys", U32)
@@ -134,7 +141,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             gen.outputs.append(sink)
             body.append(st_)
     out_specs = [gen._out_spec(o) for o in gen.outputs]
-    buffers = specs + ([gen.perm] if gen.perm is not None else []) + out_specs
+    buffers = specs + ([gen.perm] if gen.perm is not None else []) + out_specs + gen.atomic_buffers
     params = [Param(b.name, ParamKind.BUFFER, b.dtype) for b in buffers]
     params += [Param(n_, ParamKind.SCALAR, dt) for n_, dt in gen.scalars.items()]
     params += [Param(n_, ParamKind.CONST, I32) for n_ in gen.consts]

@@ -33,7 +33,22 @@ from typing import Mapping, Optional
 import numpy as np
 
 from ...refimpl import mathlib
-from ...refimpl.ir import STMTDEFS, Collective, For, If, Op, PStore, Store, stmt_exprs, walk_expr, walk_stmts
+from ...refimpl.ir import (
+    STMTDEFS,
+    Atomic,
+    Barrier,
+    Collective,
+    For,
+    If,
+    Op,
+    PStore,
+    Shared,
+    Store,
+    stmt_exprs,
+    walk_expr,
+    walk_stmts,
+)
+from ...refimpl.ir import DType as _DType
 
 # The classes a campaign should reach (fuzz.Coverage reports the ones it has not as gaps)
 EXPECTED_ACCESS = ("load:uniform", "load:contiguous", "load:strided", "load:gather", "store:contiguous",
@@ -43,9 +58,13 @@ EXPECTED_EFFECTS = ("unmasked", "masked", "per-lane", "cohort", "thread", "branc
 EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "for:nested",
                       "private:uniform-index", "private:per-thread-index", "collective:block_sum",
                       "collective:block_max", "collective:block_min", "collective:f32", "collective:i32",
-                      "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write")
+                      "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write",
+                      "barrier:top", "barrier:loop", "barrier:if", "atomic:global", "atomic:shared", "atomic:f32")
 STATEMENTS = tuple(cls.__name__ for cls in STMTDEFS)
 INPUTS = ("nan", "inf", "-0", "subnormal", "huge")
+
+
+F32_ = _DType.F32
 
 
 def all_categories() -> tuple:
@@ -76,6 +95,7 @@ def structure_of(kernel, consts: dict) -> set:
     shapes = ShapeAnalysis(sk, 8)
     facts = set()
     stored = {s.buf for s in walk_stmts(sk.body) if isinstance(s, Store)}
+    shared = {s.name for s in sk.body if isinstance(s, Shared)}
 
     def visit(body, if_depth, loop_depth):
         for s in body:
@@ -95,6 +115,12 @@ def structure_of(kernel, consts: dict) -> set:
             elif isinstance(s, Collective):
                 facts.add(f"collective:{s.op.value}")
                 facts.add(f"collective:{s.value.dtype.value}")
+            elif isinstance(s, Barrier):
+                facts.add("barrier:loop" if loop_depth else "barrier:if" if if_depth else "barrier:top")
+            elif isinstance(s, Atomic):
+                facts.add("atomic:shared" if s.target in shared else "atomic:global")
+                if s.value.dtype is F32_:
+                    facts.add("atomic:f32")
             elif isinstance(s, PStore):
                 facts.add("private:" + ("uniform-index" if shapes.shape(s.index).uniform else "per-thread-index"))
             elif isinstance(s, Store):

@@ -1,0 +1,206 @@
+"""Cooperative programs: shared arrays, barriers and atomics, race-free by construction.
+
+A cooperative section stands at the top level of a generated kernel (between the
+phases and the epilogue). Each piece follows a pattern that is correct for any
+launch: a thread stages values in its own shared slot, a barrier, then it reads
+another thread's slot - guarded by that thread being live (a partial block's
+missing threads stage nothing: reading their slot would be uninitialised);
+reduction trees written by hand over the block's live threads; the same exchange
+in a block-uniform loop or under a block-uniform `if`; histograms of atomic
+updates with colliding indices (one operation per buffer: updates by different
+operations would race), into a global buffer or into shared bins flushed to one.
+"""
+from __future__ import annotations
+
+from ...refimpl.ir import (
+    Assign,
+    Atomic,
+    AtomicOp,
+    Barrier,
+    For,
+    If,
+    Op,
+    Shared,
+    SStore,
+    binary,
+    builtin,
+    cast,
+    const,
+    param,
+    select,
+    sload,
+    var,
+)
+from .base import F32, I32, U32
+from .case import BufferSpec
+
+_INT_OPS = (AtomicOp.ADD, AtomicOp.SUB, AtomicOp.MIN, AtomicOp.MAX, AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR)
+_COMBINE = {F32: (Op.ADD, Op.MIN, Op.MAX, Op.MUL), I32: (Op.ADD, Op.XOR, Op.MIN, Op.MAX, Op.SUB),
+            U32: (Op.ADD, Op.OR, Op.MIN, Op.MAX, Op.XOR)}
+
+
+class Cooperative:
+    def coop_section(self) -> list:
+        """Statements of one to three cooperative pieces."""
+        sw = self.sw
+        out = []
+        for _ in range(self.int(1, 3)):
+            kind = self.weighted([(sw(3, "statement:Barrier", "op:SLOAD"), "exchange"),
+                                  (sw(2, "structure:barrier:loop"), "tree"),
+                                  (sw(2, "structure:barrier:loop"), "rounds"),
+                                  (sw(2, "structure:barrier:if"), "uniform_if"),
+                                  (sw(3, "structure:atomic:global", "structure:atomic:f32"), "atomics"),
+                                  (sw(2, "structure:atomic:shared"), "bins")])
+            out += getattr(self, f"coop_{kind}")()
+        return out
+
+    # ------------------------------------------------------------ pieces
+    def shared_array(self, dt, size: int, out: list) -> str:
+        name = self.fresh("sh")
+        out.append(Shared(name, dt, self.ci(size)))
+        return name
+
+    def live(self, thread):
+        """Thread `thread` of this block is part of the launch."""
+        return binary(Op.LT, self.b() * self.ci(self.B) + thread, builtin(Op.NUM_THREADS))
+
+    def partner(self, shift=None):
+        """Another thread of the block, a permutation of 0..B-1: t + d, B-1-t, t ^ m, a transpose."""
+        t, B = self.t(), self.B
+        if shift is not None:
+            return binary(Op.MOD, t + shift, self.ci(B))
+        forms = ["rotate", "mirror", "xor"] + (["transpose"] if B in (16, 64) else [])
+        how = self.pick(forms)
+        if how == "rotate":
+            return binary(Op.MOD, t + self.ci(self.int(1, B - 1) if B > 1 else 0), self.ci(B))
+        if how == "mirror":
+            return self.ci(B - 1) - t
+        if how == "xor":
+            return binary(Op.XOR, t, self.ci(self.int(0, B - 1)))
+        T = 4 if B == 16 else 8
+        return binary(Op.MOD, t, self.ci(T)) * self.ci(T) + binary(Op.DIV, t, self.ci(T))
+
+    def read_partner(self, sh, dt, src):
+        return select(self.live(src), sload(sh, src, dt), self.literal(dt))
+
+    def new_var(self, dt, value) -> Assign:
+        name = self.fresh({F32: "f", I32: "i", U32: "u"}[dt])
+        self.vtypes[name] = dt
+        self.defined.add(name)
+        return Assign(name, value)
+
+    def observe_var(self, name: str, dt) -> list:
+        slots = self.free_slots()
+        if not slots:
+            return []
+        o, j = self.pick_slot(slots)
+        return [self.own_store(o, j, self.store_value(var(name, dt), o.dtype))]
+
+    def coop_exchange(self) -> list:
+        """Stage, barrier, read a live partner's slot."""
+        dt = self.pick([F32, F32, I32, U32])
+        out = []
+        sh = self.shared_array(dt, self.B, out)
+        out += [SStore(sh, self.t(), self.expr(dt, 1)), Barrier()]
+        a = self.new_var(dt, self.read_partner(sh, dt, self.partner()))
+        return out + [a] + self.observe_var(a.name, dt)
+
+    def coop_tree(self) -> list:
+        """A reduction tree by hand over the block's live threads: barriers in a uniform loop,
+        a divergent if inside."""
+        dt = self.pick([F32, I32, U32])
+        op = self.pick(_COMBINE[dt][:4])
+        out = []
+        sh = self.shared_array(dt, self.B, out)
+        out += [SStore(sh, self.t(), self.expr(dt, 1)), Barrier()]
+        steps = self.B.bit_length() - 1
+        k = self.fresh("k")
+        half = binary(Op.SHR, self.ci(self.B), var(k, I32) + self.ci(1))
+        t = self.t()
+        active = binary(Op.MIN, self.ci(self.B), builtin(Op.NUM_THREADS) - self.b() * self.ci(self.B))
+        combine = SStore(sh, t, binary(op, sload(sh, t, dt), sload(sh, t + half, dt)))
+        body = (If(binary(Op.AND, binary(Op.LT, t, half), binary(Op.LT, t + half, active)), (combine,)),
+                Barrier())
+        out.append(For(k, self.ci(0), self.ci(steps), self.ci(1), body))
+        a = self.new_var(dt, sload(sh, self.ci(0), dt))
+        return out + [a] + self.observe_var(a.name, dt)
+
+    def coop_rounds(self) -> list:
+        """acc combined with a rotating partner's staged value, R rounds of stage/barrier/read/barrier."""
+        dt = self.pick([F32, I32, U32])
+        out = []
+        sh = self.shared_array(dt, self.B, out)
+        acc = self.new_var(dt, self.expr(dt, 1))
+        out.append(acc)
+        r = self.fresh("q")
+        stop = self.ci(self.int(1, 3))
+        if self.consts and self.maybe(40):     # a Const parameter (0..5) in the trip count
+            stop = stop + param(sorted(self.consts)[0], I32)
+        ri = var(r, I32)
+        staged = binary(self.pick(_COMBINE[dt]), var(acc.name, dt), cast(ri, dt))
+        op = self.pick(_COMBINE[dt][:3])
+        src = self.partner(ri + self.ci(1))
+        body = (SStore(sh, self.t(), staged), Barrier(),
+                Assign(acc.name, binary(op, var(acc.name, dt), self.read_partner(sh, dt, src))), Barrier())
+        out.append(For(r, self.ci(0), stop, self.ci(1), body))
+        return out + self.observe_var(acc.name, dt)
+
+    def coop_uniform_if(self) -> list:
+        """An exchange under a block-uniform condition."""
+        dt = self.pick([F32, I32, U32])
+        out = []
+        sh = self.shared_array(dt, self.B, out)
+        acc = self.new_var(dt, self.expr(dt, 1))
+        cond = binary(self.pick([Op.LT, Op.EQ, Op.GE, Op.NE]), self.uniform_int(), self.literal(I32))
+        then = (SStore(sh, self.t(), self.expr(dt, 1)), Barrier(),
+                Assign(acc.name, binary(self.pick(_COMBINE[dt][:3]), var(acc.name, dt),
+                                        self.read_partner(sh, dt, self.partner()))))
+        return out + [acc, If(cond, then)] + self.observe_var(acc.name, dt)
+
+    def atomic_buffer(self, dt, length: int) -> str:
+        name = f"ya{len(self.atomic_buffers)}"
+        fill = self.pick(["data", "special", "nanzero"]) if dt is F32 else self.pick(["data", "finite"])
+        self.atomic_buffers.append(BufferSpec(name, dt, length, fill))
+        return name
+
+    def bin_index(self, L: int):
+        """A bin in [0, L) from a per-thread integer (often colliding across lanes)."""
+        dt = self.pick([I32, U32])
+        e = self.expr(dt, 1) if self.maybe(60) else cast(self.g(), dt)
+        if dt is U32:
+            return cast(binary(Op.MOD, e, const(L, U32)), I32)
+        m = binary(Op.MOD, e, self.ci(L))
+        return binary(Op.MOD, m + self.ci(L), self.ci(L))
+
+    def coop_atomics(self) -> list:
+        """One to three updates of a small global buffer by one operation, some under a divergent if."""
+        dt = self.weighted([(3, I32), (2, U32), (self.sw(2, "structure:atomic:f32"), F32)])
+        op = self.pick([AtomicOp.MIN, AtomicOp.MAX] if dt is F32 else _INT_OPS)
+        L = self.int(1, 8)
+        buf = self.atomic_buffer(dt, L)
+        out = []
+        for _ in range(self.int(1, 3)):
+            s = Atomic(op, buf, self.bin_index(L), self.expr(dt, 1))
+            out.append(If(self.condition(), (s,)) if self.maybe(30) else s)
+        return out
+
+    def coop_bins(self) -> list:
+        """Shared bins set by thread 0, updated by every thread, flushed by thread 0 into a
+        global buffer with the same operation."""
+        dt = self.pick([I32, U32])
+        op = self.pick(_INT_OPS)
+        L = self.int(1, 8)
+        out = []
+        bins = self.shared_array(dt, L, out)
+        j, j2 = self.fresh("j"), self.fresh("j")
+        first = binary(Op.EQ, self.t(), self.ci(0))
+        out.append(If(first, (For(j, self.ci(0), self.ci(L), self.ci(1),
+                                  (SStore(bins, var(j, I32), self.literal(dt)),)),)))
+        out.append(Barrier())
+        upd = Atomic(op, bins, self.bin_index(L), self.expr(dt, 1))
+        out.append(If(self.condition(), (upd,)) if self.maybe(30) else upd)
+        out.append(Barrier())
+        buf = self.atomic_buffer(dt, L)
+        out.append(If(first, (For(j2, self.ci(0), self.ci(L), self.ci(1),
+                                  (Atomic(op, buf, var(j2, I32), sload(bins, var(j2, I32), dt)),)),)))
+        return out
