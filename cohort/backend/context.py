@@ -29,6 +29,7 @@ import struct
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Kernel, ParamKind
+from . import inject
 from .lower_ops import memory_type, scalar_type
 
 I64 = ir.IntType(64)
@@ -55,7 +56,7 @@ def private_layout(kernel: Kernel) -> tuple:
     for s in kernel.body:
         if isinstance(s, (Private, Shared)):
             offsets[s.name] = total
-            per = kernel.block if isinstance(s, Private) else 1
+            per = kernel.block if isinstance(s, Private) or inject.active("shared_per_packet") else 1
             nbytes = int(s.size.arg) * per * (1 if s.dtype is DType.BOOL else 4)
             total += -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
     return offsets, total

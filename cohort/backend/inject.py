@@ -33,6 +33,17 @@ BUGS = {
     "loop_align_start": "a loop variable's known divisor is its start's alone, not gcd(start, step): "
                         "(t + j) % 32 over range(0, C) taken as contiguous (shapes; found on main in "
                         "session 8)",
+    # issue 23: the cooperative lowering (regions.py, core.py, memory.py, atomics.py)
+    "barrier_late": "a region ends one statement after its barrier: the statement after a barrier runs in "
+                    "the packet loop before it (regions.split_regions)",
+    "barrier_live_unsaved": "a variable used on both sides of a barrier is not kept per thread: each packet "
+                            "sees the last packet's value (core.lower)",
+    "shared_per_packet": "each packet gets its own copy of a shared array, not one per block "
+                         "(memory.shared_index)",
+    "atomic_plain": "an atomic update is a plain load, the op and a store, lane by lane: under the pool, "
+                    "workers updating one element lose updates (atomics.atomic_one)",
+    "atomic_lanes_collide": "a packet's atomic updates are one gather, the op per lane and one scatter: lanes "
+                            "that hit one element lose all but one update (atomics.atomic)",
     "pool_partial_task": "the pool's block count is rounded down to a multiple of the grain (last task lost)",
     # issue 17's closing note, sites in the one lowering (backend/lowering/)
     "sum_identity_sign": "f32 block_sum pads inactive threads and packets with +0.0 instead of -0.0 "

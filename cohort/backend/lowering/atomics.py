@@ -39,6 +39,12 @@ class AtomicLowering:
         self.annotate(s, "atomic", s.target, Access("scatter"), "per-lane")
         self.counts["atomics"] += 1
         bits = b.bitcast(val, self.vty(I32T)) if dt is DType.F32 else val
+        if inject.active("atomic_lanes_collide") and self.W > 1:
+            ptrs = self.lane_pointers(base, idx64, I32T)
+            old = self.gather(ptrs, I32T)
+            new = self.combine_lanes(s.op, dt, old, bits)
+            self.scatter(new, ptrs, I32T)
+            return
         for lane in range(self.W):
             on = None if self.mask is None else (self.mask if self.W == 1 else
                                                  b.extract_element(self.mask, self.i32(lane)))
@@ -53,9 +59,9 @@ class AtomicLowering:
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
         """One lane's update of the i32 at `ptr` by the 32 bits `v`."""
         b = self.b
-        if inject.active("atomic_plain"):      # planted: a load, the op, a store (updates lost)
-            old = b.load(ptr, typ=I32T, align=4)
-            b.store(self.combine(op, dt, old, v), ptr, align=4)
+        if inject.active("atomic_plain"):      # planted: a load, the op, a store (updates lost);
+            old = b.load_atomic(ptr, "monotonic", 4, typ=I32T)     # each access atomic, so LLVM
+            b.atomic_rmw("xchg", ptr, self.combine(op, dt, old, v), "monotonic")   # keeps each
             return
         if dt is not DType.F32:
             name = _RMW.get(op) or _MINMAX[(op, dt)]
@@ -73,6 +79,15 @@ class AtomicLowering:
         old.add_incoming(b.extract_value(pair, 0), loop)
         b.cbranch(b.extract_value(pair, 1), done, loop)
         b.position_at_end(done)
+
+    def combine_lanes(self, op: AtomicOp, dt: DType, old, v):
+        """The planted atomic_lanes_collide's op on every lane (combine, lane by lane)."""
+        b = self.b
+        out = old
+        for lane in range(self.W):
+            i = self.i32(lane)
+            out = b.insert_element(out, self.combine(op, dt, b.extract_element(old, i), b.extract_element(v, i)), i)
+        return out
 
     def combine(self, op: AtomicOp, dt: DType, old, v):
         """old op v on 32-bit patterns (semantics.atomic_update, one element)."""

@@ -178,9 +178,14 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
 
         self.regions = split_regions(k.body)
         sites, colls, loops = [], [], []
+        merge = False
         for it in walk_regions(self.regions):
             if isinstance(it, Packets):
-                sites.append(names_in(it.stmts, it.coll))
+                if merge:              # planted barrier_live_unsaved: the barrier's two sides one site
+                    sites[-1] = sites[-1] | names_in(it.stmts, it.coll)
+                else:
+                    sites.append(names_in(it.stmts, it.coll))
+                merge = it.barrier is not None and inject.active("barrier_live_unsaved")
                 colls += [it.coll] if it.coll is not None else []
             else:
                 sites += [expr_vars(e) for e in block_exprs(it)]

@@ -258,6 +258,9 @@ class MemoryLowering:
         the check is one compare per packet)."""
         ptr, size, dt = self.shared_arrays[name]
         idx64 = self.index64(idx, idx_node.dtype)
+        if inject.active("shared_per_packet"):      # planted: packet q at q*size (scratch has B copies)
+            q = self.b.udiv(self.b.zext(self.t0, I64), self.i64(self.W))
+            ptr = self.b.gep(ptr, [self.b.mul(q, self.i64(size))], source_etype=mem_type(dt))
         if not self.variant.unsafe:
             self.check_lanes(idx64, self.i64(size), ERR_SHARED_OOB, stmt, always=True)
         return ptr, mem_type(dt), idx64

@@ -18,6 +18,7 @@ from typing import Optional
 from llvmlite import ir
 
 from ...refimpl.ir import Barrier, Collective, Expr, For, If, Op, walk_expr, walk_stmts
+from .. import inject
 from ..context import I1, I32T, I64, vector_const
 from ..shapes import Access
 
@@ -48,7 +49,7 @@ def has_barrier(s) -> bool:
 
 def split_regions(body) -> tuple:
     """The regions of a statement list, in order (never empty at the top level)."""
-    items, cur = [], []
+    items, cur, late = [], [], []
 
     def flush(**end):
         if cur or end:
@@ -56,10 +57,17 @@ def split_regions(body) -> tuple:
         cur.clear()
 
     for s in body:
+        if late and not isinstance(s, (Collective, Barrier)) and not has_barrier(s):
+            cur.append(s)                 # planted barrier_late: the statement after it joins
+            flush(barrier=late.pop())
+            continue
         if isinstance(s, Collective):
             flush(coll=s)
         elif isinstance(s, Barrier):
-            flush(barrier=s)
+            if inject.active("barrier_late"):
+                late.append(s)
+            else:
+                flush(barrier=s)
         elif isinstance(s, If) and has_barrier(s):
             flush()
             items.append(BlockIf(s, split_regions(s.then), split_regions(s.orelse)))
@@ -68,6 +76,8 @@ def split_regions(body) -> tuple:
             items.append(BlockFor(s, split_regions(s.body)))
         else:
             cur.append(s)
+    if late:
+        flush(barrier=late.pop())
     flush()
     return tuple(items)
 
