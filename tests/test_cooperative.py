@@ -533,3 +533,14 @@ def test_planted_plain_atomic_loses_updates_under_the_pool():
         if lost[-1]:
             break
     assert max(lost) > 0, lost
+
+
+def test_regions_and_code_facts_show_the_structure():
+    from cohort.backend.compiler import compile_kernel
+    ck = compile_kernel(tree_sum, {"LOG": 3}, "packet", n=64)
+    assert ck.regions == ["packets: 3 statement(s), then barrier",
+                          "block for k in range(0, 3, 1):",
+                          "  packets: 2 statement(s), then barrier",
+                          "packets: 1 statement(s)"]
+    assert ck.facts["barriers"] == 2
+    assert compile_kernel(histogram, {"NB": 3}, "whole", n=64).facts["atomic_updates"] == 1

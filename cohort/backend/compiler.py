@@ -61,6 +61,7 @@ from .facts import code_facts
 from .launch_plan import LaunchPlan
 from .lower_ops import fma_lowering
 from .lowering import Lowering
+from .lowering.regions import describe as describe_regions
 from .variant import Variant, parse_variant
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -438,7 +439,8 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
     t0 = time.perf_counter()
     _, scratch = private_layout(k)
     if scratch > MAX_SCRATCH_BYTES:
-        raise KernelError(k.name, None, f"private arrays need {scratch} bytes per block of {k.block} threads; "
+        raise KernelError(k.name, None, f"private and shared arrays need {scratch} bytes per block of "
+                                        f"{k.block} threads; "
                                         f"the native backend allows at most {MAX_SCRATCH_BYTES}")
     symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
     if k.block < variant.lanes:
@@ -456,4 +458,5 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
     ck.annotations = LaneClaims(lowering.lane_claims, lowering.W)
     ck.lowering_counts = dict(lowering.counts)
     ck.lowering_counts["interleave"] = lowering.interleave
+    ck.regions = describe_regions(lowering.regions)
     return ck

@@ -47,6 +47,8 @@ def code_facts(llvm_ir: str, asm: str, symbol: str, variant, lowering_counts: di
         "shuffles": count(r"= shufflevector"),
         "scalarised_lanes": lowering_counts.get("scalarised_lanes", 0),
         "interleaved_packets": lowering_counts.get("interleave", 1),
+        "barriers": lowering_counts.get("barriers", 0),
+        "atomic_updates": lowering_counts.get("atomics", 0),
         "fma": count(r"@llvm\.fma|@llvm\.fmuladd") + len(re.findall(r"^\s*vfmadd", asm, re.M)),
         "asm_instructions": sum(1 for line in asm.splitlines()
                                 if line.startswith("\t") and not line.lstrip().startswith(".")),

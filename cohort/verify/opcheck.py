@@ -176,5 +176,7 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
             f.write(str(ck.kernel) + "\n")
         with open(base + ".facts.json", "w") as f:
             json.dump(ck.facts, f, indent=1)
-        out["dumped"] = [base + ext for ext in (".ll", ".s", ".kernel.py", ".facts.json")]
+        with open(base + ".regions.txt", "w") as f:     # what runs per packet, what per block
+            f.write("\n".join(getattr(ck, "regions", ())) + "\n")
+        out["dumped"] = [base + ext for ext in (".ll", ".s", ".kernel.py", ".facts.json", ".regions.txt")]
     return out

@@ -26,7 +26,7 @@ from collections import Counter
 
 from llvmlite import ir
 
-from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
+from ...refimpl.ir import Barrier, DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
@@ -177,6 +177,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         end = b.select(b.icmp_signed("<", end, nblocks), end, nblocks)
 
         self.regions = split_regions(k.body)
+        self.counts["barriers"] = sum(isinstance(s, Barrier) for s in walk_stmts(k.body))
         sites, colls, loops = [], [], []
         merge = False
         for it in walk_regions(self.regions):

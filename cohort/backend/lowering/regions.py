@@ -137,8 +137,6 @@ class RegionLowering:
                     q, base, it.stmts, it.coll), f"region{p}.packet")
                 if it.coll is not None:
                     self.collective(it.coll, npk)
-                if it.barrier is not None:
-                    self.counts["barriers"] += 1
             elif isinstance(it, BlockIf):
                 self.cur = it.s
                 self.annotate(it.s, "if", "", Access("uniform"), "branch")
