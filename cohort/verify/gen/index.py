@@ -90,7 +90,7 @@ class Indices:
                               (sw(4, "access:load:contiguous"), "contiguous"),
                               (sw(3, "access:load:strided"), "strided"), (3, "divided"), (1, "reversed"),
                               (sw(3, "access:load:gather", "effect:per-lane"), "gather"), (1, "gather_u32"),
-                              (1, "clamp"),
+                              (1, "clamp"), (sw(2, "access:load:contiguous", "op:MOD"), "wrapped"),
                               (sw(3, "op:MOD", "op:DIV", "op:SHR"), "signed"),
                               (1 if self.perm is not None else 0, "perm")])
         idx = self.index_form(form, buf.name, L)
@@ -137,6 +137,18 @@ class Indices:
             return self.shifted(e, lo, hi, L)
         if form == "signed":
             return self.signed_form(L)
+        if form == "wrapped":
+            # (t [+ j] + c) % k, k a multiple of the packet: contiguous inside a packet unless
+            # it wraps there, which depends on what divides t + j (a loop from 0 adds 1, 2, ...)
+            k = self.pick([8, 16, 32, 64])
+            if k > L:
+                return None
+            e = self.t() if self.maybe(60) else self.g()
+            lp = [x for x in self.loops if x.uniform and x.lo >= 0]
+            if lp and self.maybe(70):
+                e = e + var(self.pick(lp).name, I32)
+            e = binary(Op.MOD, e + self.ci(self.int(1, 3)) if self.maybe(40) else e, self.ci(k))
+            return self.shifted(e, 0, k - 1, L)
         if form == "gather":
             how = self.weighted([(2, "affine"), (3, "any")])
             if how == "affine":
