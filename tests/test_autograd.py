@@ -100,7 +100,7 @@ def test_tails_one_column_and_rows_that_are_not_whole_blocks():
 
 
 # attention's mask and window paths, each kernel in each variant (the forward's cases)
-MASK_SHAPE = (2, 4, 2, 19, 23, 8, 8)
+MASK_SHAPE = (1, 4, 2, 19, 23, 8, 8)
 
 
 def _mask_case(kind):
@@ -135,7 +135,9 @@ def _mask_inputs(kind):
     return inp, strides, causal, window, b64
 
 
-MASK_KINDS = ["bool", "float", "window", "float+window"]
+# bool and float+window by default (a mask of each dtype, the window with a mask); all under -m slow
+MASK_KINDS = ["bool", pytest.param("float", marks=pytest.mark.slow), pytest.param("window", marks=pytest.mark.slow),
+              "float+window"]
 
 
 @pytest.mark.parametrize("kind", MASK_KINDS)
@@ -267,7 +269,8 @@ def test_gradients_match_torch_autograd_of_the_eager_reference(name):
     _close(_grads(mine, *args), _grads(reference, *args))
 
 
-@pytest.mark.parametrize("variant", ["whole", "packet,lanes=16", "lanes=4,private=thread"])
+@pytest.mark.parametrize("variant", ["whole", pytest.param("packet,lanes=16", marks=pytest.mark.slow),
+                                     pytest.param("lanes=4,private=thread", marks=pytest.mark.slow)])
 def test_gradients_are_the_same_bits_in_every_variant(variant):
     cases = [GRAD_CASES[n] for n in ("rmsnorm", "layernorm", "swiglu", "attention mask + window", "rope_hf")]
     want = [_grads(mine, *args) for mine, _, args in cases]
@@ -362,7 +365,15 @@ def _opcheck_cases():
                                     torch.randn(1, 2, 7, 4), torch.randn(1, 4, 5, 4), True))]
 
 
-@pytest.mark.parametrize("name,args", _opcheck_cases(), ids=lambda v: v if isinstance(v, str) else "")
+# opcheck runs each op through fake tensors and AOT autograd (seconds each): these by default, every
+# case under -m slow
+_OPCHECK_DEFAULT = {"layernorm", "rope_hf", "attention_backward"}
+
+
+@pytest.mark.parametrize("name,args", [(n, a) if n in _OPCHECK_DEFAULT or (n == "attention" and len(a) == 7)
+                                       else pytest.param(n, a, marks=pytest.mark.slow)
+                                       for n, a in _opcheck_cases()],
+                         ids=lambda v: v if isinstance(v, str) else "")
 def test_opcheck_with_gradients(name, args):
     torch.library.opcheck(getattr(torch.ops.cohort, name).default, args)
 
@@ -494,6 +505,7 @@ def test_an_inductor_compiled_training_step_agrees():
     assert all(abs(a - b) <= LOSS_RTOL * abs(b) for a, b in zip(got, want))
 
 
+@pytest.mark.slow
 def test_the_llama_example_trains_with_the_eager_models_losses():
     pytest.importorskip("transformers")
     import copy
