@@ -377,7 +377,7 @@ def _opcheck_cases():
 
 # opcheck runs each op through fake tensors and AOT autograd (seconds each): these by default, every
 # case under -m slow
-_OPCHECK_DEFAULT = {"layernorm", "rope_hf", "attention_backward"}
+_OPCHECK_DEFAULT = {"rope_hf", "attention_backward"}
 
 
 @pytest.mark.parametrize("name,args", [(n, a) if n in _OPCHECK_DEFAULT or (n == "attention" and len(a) == 7)
