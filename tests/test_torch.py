@@ -154,15 +154,22 @@ def test_outputs_are_new_tensors_and_inputs_are_never_written():
     assert y.data_ptr() != x.data_ptr() and torch.equal(x, keep)
 
 
-def test_gradients_are_an_error_not_silence():
+def test_gradients_flow_and_a_kernel_op_without_one_is_an_error_not_silence():
+    # issue 26: the operators have backward kernels (tests/test_autograd.py checks their values)
     x = torch.randn(3, 33, requires_grad=True)
     w = torch.randn(33)
     y = ct.rmsnorm(x, w)
     assert y.requires_grad
-    with pytest.raises(RuntimeError, match="autograd"):
-        y.sum().backward()
+    y.sum().backward()
+    assert x.grad is not None and x.grad.shape == x.shape
     with torch.no_grad():
         assert not ct.rmsnorm(x, w).requires_grad
+    # a user's kernel_op has no gradient formula: backward raises
+    axpy = ct.kernel_op("cohort_test::axpy_nograd", _axpy, inputs=("x", "y"), output="out", scalars=("a",),
+                        shape=lambda x, y, a: x.shape, launch=lambda x, y, a: (x.numel(), {}))
+    z = axpy(x, torch.randn(3, 33), 2.0)
+    with pytest.raises(RuntimeError, match="autograd"):
+        z.sum().backward()
 
 
 def test_variant_setting_and_scope_give_the_same_bits():

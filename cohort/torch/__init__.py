@@ -17,6 +17,7 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("cohort.torch needs PyTorch: pip install 'cohort[torch]'") from e
 
+from . import autograd  # noqa: F401  (registers the ops' gradients)
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
 from .ops import (

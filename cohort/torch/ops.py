@@ -7,7 +7,7 @@ graph break. The real implementation checks its arguments, copies a
 non-contiguous input to a contiguous one (`.contiguous()`: the only copy),
 allocates a new float32 output and launches the operator's kernel (the
 interpreter-defined one; DESIGN §4) in the current variant. Inputs are never
-written. The ops have no backward: an output's gradient is an error.
+written. Gradients: autograd.py (register_autograd; backward kernels).
 
 The functions (`cohort.torch.rmsnorm`, ...) call the op; in eager mode, on
 plain tensors with no gradient to record, they run its implementation

@@ -12,7 +12,19 @@ from dataclasses import replace
 import numpy as np
 
 from ..interpreter import interpret
-from . import attention, gelu, gelu_residual, layernorm, masked_softmax, rmsnorm, rope, rotary, swiglu
+from . import (
+    attention,
+    attention_backward,
+    backward,
+    gelu,
+    gelu_residual,
+    layernorm,
+    masked_softmax,
+    rmsnorm,
+    rope,
+    rotary,
+    swiglu,
+)
 from .base import Launch, Operator, ShapeError, fmt_shape
 
 ROW_SIZES = ((17, 65), (129, 768), (257, 1538), (1024, 4097), (3, 63), (64, 256), (137, 1023),
@@ -43,6 +55,16 @@ OPERATORS = {op.name: op for op in [
 ]}
 
 
+# Backward operators (issue 26, autograd: cohort.torch's gradients). Kept apart from
+# OPERATORS - the benchmark suites and the forward operators' test matrix iterate that -
+# but found by `get` (and so by `cohort run`) like any operator.
+BACKWARD_SIZES = ((17, 65), (3, 63), (64, 256))
+BACKWARD = {op.name: op for op in [
+    *(replace(op, seed_sizes=BACKWARD_SIZES) for op in backward.BACKWARD),
+    *(replace(op, seed_sizes=ATTENTION_SIZES) for op in attention_backward.BACKWARD),
+]}
+
+
 class UnknownOperator(KeyError):
     def __str__(self):
         return f"unknown operator {self.args[0]!r}; operators are {', '.join(OPERATORS)}"
@@ -50,10 +72,9 @@ class UnknownOperator(KeyError):
 
 def get(name: str, form: str = None) -> Operator:
     """The operator `name`; with `form`, in that formulation (see Operator.with_form)."""
-    try:
-        op = OPERATORS[name]
-    except KeyError:
-        raise UnknownOperator(name) from None
+    op = OPERATORS.get(name) or BACKWARD.get(name)
+    if op is None:
+        raise UnknownOperator(name)
     return op if form is None else op.with_form(form)
 
 
@@ -106,5 +127,5 @@ def oracle_error(y: np.ndarray, ref: np.ndarray):
     return float(err.max(initial=0.0)), float(rel.max(initial=0.0))
 
 
-__all__ = ["block_dependent", "oracle_error", "OPERATORS", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
+__all__ = ["block_dependent", "oracle_error", "OPERATORS", "BACKWARD", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
            "fmt_shape", "ROW_SIZES", "ATTENTION_SIZES", "ROTARY_SIZES", "UnknownOperator"]
