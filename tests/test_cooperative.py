@@ -544,3 +544,23 @@ def test_regions_and_code_facts_show_the_structure():
                           "packets: 1 statement(s)"]
     assert ck.facts["barriers"] == 2
     assert compile_kernel(histogram, {"NB": 3}, "whole", n=64).facts["atomic_updates"] == 1
+
+
+@kernel(block=8)
+def shared_oob(x: Buffer[f32], y: Buffer[f32]):
+    t = thread_id()
+    s = shared(f32, 8)
+    s[t] = x[global_id()]
+    barrier()
+    y[global_id()] = s[t + 1]
+
+
+@pytest.mark.parametrize("variant", ["whole", "packet", "lanes=4,checked=on"])
+def test_a_shared_index_out_of_bounds_is_an_error_in_every_safe_build(variant):
+    from cohort.backend.compiler import compile_kernel
+    args = lambda: {"x": np.ones(8, np.float32), "y": np.zeros(8, np.float32)}
+    with pytest.raises(KernelRuntimeError, match=r"load index 8 out of bounds for shared array s \(length 8\) "
+                                                 r"\(thread 7, block 0\)"):
+        interpret(shared_oob.ir, 8, args())
+    with pytest.raises(KernelRuntimeError, match=r"shared array access index 8 out of bounds \(thread 7, block 0\)"):
+        compile_kernel(shared_oob, {}, variant, n=8).launch(8, args())
