@@ -130,7 +130,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             body.append(gen.collective())
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
-    if gen.maybe(30) or _missing(gen, coop):
+    if gen.maybe(40) or _missing(gen, coop):
         body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
