@@ -309,6 +309,11 @@ class Target:
         """'x86-64 Linux', 'AArch64 macOS'."""
         return f"{self.isa.name} {'Linux' if self.os.name == 'linux' else 'macOS'}"
 
+    def summary(self) -> str:
+        """One line for the head of a benchmark's output: what its numbers ran on."""
+        return (f"target: {self.name}, {self.vector_isa} ({self.vector_bits}-bit vector registers), "
+                f"CPU {self.cpu}, FMA {'yes' if self.native_fma else 'no'} ({self.triple})")
+
     def registers_per_packet(self, lanes: int) -> int:
         """Vector registers one packet of `lanes` float32 lanes fills (0: no vector unit)."""
         bits = self.vector_bits
