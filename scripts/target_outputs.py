@@ -43,7 +43,13 @@ def _raw(a: np.ndarray) -> str:
     return "sha256:" + hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
 
 
+_CASE_SECONDS: dict = {}          # key -> seconds since the previous record (what the subset costs where)
+_last = [time.perf_counter()]
+
+
 def _record(out: dict, key: str, r: dict):
+    now = time.perf_counter()
+    _CASE_SECONDS[key], _last[0] = round(now - _last[0], 2), now
     if not r["agree"]:
         raise SystemExit(f"{key}: the variant disagrees with the interpreter on this machine: "
                          f"{r.get('first_difference') or r.get('verdict')}")
@@ -136,6 +142,8 @@ def part_cli(out: dict, facts: dict):
         r = json.loads(p.stdout.strip().splitlines()[-1])
         if not r["agree"]:
             raise SystemExit(f"cohort run {name} {shape} {v}: disagrees: {r}")
+        _CASE_SECONDS[f"cli/run/{name}/{shape}/{v}"] = round(time.perf_counter() - _last[0], 2)
+        _last[0] = time.perf_counter()
         out[f"cli/run/{name}/{shape}/{v}"] = {"inputs": r["input_checksums"], "reference": r["reference_checksum"],
                                               "checksum": r["checksum"]}
     p = subprocess.run(base + ["ops"], capture_output=True, text=True, timeout=600)
@@ -193,10 +201,11 @@ def main(argv=None) -> int:
     t = target.host()
     out, seconds, facts = {}, {}, {}
     for p in parts:
-        t0 = time.perf_counter()
+        t0 = _last[0] = time.perf_counter()
         PARTS[p](out, facts)
         seconds[p] = round(time.perf_counter() - t0, 1)
-    doc = {"target": {**t.describe(), "name": t.name}, "seconds": seconds, "facts": facts, "cases": out}
+    doc = {"target": {**t.describe(), "name": t.name}, "seconds": seconds, "facts": facts,
+           "case_seconds": _CASE_SECONDS, "cases": out}
     text = json.dumps(doc, indent=1, sort_keys=True)
     if args.out:
         with open(args.out + ".tmp", "w") as f:
