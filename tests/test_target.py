@@ -55,7 +55,7 @@ def test_explicit_targets():
 @pytest.mark.parametrize("triple,msg", [
     ("riscv64-unknown-linux-gnu", "instruction set 'riscv64' is not supported"),
     ("aarch64-unknown-windows", "operating system not supported"),
-    ("x86_64-apple-darwin", "macOS is supported on arm64 only"),
+    ("x86_64-pc-windows-msvc", "operating system not supported"),
     ("nonsense", "expected ARCH-VENDOR-OS"),
     (None, "expected ARCH-VENDOR-OS"),
 ])
@@ -84,13 +84,14 @@ def _macho_cpu(obj: bytes) -> int:
 
 
 def _check_object(t, obj: bytes):
+    arm = t.isa.name == "AArch64"
     if t.os.name == "darwin":
-        assert _macho_cpu(obj) == 0x0100000C        # CPU_TYPE_ARM64
+        assert _macho_cpu(obj) == (0x0100000C if arm else 0x01000007)   # CPU_TYPE_ARM64 / X86_64
     else:
-        assert _elf_machine(obj) == 183             # EM_AARCH64
+        assert _elf_machine(obj) == (183 if arm else 62)                # EM_AARCH64 / EM_X86_64
 
 
-@pytest.mark.parametrize("triple", [AARCH64_LINUX, MACOS_ARM64])
+@pytest.mark.parametrize("triple", [AARCH64_LINUX, MACOS_ARM64, "x86_64-apple-darwin"])
 def test_pool_and_timer_build_for(triple):
     t = target.from_triple(triple)
     text = pool_ir.ir(t)
@@ -143,6 +144,10 @@ def test_aarch64_asm_calls_and_registers():
            "\tmovz\tx9, #:abs_g3:expf\n\tmovk\tx9, #:abs_g2_nc:expf\n\tblr\tx9\n"
            "\tmov\tx9, x0\n\tblr\tx9\n\tbl\tlogf\n\tb.ne\t.LBB0_2\n")
     assert isa.asm_calls(elf) == ["memset", "expf", "*x9", "logf"]
+    x86 = target.from_triple("x86_64-unknown-linux-gnu")
+    att = ("\tmovabsq\t$memset, %rax\n\tcallq\t*%rax\n\tmovq\texpf@GOTPCREL(%rip), %rbx\n\tcallq\t*%rbx\n"
+           "\tcallq\t*logf@GOTPCREL(%rip)\n\tcallq\t*8(%rsp)\n\tcallq\tsinf@PLT\n")
+    assert x86.asm_calls(att) == ["memset", "expf", "logf", "*8(%rsp)", "sinf@PLT"]
     mac = target.from_triple(MACOS_ARM64)
     macho = "\tadrp\tx8, _memset@GOTPAGE\n\tldr\tx8, [x8, _memset@GOTPAGEOFF]\n\tblr\tx8\n\tbl\t_expf\n"
     assert mac.asm_calls(macho) == ["memset", "expf"]

@@ -73,8 +73,12 @@ class _X86(_Isa):
     futex_syscall = 202
 
     _CALL = re.compile(r"^\s*call[lq]?\s+(\S+)", re.M)
-    # the JIT's large code model calls libc as `movabsq $memset, %rax; callq *%rax`
-    _MOVABS = re.compile(r"movabsq\s+\$([A-Za-z_][\w.]*),\s*(%\w+)")
+    # the JIT's large code model calls libc as `movabsq $memset, %rax; callq *%rax`; position-
+    # independent objects load the address from the GOT (`movq memset@GOTPCREL(%rip), %rbx`)
+    # or call through it (`callq *memset@GOTPCREL(%rip)`)
+    _MOVABS = re.compile(r"movabsq\s+\$([A-Za-z_][\w.]*),\s*(%\w+)"
+                         r"|movq\s+([A-Za-z_][\w.]*)@GOTPCREL\(%rip\),\s*(%\w+)")
+    _GOTCALL = re.compile(r"^\*([A-Za-z_][\w.]*)@GOTPCREL\(%rip\)$")
     _PACKED = re.compile(r"^\s*v?\w+p[sd]\b|^\s*vp\w+|^\s*vmaskmov|^\s*vgather|^\s*vscatter|^\s*vbroadcast",
                          re.M)
     _FMA = re.compile(r"^\s*vfmadd", re.M)
@@ -102,8 +106,18 @@ class _X86(_Isa):
         return len(self._FMA.findall(asm))
 
     def asm_calls(self, asm):
-        loaded = dict((reg, sym) for sym, reg in self._MOVABS.findall(asm))
-        return [loaded.get(c[1:], c) if c.startswith("*") else c for c in self._CALL.findall(asm)]
+        loaded, out = {}, []           # register -> the symbol last loaded into it, in program text order
+        for line in asm.splitlines():
+            c = self._CALL.match(line)
+            if c:
+                c = c.group(1)
+                got = self._GOTCALL.match(c)
+                out.append(got.group(1) if got else loaded.get(c[1:], c) if c.startswith("*") else c)
+                continue
+            m = self._MOVABS.search(line)
+            if m:
+                loaded[m.group(2) or m.group(4)] = m.group(1) or m.group(3)
+        return out
 
     def cpuinfo_flags(self, cpuinfo):
         flags = cpuinfo.get("flags", "").split()
@@ -378,17 +392,15 @@ def _parse_triple(triple: str):
         os_ = OSES[1]
     else:
         raise ValueError(f"target triple {triple!r}: operating system not supported (Linux or macOS)")
-    if os_.name == "darwin" and isa.name != "AArch64":
-        raise ValueError(f"target triple {triple!r}: macOS is supported on arm64 only")
     return isa, os_
 
 
 def from_triple(triple: str, cpu: str = "", features: str = "") -> Target:
     """An explicitly chosen target (for objects that are emitted, not run). Without a CPU, the
-    ISA's baseline (x86-64, generic AArch64; apple-m1 for macOS)."""
+    ISA's baseline (x86-64, generic AArch64; apple-m1 for macOS on arm64)."""
     isa, os_ = _parse_triple(triple)
     if not cpu:
-        cpu = "apple-m1" if os_.name == "darwin" else isa.default_cpu
+        cpu = "apple-m1" if os_.name == "darwin" and isa.name == "AArch64" else isa.default_cpu
     return Target(triple, cpu, features, isa, os_, is_host=False)
 
 
