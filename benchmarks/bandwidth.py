@@ -8,7 +8,7 @@ row operators are compared with.
 """
 import numpy as np
 
-from cohort.backend import jit, timer
+from cohort.backend import jit, target, timer
 
 IR = r"""
 define void @bw_read(ptr %args) {
@@ -86,6 +86,7 @@ done:
 
 def main(rounds: int = 5):
     lib = jit.compile_module(IR, ["bw_read", "bw_copy"])
+    print(target.host().summary())
     print(f"{'size':>10s} {'read GB/s':>10s} {'copy GB/s (read+write)':>24s}")
     for nbytes in (32 << 10, 256 << 10, 4 << 20, 64 << 20):
         n = nbytes // 4

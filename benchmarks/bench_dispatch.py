@@ -120,6 +120,8 @@ def _uptime() -> str:
 
 
 def compare(after: Path, before: Path, rounds: int):
+    from cohort.backend import target
+    print(target.host().summary())
     print(f"load before: {_uptime()}")
     runs = {"before": [], "after": []}
     for i in range(rounds):

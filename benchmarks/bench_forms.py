@@ -16,6 +16,7 @@ import os
 from bench_packet import column  # a timed column at the native entry that checks its own output
 
 from cohort.audit.measure import run_rounds
+from cohort.backend import target
 from cohort.refimpl import ops
 
 
@@ -33,6 +34,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--samples", type=int, default=7)
     args = ap.parse_args()
+    print(target.host().summary())
     print(f"native entry, lanes={args.lanes}, one thread on the caller; load {os.getloadavg()[0]:.2f}; "
           f"{args.rounds} rounds x {args.samples} samples; times us (median of round p50s); "
           f"ratios: median of per-round ratios [min-max]")

@@ -13,6 +13,7 @@ import argparse
 from cohort.audit import harness
 from cohort.audit.suites import Column, Group, Ratio, Suite
 from cohort.audit.tables import derive
+from cohort.backend import target
 from cohort.refimpl import ops
 
 POLICIES = ["caller", "1", "3", "0", "legacy", "joint_legacy", "auto"]
@@ -39,6 +40,7 @@ def main():
                   samples=args.samples, workers=args.workers)
     run = harness.run_suite(suite)
     names = [c.name for c in group.columns]
+    print(target.host().summary())
     print(f"workers={args.workers}, {args.lanes}, runtime E2E (native launch entry), us")
     print(f"{'op':15s} {'shape':20s} " + " ".join(f"{n:>12s}" for n in names) + "   ratios (range, won)")
     for cell in derive(run.replay):

@@ -52,6 +52,7 @@ import time
 import numpy as np
 
 from cohort.audit.measure import e2e_loop
+from cohort.backend import target
 
 ANCHORS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "ANCHORS.md")
 
@@ -132,6 +133,7 @@ def main(argv=None):
 
     t0 = time.perf_counter()
     warm = ind.column("swiglu", (3, 5), threads=a.threads, inductor_config=cfg)   # one-time imports, headers
+    print("# " + target.host().summary())
     print(f"# warm-up compile {time.perf_counter() - t0:.1f} s; isa {warm.isa}; threads {a.threads}; "
           f"cache {a.cache}; rounds {a.rounds} x samples {a.samples}", flush=True)
     del warm

@@ -18,7 +18,7 @@ import sys
 import types
 
 from cohort.audit.measure import run_rounds
-from cohort.backend import timer
+from cohort.backend import target, timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import mathlib, ops
 from cohort.refimpl.interpreter import interpret
@@ -123,6 +123,7 @@ def main():
     args = ap.parse_args()
     old = load_library(args.before)
     before, after = op_counts(old), op_counts(mathlib)
+    print(target.host().summary())
     print(f"operations per function (all / float / selects), {args.before} -> this tree:")
     for name in sorted(after):
         b = before.get(name, ("-", "-", "-"))

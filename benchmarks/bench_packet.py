@@ -15,7 +15,7 @@ import argparse
 import numpy as np
 
 from cohort.audit.measure import run_rounds
-from cohort.backend import timer
+from cohort.backend import target, timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ops
 from cohort.verify.compare import verify_build
@@ -62,6 +62,7 @@ def main():
     ap.add_argument("--candidate", default="packet", help="the ratio's numerator (a variant spelling)")
     args = ap.parse_args()
     a, b = args.baseline, args.candidate
+    print(target.host().summary())
     print(f"{'op':15s} {'shape':20s} {a + ' us':>18s} {b + ' us':>18s} {'ratio':>8s} "
           f"{'range':>13s} {'won':>5s} {'GB/s':>7s}   (ratio = {b}/{a}; GB/s: {b})")
     for name in args.ops.split(","):

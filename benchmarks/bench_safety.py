@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from cohort.backend import timer
+from cohort.backend import target, timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ops
 from cohort.verify.checksum import bitwise_equal
@@ -44,6 +44,7 @@ def main():
     ap.add_argument("--target-us", type=float, default=2000.0, help="length of one sample")
     a = ap.parse_args()
     names = [n for n in a.ops.split(",") if n] or list(ops.OPERATORS)
+    print(target.host().summary())
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f}  variant {a.variant}, "
           f"{a.rounds} rounds x {a.samples} samples")
     print("| op | size | unsafe µs | safe µs | safe/unsafe | range | fallback |")

@@ -7,6 +7,7 @@ the interpreter's time, with bitwise agreement checked before timing.
 import argparse
 import time
 
+from cohort.backend import target
 from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
 from cohort.verify.opcheck import check_operator
@@ -18,6 +19,7 @@ def main():
     ap.add_argument("--samples", type=int, default=11)
     args = ap.parse_args()
     variant = parse_variant("whole")
+    print(target.host().summary())
     print(f"{'op':15s} {'shape':20s} {'agree':>5s} {'compile ms':>10s} {'interp ms':>10s} "
           f"{'whole us':>10s} {'interp/whole':>12s}")
     for name in args.ops.split(","):

@@ -273,8 +273,17 @@ def test_fma_lowering_knob(monkeypatch):
     with pytest.raises(ValueError, match="COHORT_FMA"):
         fma_lowering()
     monkeypatch.delenv(FMA_ENV)
-    from cohort.backend import jit
+    from cohort.backend import jit, target
     assert fma_lowering() == ("hardware" if jit.host()["fma"] else "software")
+    assert fma_lowering() == ("hardware" if target.host().native_fma else "software")
+    # the target being built for decides, not the host: a baseline x86-64 has no FMA, AArch64 always has
+    with target.use(target.from_triple("x86_64-unknown-linux-gnu")):
+        assert fma_lowering() == "software"
+    with target.use(target.from_triple("aarch64-unknown-linux-gnu")):
+        assert fma_lowering() == "hardware"
+    monkeypatch.setenv(FMA_ENV, "software")
+    with target.use(target.from_triple("aarch64-unknown-linux-gnu")):
+        assert fma_lowering() == "software"
 
 
 def test_frontend_fma_types_and_printing():

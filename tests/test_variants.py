@@ -107,7 +107,10 @@ def test_packet_code_facts():
     launch = op.launch((17, 65))
     facts = compile_kernel(op.kernel, launch.consts, "packet").facts
     assert facts["lanes"] == 8 and facts["uses_vector_instructions"]
-    assert facts["vector_width_bits"] >= 256
+    from cohort.backend import target
+    host = target.host()
+    assert facts["vector_width_bits"] >= min(256, host.vector_bits)   # 256 on x86 (AVX2 or wider), 128 on NEON
+    assert facts["vector_registers_per_packet"] == host.registers_per_packet(8)
     assert facts["scalar_libm_calls"] == 0 and facts["fma"] == 0
     assert facts["masked_loads"] > 0 and facts["gathers"] == 0 and facts["scatters"] == 0
     branchy = compile_kernel(op.kernel, launch.consts, "packet,predicated=off").facts

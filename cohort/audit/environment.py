@@ -8,22 +8,37 @@ import sys
 
 
 def _cpu() -> dict:
+    """The CPU's model and its vector/FMA flags (which flags: the host target's definition)."""
+    from ..backend import target
     info = {"model": platform.processor() or "unknown", "flags": []}
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 key, _, value = line.partition(":")
                 key = key.strip()
-                if key == "model name":
-                    info["model"] = value.strip()
-                elif key == "flags":
-                    flags = value.split()
-                    info["flags"] = sorted(f for f in flags if f.startswith(("avx", "fma", "sse", "f16c")))
-                    break
+                if not key and fields:
+                    break                       # the first processor's block is enough
+                fields.setdefault(key, value.strip())
     except OSError:
         pass
+    model = fields.get("model name") or _sysctl("machdep.cpu.brand_string")
+    if model:
+        info["model"] = model
+    elif "CPU implementer" in fields:           # AArch64 Linux names no model: its ids
+        info["model"] = f"implementer {fields['CPU implementer']} part {fields.get('CPU part', '?')}"
+    info["flags"] = target.host().cpuinfo_flags(fields)
     info["logical_cpus"] = os.cpu_count()
     return info
+
+
+def _sysctl(name: str) -> str:
+    if sys.platform != "darwin":
+        return ""
+    try:
+        return subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 CODE = __file__     # a file of the code that runs: its checkout is the one a replay records

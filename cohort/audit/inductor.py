@@ -103,7 +103,7 @@ class InductorColumn:
     current count). `aoti`: try
     AOTInductor when the graph calls extern kernels (None: yes).
     `inductor_config` is passed to `torch._inductor.config.patch` for the
-    compile (e.g. {"cpp.simdlen": 256} for 8-lane code on an AVX-512 host).
+    compile (e.g. {"cpp.simdlen": 256} for 8-lane code on a host with 512-bit vectors).
     `fn` replaces the reference function (same inputs, same output shape):
     for tests and experiments, e.g. a graph with a matmul.
     """

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..backend import target as _target
 from ..refimpl import ops
 
 
@@ -133,18 +134,21 @@ INDUCTOR_W8 = Column("inductor-w8", "inductor", "simdlen=256")
 PACKET_W16 = Column("packet-w16", "variant", "packet,lanes=16")
 
 
+# Widths in these texts are the host target's (target.py): registers per packet, not bits.
+_HOST = _target.host()
 NATIVE_STRATEGIES = (
     ("whole", "lanes=1: every thread run one after another, scalar code"),
-    ("packet", "lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes"),
-    ("packet-w16", "lanes=16: the same lowering at 16 lanes (one AVX-512 register per packet)"),
-    ("inductor", "TorchInductor's generated C++ kernel (this host's widest vectors), one thread"),
+    ("packet", f"lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes ({_HOST.width_text(8)})"),
+    ("packet-w16", f"lanes=16: the same lowering at 16 lanes ({_HOST.width_text(16)})"),
+    ("inductor", f"TorchInductor's generated C++ kernel (this host's widest vectors: {_HOST.vector_isa}, "
+                 f"{_HOST.vector_bits // 32} lanes), one thread"),
     ("inductor-w8", "the same Inductor compile with cpp.simdlen=256 (8 lanes)"),
 )
 
 
 def _native():
     # Each group compares equal widths: cohort at 16 lanes against Inductor's default (this
-    # host's widest vectors: 16 lanes with AVX-512), cohort's W8 against Inductor at 8 lanes.
+    # host's widest vectors: 16 lanes on a 512-bit machine), cohort's W8 against Inductor at 8 lanes.
     return Suite(
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
         (Group("native, 16 lanes", ALL_SEED_CASES, (WHOLE, PACKET_W16, INDUCTOR),
@@ -153,9 +157,11 @@ def _native():
                control="packet-w16"),
          Group("native, 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
                (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),), control="packet")),
-        notes="Each group compares equal vector widths. inductor: Inductor's default, this host's widest "
-              "vectors (AVX-512: 16 lanes), against packet-w16 (lanes=16); inductor-w8: the same compile with "
-              "cpp.simdlen=256 (8 lanes, as an AVX2 machine), against packet (W8). Single thread. Inductor: its "
+        notes=f"Target: {_HOST.name}, {_HOST.vector_isa} ({_HOST.vector_bits}-bit vector registers). Each group "
+              f"compares equal vector widths. inductor: Inductor's default, this host's widest vectors "
+              f"({_HOST.vector_bits // 32} lanes here), against packet-w16 (lanes=16, {_HOST.width_text(16)}); "
+              f"inductor-w8: the same compile with cpp.simdlen=256 (8 lanes), against packet (W8, "
+              f"{_HOST.width_text(8)}). Single thread. Inductor: its "
               "generated C++ kernels called through a trampoline from the same native timer; for attention "
               "(whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
         roofline=("packet-w16", "packet", "inductor"), strategies=NATIVE_STRATEGIES)

@@ -155,6 +155,11 @@ def _header(replay: dict, cells: list) -> list:
                            "the wait) called in the same native timing loop, no Python between launches",
             "python_api": "CompiledKernel.launch called from a Python loop (not the seeds' runtime E2E)"}.get(b, b)
     out = [f"Boundary: {b} — {what}. Every number below is at this boundary only."]
+    host = (replay.get("environment") or {}).get("host") or {}
+    if host.get("isa"):        # replays written before targets were recorded have no such line
+        os_name = {"linux": "Linux", "darwin": "macOS"}.get(host.get("os"), host.get("os"))
+        out.append(f"Target: {host['isa']} {os_name}, {host.get('vector_isa')} "
+                   f"({host.get('vector_bits')}-bit vector registers), CPU {host.get('cpu')}.")
     workers = suite.get("workers", 1)
     cores = suite.get("cores")
     if b != "native_entry":

@@ -35,7 +35,7 @@ from ..refimpl.ir import Kernel, ParamKind, walk_stmts
 from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
-from . import inject, jit
+from . import inject, jit, target
 from .claims import LaneClaims
 from .context import (
     ERR_LOAD_OOB,
@@ -448,7 +448,7 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
                                  f"{variant.lanes} (a block must hold whole packets)")
     lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
     module = lowering.lower()
-    text = _with_function_attributes(str(module), symbol, lowering.fn_attributes)
+    text = _with_function_attributes(str(module), symbol, target.host().entry_attributes(lowering.fn_attributes))
     linked = jit.compile_module(text, [symbol], lowering.tuning)
     ck = NativeCode(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                     time.perf_counter() - t0)
@@ -460,3 +460,28 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
     ck.lowering_counts["interleave"] = lowering.interleave
     ck.regions = describe_regions(lowering.regions)
     return ck
+
+
+def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[dict] = None,
+                  kind: str = "object"):
+    """The kernel's entry built for another machine `tgt` (target.from_triple): its object file
+    (bytes) or assembly (str), lowered as for the host (the same IR but for the FMA choice, which
+    is the target's) and optimised for `tgt`. Nothing is linked or run: this is how the macOS and
+    AArch64 builds are checked from any host."""
+    if variant is None:
+        variant = _WHOLE
+    elif isinstance(variant, str):
+        variant = parse_variant(variant)
+    k = _as_ir(kernel)
+    if variant.block is not None and variant.block != k.block:
+        k = Kernel(k.name, k.params, k.body, variant.block)
+    k = specialize(k, consts or {})
+    if k.block < variant.lanes:
+        raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
+                                 f"{variant.lanes} (a block must hold whole packets)")
+    with target.use(tgt):
+        symbol = f"cohort_{k.name}_{cache_key(k, variant)[:12]}"
+        lowering = Lowering(k, symbol, variant)
+        module = lowering.lower()
+        text = _with_function_attributes(str(module), symbol, tgt.entry_attributes(lowering.fn_attributes))
+    return jit.emit(text, tgt, kind, lowering.tuning)

@@ -1,4 +1,4 @@
-"""llvmlite set-up: host target machine, O3 pipeline, ORC LLJIT linking.
+"""llvmlite set-up: host target machine, O3 pipeline, ORC LLJIT linking; objects for other targets.
 
 One LLJIT per process; every compiled module becomes a JIT library with a
 unique name and stays alive for the life of the process (freeing code that a
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from . import target
+
 _lock = threading.RLock()
 _state = {}
 _names = itertools.count()
@@ -21,32 +23,22 @@ _names = itertools.count()
 
 def _init():
     if not _state:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        llvm.initialize_native_asmparser()
-        _state["triple"] = llvm.get_process_triple()
-        _state["cpu"] = llvm.get_host_cpu_name()
-        feats = llvm.get_host_cpu_features()
-        _state["features"] = feats.flatten()
-        _state["feature_set"] = {k for k, v in feats.items() if v}
+        t = target.host()
+        _state["target"] = t
         _state["lljit"] = llvm.create_lljit_compiler(target_machine())
     return _state
 
 
 def target_machine() -> "llvm.TargetMachine":
     """A fresh host target machine (opt level 3, host CPU and features)."""
-    s = _state
-    target = llvm.Target.from_triple(s["triple"])
-    return target.create_target_machine(cpu=s["cpu"], features=s["features"], opt=3,
-                                        reloc="default", codemodel="jitdefault", jit=True)
+    return target.host().target_machine(opt=3, jit=True)
 
 
 def host() -> dict:
+    """The host target's description (target.Target.describe) and LLVM's version."""
     with _lock:
-        s = _init()
-        return {"triple": s["triple"], "cpu": s["cpu"],
-                "avx2": "avx2" in s["feature_set"], "avx512f": "avx512f" in s["feature_set"],
-                "fma": "fma" in s["feature_set"], "llvm": ".".join(map(str, llvm.llvm_version_info))}
+        _init()
+        return {**target.host().describe(), "llvm": ".".join(map(str, llvm.llvm_version_info))}
 
 
 @dataclass
@@ -75,7 +67,7 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
         t0 = time.perf_counter()
         tm = target_machine()
         mod = llvm.parse_assembly(ir_text)
-        mod.triple = s["triple"]
+        mod.triple = s["target"].triple
         mod.data_layout = str(tm.target_data)
         mod.verify()
         t1 = time.perf_counter()
@@ -95,3 +87,25 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
         t4 = time.perf_counter()
         return Linked(addresses, opt_ir, {"parse": t1 - t0, "optimise": t2 - t1,
                                           "codegen_link": t4 - t3, "total": t4 - t0}, tracker)
+
+
+def emit(ir_text: str, tgt: "target.Target", kind: str = "object", tuning: dict = None):
+    """Parse, verify and optimise `ir_text` as compile_module does, for `tgt` (any target, the
+    host's included), and return its object file (bytes) or assembly (str) without linking
+    or running anything: how code for another machine is built and inspected."""
+    if kind not in ("object", "assembly"):
+        raise ValueError(f"kind must be 'object' or 'assembly', got {kind!r}")
+    if not isinstance(tgt, target.Target):
+        raise TypeError(f"expected a Target, got {type(tgt).__name__}")
+    with _lock:
+        tm = tgt.target_machine(opt=3)
+        mod = llvm.parse_assembly(ir_text)
+        mod.triple = tgt.triple
+        mod.data_layout = str(tm.target_data)
+        mod.verify()
+        pto = llvm.create_pipeline_tuning_options(speed_level=3)
+        for key, value in (tuning or {}).items():
+            setattr(pto, key, value)
+        pb = llvm.create_pass_builder(tm, pto)
+        pb.getModulePassManager().run(mod, pb)
+        return tm.emit_object(mod) if kind == "object" else tm.emit_assembly(mod)

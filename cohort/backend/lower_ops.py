@@ -18,7 +18,7 @@ import os
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Op
-from . import inject
+from . import inject, target
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
 _FCMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "=="}
@@ -126,20 +126,17 @@ def _arith(fop, iop):
 # method: exact float64 product, float64 sum rounded to odd, one rounding to
 # float32) gives the same bits with vector instructions only.
 FMA_ENV = "COHORT_FMA"        # auto (default) | hardware | software
-_host_fma: list = []          # the host's answer, asked once
 
 
 def fma_lowering() -> str:
-    """'hardware' (llvm.fma) when the host CPU has FMA (llvmlite's host features), else
-    'software'; the environment variable COHORT_FMA=software|hardware forces either."""
+    """'hardware' (llvm.fma) when the target being built for has FMA instructions
+    (target.current(): the host unless cross-compiling), else 'software'; the environment
+    variable COHORT_FMA=software|hardware forces either."""
     want = os.environ.get(FMA_ENV, "auto") or "auto"
     if want not in ("auto", "hardware", "software"):
         raise ValueError(f"{FMA_ENV}={want!r}: expected auto, hardware or software")
     if want == "auto":
-        if not _host_fma:
-            from . import jit
-            _host_fma.append("hardware" if jit.host()["fma"] else "software")
-        return _host_fma[0]
+        return "hardware" if target.current().native_fma else "software"
     return want
 
 

@@ -6,20 +6,25 @@ takes part itself; everything from there to completion is native, without
 the GIL. Blocks are claimed `grain` at a time from one 64-bit word holding
 (job generation << 32 | next block), so a worker that wakes late for an old
 job can never claim a block of a newer one. Workers spin briefly with
-sched_yield, then sleep on a futex (NOTES-llvmlite.md: the most robust mix on
-a shared 2-vCPU machine).
+sched_yield, then sleep on a 32-bit word (NOTES-llvmlite.md: the most robust mix on
+a shared 2-vCPU machine) with the target's wait/wake primitive (target.py: the
+futex system call on Linux, by the ISA's syscall number; libSystem's compare-and-wait
+on macOS), which `ir(target)` splices in as @pool_wait and @pool_wake.
 
 Pool record (int64 slots):
-  [0] generation (i32 futex word)   [1] stop flag        [2] entry
+  [0] generation (i32 wait word)     [1] stop flag        [2] entry
   [3] block count                   [4] grain            [5] claim word
-  [6] blocks remaining              [7] done (i32 futex word)
+  [6] blocks remaining              [7] done (i32 wait word)
   [8] participants                  [9] scratch base     [10] scratch bytes each
   [11] argument slots used          [12] workers asleep (i32)   [13] caller asleep (i32)
   [16..16+MAX_ARGS) the argument block template
-A futex wake is a system call; it is made only when someone sleeps (the
+A wake is a system call; it is made only when someone sleeps (the
 sleeper announces itself, then re-checks before sleeping: seq_cst on both
 sides, so either the waker sees the sleeper or the sleeper sees the news).
 Worker record (int64 slots): [0] pool, [1] participant id (1..), [2] first generation.
+@cohort_worker is dso_local: pthread_create takes its address, which on AArch64 would
+otherwise go through a GOT entry the JIT's default linker cannot place within ADRP's
++-4 GB (RuntimeDyld aborts the process).
 
 `cohort_runtime_launch` is the runtime's launch entry (DESIGN §6, runtime
 E2E): from a runtime record prepared once, each call cuts the launch into
@@ -39,8 +44,8 @@ MAX_ARGS = 64
 POOL_SLOTS = 16 + MAX_ARGS
 SPIN = 64
 
-IR = r"""
-declare i64 @syscall(i64, ...)
+_IR = r"""
+WAIT_WAKE
 declare i32 @sched_yield()
 declare i32 @pthread_create(ptr, ptr, ptr, ptr)
 declare i32 @pthread_join(i64, ptr)
@@ -51,17 +56,7 @@ define internal ptr @slot(ptr %pool, i64 %i) {
   ret ptr %p
 }
 
-define internal void @futex_wait(ptr %addr, i32 %val) {
-  call i64 (i64, ...) @syscall(i64 202, ptr %addr, i32 128, i32 %val, ptr null, ptr null, i32 0)
-  ret void
-}
-
-define internal void @futex_wake(ptr %addr) {
-  call i64 (i64, ...) @syscall(i64 202, ptr %addr, i32 129, i32 2147483647, ptr null, ptr null, i32 0)
-  ret void
-}
-
-; The waker's side of a futex word: store the news, then wake only if someone announced
+; The waker's side of a wait word: store the news, then wake only if someone announced
 ; sleeping on it (%asleep: a count or a flag). seq_cst here and on the sleeper's side.
 define internal void @publish(ptr %word, i32 %news, ptr %asleep) {
 entry:
@@ -70,7 +65,7 @@ entry:
   %any = icmp ne i32 %n, 0
   br i1 %any, label %wake, label %out
 wake:
-  call void @futex_wake(ptr %word)
+  call void @pool_wake(ptr %word)
   br label %out
 out:
   ret void
@@ -141,7 +136,7 @@ out:
   ret void
 }
 
-define ptr @cohort_worker(ptr %rec) {
+define dso_local ptr @cohort_worker(ptr %rec) {
 entry:
   %pool = load ptr, ptr %rec
   %idp = getelementptr i64, ptr %rec, i64 1
@@ -172,7 +167,7 @@ sleep:
   %news = icmp ne i32 %gq, %seen
   br i1 %news, label %awake, label %dowait
 dowait:
-  call void @futex_wait(ptr %genp, i32 %seen)
+  call void @pool_wait(ptr %genp, i32 %seen)
   br label %awake
 awake:
   atomicrmw sub ptr %slp, i32 1 seq_cst
@@ -242,7 +237,7 @@ sleep:
   %isdone = icmp ne i32 %d, 0
   br i1 %isdone, label %woken, label %block
 block:
-  call void @futex_wait(ptr %donep, i32 0)
+  call void @pool_wait(ptr %donep, i32 0)
   br label %sleep
 woken:
   store atomic i32 0, ptr %cwp seq_cst, align 8
@@ -354,7 +349,7 @@ entry:
   %g = load atomic i32, ptr %genp acquire, align 8
   %g1 = add i32 %g, 1
   store atomic i32 %g1, ptr %genp release, align 8
-  call void @futex_wake(ptr %genp)
+  call void @pool_wake(ptr %genp)
   br label %loop
 loop:
   %i = phi i64 [0, %entry], [%i1, %body]
@@ -370,3 +365,8 @@ done:
   ret void
 }
 """.replace("MAX_ARGS", str(MAX_ARGS)).replace("SPIN", str(SPIN))
+
+
+def ir(tgt) -> str:
+    """The pool module for target `tgt` (target.Target): its wait/wake primitive spliced in."""
+    return _IR.replace("WAIT_WAKE", tgt.wait_wake_ir())

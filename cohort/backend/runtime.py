@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from . import inject, jit, pool_ir
+from . import inject, jit, pool_ir, target
 from .variant import AUTO_GRAINS
 
 _lib: dict = {}
@@ -40,7 +40,7 @@ _lib_lock = threading.Lock()
 def _native():
     with _lib_lock:
         if not _lib:
-            linked = jit.compile_module(pool_ir.IR, ["cohort_pool_launch", "cohort_pool_start",
+            linked = jit.compile_module(pool_ir.ir(target.host()), ["cohort_pool_launch", "cohort_pool_start",
                                                      "cohort_pool_stop", "cohort_worker",
                                                      "cohort_runtime_launch"])
             a = linked.addresses

@@ -1,7 +1,8 @@
 """The native-entry timer (DESIGN §6).
 
 A JIT-compiled loop calls `void f(void *arg)` through its function pointer
-`iters` times between two `clock_gettime(CLOCK_MONOTONIC)` reads, `samples`
+`iters` times between two `clock_gettime(CLOCK_MONOTONIC)` reads (the id is the
+target's: 1 on Linux, 6 on macOS), `samples`
 times over. The timed region holds no Python, no runtime, no allocation. Any
 C function with that signature can be timed: our entries, the runtime's
 launch entry (`cohort_runtime_launch` with a runtime record: the runtime-E2E
@@ -15,7 +16,7 @@ import threading
 
 import numpy as np
 
-from . import jit
+from . import jit, target
 
 _IR = r"""
 %timespec = type { i64, i64 }
@@ -23,7 +24,7 @@ declare i32 @clock_gettime(i32, ptr)
 
 define internal i64 @now_ns() {
   %ts = alloca %timespec
-  call i32 @clock_gettime(i32 1, ptr %ts)
+  call i32 @clock_gettime(i32 CLOCK_ID, ptr %ts)
   %sp = getelementptr %timespec, ptr %ts, i32 0, i32 0
   %np = getelementptr %timespec, ptr %ts, i32 0, i32 1
   %s = load i64, ptr %sp
@@ -68,6 +69,13 @@ define void @cohort_empty_entry(ptr %arg) {
 }
 """
 
+
+
+def ir(tgt) -> str:
+    """The timer module for target `tgt` (target.Target): its monotonic clock's id."""
+    return _IR.replace("CLOCK_ID", str(tgt.clock_monotonic))
+
+
 _lib = {}
 _lock = threading.Lock()
 
@@ -75,7 +83,7 @@ _lock = threading.Lock()
 def _timer():
     with _lock:
         if not _lib:
-            linked = jit.compile_module(_IR, ["cohort_time_samples", "cohort_empty_entry"])
+            linked = jit.compile_module(ir(target.host()), ["cohort_time_samples", "cohort_empty_entry"])
             _lib["keep"] = linked
             _lib["fn"] = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
                                           ctypes.c_int64, ctypes.c_void_p)(
