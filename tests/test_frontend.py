@@ -255,26 +255,26 @@ def test_tuple_index():
 def test_indexing_a_scalar_param():
     def k_index_scalar(y: Buffer[f32], s: f32):
         y[0] = s[0]  # <-
-    rejects(k_index_scalar, r"s is not a buffer or a private array")
+    rejects(k_index_scalar, r"s is not a buffer, a private or a shared array")
 
 
 def test_indexing_a_variable():
     def k_index_var(y: Buffer[f32]):
         a = 1.0
         y[0] = a[0]  # <-
-    rejects(k_index_var, r"a is not a buffer or a private array")
+    rejects(k_index_var, r"a is not a buffer, a private or a shared array")
 
 
 def test_storing_into_a_scalar():
     def k_store_scalar(y: Buffer[f32], s: f32):
         s[0] = 1.0  # <-
-    rejects(k_store_scalar, r"s is not a buffer or a private array")
+    rejects(k_store_scalar, r"s is not a buffer, a private or a shared array")
 
 
 def test_nested_indexing():
     def k_nested_index(x: Buffer[f32], y: Buffer[f32]):
         y[0] = x[0][0]  # <-
-    rejects(k_nested_index, r"only buffers and private arrays can be indexed")
+    rejects(k_nested_index, r"only buffers, private and shared arrays can be indexed")
 
 
 def test_float_index():

@@ -169,8 +169,7 @@ class _Emitter:
         if isinstance(n.value, ast.Constant) and isinstance(n.value.value, str):
             return None  # docstring
         call = self.builtin_call(n.value)
-        if call is not None and call.kind == "barrier":
-            self.call_args(n.value, 0)
+        if call is not None and call.kind == "barrier" and not self.call_args(n.value, 0):
             return Barrier(self.loc())
         if call is not None and call.kind == "atomic":
             return self.atomic(call, n.value)
@@ -270,21 +269,16 @@ class _Emitter:
         else:
             self.err(f"{kind}(dtype, size): dtype must be f32, i32, u32 or bool")
         size = ir.lift(self.expr(size_node))
-        if kind == "private":
-            self.privates[name] = dt
-            return Private(name, dt, size, self.loc())
-        self.shared[name] = dt
-        return Shared(name, dt, size, self.loc())
+        (self.privates if kind == "private" else self.shared)[name] = dt
+        return (Private if kind == "private" else Shared)(name, dt, size, self.loc())
 
     def atomic(self, call, n: ast.Call) -> Atomic:
         """atomic_add(target, index, value): target a buffer or a shared array."""
         target, index, value = self.call_args(n, 3)
         name = target.id if isinstance(target, ast.Name) else None
-        if name in self.shared:
-            dt = self.shared[name]
-        elif name in self.params and self.params[name].kind is ParamKind.BUFFER:
-            dt = self.params[name].dtype
-        else:
+        p = self.params.get(name)
+        dt = self.shared.get(name) or (p.dtype if p is not None and p.kind is ParamKind.BUFFER else None)
+        if dt is None:
             self.err(f"{call.name}() updates a buffer or a shared array, got {ast.unparse(target)}", n)
         idx = ir.lift(self.expr(index))
         if not idx.dtype.is_int:
@@ -559,9 +553,7 @@ class _Emitter:
                      "level of the kernel body", n)
         if kind in ("private", "shared"):
             self.err(f"{kind}() must be assigned to a name at the top level of the kernel body", n)
-        if kind == "barrier":
-            self.err("barrier() is a statement of its own, not a value", n)
-        if kind == "atomic":
+        if kind in ("barrier", "atomic"):
             self.err(f"{obj.name}() returns no value: write it as a statement of its own", n)
         self.err(f"unsupported built-in {obj.name}", n)
 
