@@ -438,8 +438,14 @@ def test_write_conflicts_across_statements_and_phases(kfn):
     y = np.zeros(n, np.float32)
     kfn.interpret(n, y=y, k=0)
     assert y.tolist() == [second] + [1.0] * (n - 1)
-    # another thread of the same block, or of another block: a conflict
-    for k in (1, 3, 5, 6):
+    # another thread of the same block in the same phase, or of another block: a conflict;
+    # a collective (like a barrier) orders the stores of one block (DESIGN §3)
+    if kfn is two_phases:
+        for k in (1, 3):
+            y = np.zeros(n, np.float32)
+            kfn.interpret(n, y=y, k=k)
+            assert y[k] == 4.0 and y[0] == 1.0
+    for k in ((1, 3, 5, 6) if kfn is two_stores else (5, 6)):
         msg = runtime_error(kfn.interpret, n, y=np.zeros(n, np.float32), k=k)
         m = _CONFLICT.search(msg)
         assert m and {int(m.group(1)), int(m.group(2))} == {0, k} and m.group(4) == str(k), msg

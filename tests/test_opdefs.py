@@ -19,6 +19,7 @@ from cohort.refimpl.errors import KernelError
 from cohort.refimpl.interpreter import count_flops, evaluate, interpret
 from cohort.refimpl.ir import (
     Assign,
+    Barrier,
     DType,
     Expr,
     IRTypeError,
@@ -28,6 +29,8 @@ from cohort.refimpl.ir import (
     ParamKind,
     Private,
     PStore,
+    Shared,
+    SStore,
     Store,
     builtin,
     const,
@@ -35,6 +38,7 @@ from cohort.refimpl.ir import (
     param,
     pload,
     result_dtype,
+    sload,
     var,
 )
 from cohort.refimpl.opdefs import BINARY, EVALUATE, FLOP_OPS, GROUPS, OPDEFS, RECORDS
@@ -111,7 +115,7 @@ def _documented(op: Op, srcs: tuple, dt):
         return dt
     if op in GROUPS["builtin"]:
         return I32
-    if op in (Op.LOAD, Op.PLOAD):
+    if op in (Op.LOAD, Op.PLOAD, Op.SLOAD):
         return dt if srcs[0] in INT else None
     if op in (Op.NEG, Op.ABS):
         return srcs[0] if srcs[0] in NUM else None
@@ -189,6 +193,7 @@ def _kernel_using_every_op(rename=None):
         Op.NUM_THREADS: builtin(Op.NUM_THREADS), Op.BUFLEN: builtin(Op.BUFLEN, "src"),
         Op.SELECT: Expr(Op.SELECT, F32, (b, x, -x)), Op.CAST: Expr(Op.CAST, I32, (x,)),
         Op.BITCAST: Expr(Op.BITCAST, U32, (x,)), Op.LOAD: load("src", xi & 7, F32), Op.PLOAD: p,
+        Op.SLOAD: sload("sh", xi & 3, F32),
         Op.MATH: Expr(Op.MATH, F32, (x,), "exp"), Op.NOT: Expr(Op.NOT, BOOL, (b,)),
     }
     for d in RECORDS:
@@ -206,7 +211,8 @@ def _kernel_using_every_op(rename=None):
     body = [Assign("x", load("src", builtin(Op.GLOBAL_ID) & 7, F32)),
             Assign("xi", Expr(Op.CAST, I32, (x * 8.0,))),
             Assign("b", x > 0.0),
-            Private("pr", F32, const(4, I32)), PStore("pr", xi & 3, x)]
+            Private("pr", F32, const(4, I32)), PStore("pr", xi & 3, x),
+            Shared("sh", F32, const(4, I32)), SStore("sh", builtin(Op.THREAD_ID), x), Barrier()]
     outs = {}
     for op, e in by_op.items():
         name = f"y_{op.name.lower()}"

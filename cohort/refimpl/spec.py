@@ -93,7 +93,7 @@ class _Checker:
                 self.err(f"scalar parameter {p.name} must be f32, i32 or u32, got {p.dtype!r}")
         if self.specialised and k.const_params:
             self.err(f"Const parameter(s) {[p.name for p in k.const_params]} are not bound")
-        self.uniform = block_uniform_vars(k)
+        self.uniform = None         # BlockUniform, once a barrier needs it (the exprs checked by then)
         self.body(k.body, set(), top=True, loops=())
 
     # ------------------------------------------------------------ statements
@@ -171,6 +171,8 @@ class _Checker:
         return defined
 
     def check_barrier(self, s: Barrier, defined: set, loops: tuple) -> set:
+        if self.control and self.uniform is None:
+            self.uniform = BlockUniform(self.k)
         for c in self.control:
             for e in stmt_exprs(c)[:2]:       # an if's condition, a loop's start and stop
                 if not self.uniform.expr(e):
@@ -376,9 +378,6 @@ class BlockUniform:
                 return False
         return True
 
-
-def block_uniform_vars(k: Kernel) -> BlockUniform:
-    return BlockUniform(k)
 
 
 def _not_top_level(s) -> str:
