@@ -97,12 +97,15 @@ class Cooperative:
         return [self.own_store(o, j, self.store_value(var(name, dt), o.dtype))]
 
     def coop_exchange(self) -> list:
-        """Stage, barrier, read a live partner's slot."""
+        """Stage a value, barrier, combine a live partner's slot with one's own value (which
+        lives across the barrier: kept per thread, or lost)."""
         dt = self.pick([F32, F32, I32, U32])
         out = []
         sh = self.shared_array(dt, self.B, out)
-        out += [SStore(sh, self.t(), self.expr(dt, 1)), Barrier()]
-        a = self.new_var(dt, self.read_partner(sh, dt, self.partner()))
+        mine = self.new_var(dt, self.expr(dt, 1))
+        out += [mine, SStore(sh, self.t(), var(mine.name, dt)), Barrier()]
+        read = self.read_partner(sh, dt, self.partner())
+        a = self.new_var(dt, binary(self.pick(_COMBINE[dt][:3]), read, var(mine.name, dt)))
         return out + [a] + self.observe_var(a.name, dt)
 
     def coop_tree(self) -> list:
