@@ -340,7 +340,7 @@ class Core:
         sw, mathcats = self.sw, [f"math:{f}" for f in MATH_FUNCTIONS]
         kind = self.weighted([(4, "leaf"), (sw(6, "op:ADD", "op:SUB", "op:MUL", "op:DIV", "op:MIN", "op:MAX"),
                                            "binary"),
-                              (4, "fma"), (sw(2, "op:MIN", "op:MAX"), "minmax"),
+                              (sw(4, "op:FMA"), "fma"), (sw(2, "op:MIN", "op:MAX"), "minmax"),
                               (sw(3, "op:MIN", "op:MAX"), "minmax_nest"),
                               (sw(2, "op:NEG", "op:ABS", "op:SQRT"), "unary"),
                               (sw(2, *mathcats) if self.math_allowed() else 0, "math"),
@@ -354,7 +354,8 @@ class Core:
             return binary(op, sub(), sub())
         if kind == "fma":   # a multiply feeding an add: where FMA contraction would change bits
             a, b, c = self.ordinary(d), self.ordinary(d), self.ordinary(d)
-            shape = self.pick(["a*b+c", "c+a*b", "a*b-c", "c-a*b", "fma"])   # and the named, fused op
+            # and the named, fused op (always, while the steering misses it)
+            shape = "fma" if self.boost("op:FMA") > 1 else self.pick(["a*b+c", "c+a*b", "a*b-c", "c-a*b", "fma"])
             ab = binary(Op.MUL, a, b)
             return {"a*b+c": lambda: ab + c, "c+a*b": lambda: c + ab, "a*b-c": lambda: ab - c,
                     "c-a*b": lambda: c - ab, "fma": lambda: fma(a, b, c)}[shape]()
