@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -122,7 +123,10 @@ def run_case(name, shape, args, variant):
     ts = peer_inputs(name, inputs, shape)
     with torch.no_grad():
         eager = lambda: fn(*ts)
-        comp_fn = torch.compile(lambda *xs: fn(*xs), dynamic=False)
+        call = lambda *xs: fn(*xs)                     # noqa: E731
+        # a fresh code object per case: its own Dynamo cache (no recompile limit across sizes)
+        call = types.FunctionType(call.__code__.replace(), call.__globals__, "peer", None, call.__closure__)
+        comp_fn = torch.compile(call, dynamic=False)
         comp = lambda: comp_fn(*ts)
         eager()
         comp()

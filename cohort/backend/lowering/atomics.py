@@ -47,8 +47,22 @@ class AtomicLowering:
             return
         # A block's shared array is touched only by the worker running the block (a task is
         # whole blocks), so its lanes update it with a plain load, the op and a store, in lane
-        # order: exact, and no locked instruction. Buffers take a real atomic per lane.
-        update = self.plain_one if s.target in self.shared_arrays else self.atomic_one
+        # order: exact, and no locked instruction. Without branches: an inactive lane rewrites
+        # element 0 with its own value (its index may be anything; element 0 always exists).
+        # Buffers take a real atomic per lane.
+        if s.target in self.shared_arrays:
+            for lane in range(self.W):
+                li = self.i32(lane)
+                on = None if self.mask is None else (self.mask if self.W == 1 else b.extract_element(self.mask, li))
+                at = self.lane(idx64, li)
+                if on is not None:
+                    at = b.select(on, at, ir.Constant(at.type, 0))
+                ptr = b.gep(base, [at], source_etype=I32T)
+                old = b.load(ptr, typ=I32T, align=4)
+                new = self.combine(s.op, dt, old, self.lane(bits, li))
+                b.store(new if on is None else b.select(on, new, old), ptr, align=4)
+            return
+        update = self.atomic_one
         for lane in range(self.W):
             on = None if self.mask is None else (self.mask if self.W == 1 else
                                                  b.extract_element(self.mask, self.i32(lane)))
@@ -59,11 +73,6 @@ class AtomicLowering:
             else:
                 with b.if_then(on):
                     update(s.op, dt, ptr, v)
-
-    def plain_one(self, op: AtomicOp, dt: DType, ptr, v):
-        """One lane's update of a shared i32 (one worker owns it): load, op, store."""
-        b = self.b
-        b.store(self.combine(op, dt, b.load(ptr, typ=I32T, align=4), v), ptr, align=4)
 
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
         """One lane's update of the i32 at `ptr` by the 32 bits `v`."""

@@ -6,8 +6,8 @@ its range); cohort.torch's op refuses them instead, as torch.bincount refuses a
 negative index. Counts wrap at 2^32 like every i32 in the language (at most
 2^30 - 1 elements per buffer, so they never do).
 
-A block counts HB * ITEMS consecutive indices into its own bins in shared
-memory (zeroed by the block, atomics on shared memory: colliding threads all
+A block counts HB * items consecutive indices (items: 16, or more so that
+there are at least four per shared bin) into its own bins in shared memory (zeroed by the block, atomics on shared memory: colliding threads all
 count), then adds its non-zero bins to the output with one global atomic each.
 Integer addition is associative, so every order of the updates gives the same
 counts. The first SHARED_BINS bins live in shared memory; indices past them are
@@ -26,18 +26,23 @@ SHARED_BINS = 16384  # 64 KiB of i32 bins per block
 @kernel(block=HB)
 def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[int]):
     t = thread_id()
-    base = block_id() * (HB * ITEMS)
+    # indices per thread: at least four per shared bin in a block, so that zeroing and
+    # flushing the bins (one global atomic each) stay a small part of the block's work
+    items = max(ITEMS, (4 * min(BINS, SHARED_BINS) + HB - 1) // HB)
+    base = block_id() * (HB * items)
     # the first SHARED_BINS bins in shared memory, any further ones counted in memory directly
     bins = shared(i32, min(BINS, SHARED_BINS))
     for q in range(t, min(BINS, SHARED_BINS), HB):
         bins[q] = 0
     barrier()
-    for k in range(ITEMS):
+    for k in range(items):
         e = base + k * HB + t
         if e < L:
             v = idx[e]
             if v >= 0 and v < BINS:
-                if v < SHARED_BINS:
+                if BINS <= SHARED_BINS:           # a constant: the other branch is no code
+                    atomic_add(bins, v, 1)
+                elif v < SHARED_BINS:
                     atomic_add(bins, v, 1)
                 else:
                     atomic_add(counts, v, 1)
@@ -60,7 +65,17 @@ def histogram_global(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS:
                 atomic_add(counts, v, 1)
 
 
+def items(bins: int) -> int:
+    """Indices per thread of the shared form (the kernel's `items`)."""
+    return max(ITEMS, (4 * min(bins, SHARED_BINS) + HB - 1) // HB)
+
+
 def launch(s):
+    chunk = HB * items(s[1])
+    return Launch(((s[0] + chunk - 1) // chunk) * HB, {"L": s[0], "BINS": s[1]}, {})
+
+
+def launch_global(s):
     return Launch(((s[0] + HB * ITEMS - 1) // (HB * ITEMS)) * HB, {"L": s[0], "BINS": s[1]}, {})
 
 
@@ -88,5 +103,5 @@ OP = Operator(
     rel_tol=0.0,
     definition="counts[b] = #{i : idx[i] == b}, 0 <= b < BINS; other indices not counted",
     form="shared",
-    forms=(("global", histogram_global),),
+    forms=(("global", histogram_global, launch_global),),
 )
