@@ -7,8 +7,8 @@ group, a Hillis-Steele inclusive scan: for d = 1, 2, 4, 8 in turn, every
 thread t >= d replaces its value h_t by h_{t-d} + h_t (all reading the values
 of the previous step). Then out_t = carry + h_t, and the next group's carry is
 out_15; the first carry is -0.0, so y[r, 0] is x[r, 0] bit for bit. Past the
-end of the row a group holds copies of the last element: they only reach
-positions past the end, which are never stored.
+end of the row a group holds zeros: they only reach positions past the end,
+which are never stored.
 
 The kernel takes G = 16 groups (256 elements) per round of barriers: the four
 steps of all of them alternate between two shared arrays, so one barrier per
@@ -34,7 +34,8 @@ def cumsum(x: Buffer[f32], y: Buffer[f32], C: Const[int]):
     for g0 in range(0, C, G * B):
         kn = min(G, (C - g0 + B - 1) // B)          # the step's groups that hold any element
         for k in range(kn):
-            s0[k * B + t] = x[base + min(g0 + k * B + t, C - 1)]
+            jx = g0 + k * B + t
+            s0[k * B + t] = x[base + jx] if jx < C else 0.0      # a masked vector load
         barrier()
         # the four Hillis-Steele steps of every group of the step, between two arrays
         for k1 in range(kn):
