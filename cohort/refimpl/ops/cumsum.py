@@ -73,7 +73,7 @@ def cumsum(x: Buffer[f32], y: Buffer[f32], C: Const[int]):
 
 
 def oracle(inp):
-    return np.cumsum(inp["x"].astype(np.float64), axis=1)
+    return np.add.accumulate(inp["x"].astype(np.float64), axis=1)    # float64, in order
 
 
 OP = Operator(
