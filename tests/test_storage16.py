@@ -1,0 +1,215 @@
+"""bf16 and f16 storage (issue 26 item 3; DESIGN §3 "Storage types").
+
+The conversions are defined once (`semantics.widen` / `semantics.narrow`) and
+lowered once (`lower_ops.widen` / `lower_ops.narrow`). Here: every one of the
+2^16 bit patterns widens exactly; a dense set of f32 patterns (every upper 20
+bits with low bits at and around each rounding boundary, so every tie, every
+subnormal result and every overflow) rounds as NumPy's float16 cast and
+PyTorch's bfloat16 cast do (independent implementations), NaN to the canonical
+NaN; and every native variant reproduces the interpreter's bits.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from cohort import Buffer, KernelError, bf16, f16, f32, global_id, i32, interpret, kernel, private
+from cohort.backend.compiler import compile_kernel
+from cohort.backend.variant import parse_variant
+from cohort.refimpl.frontend import FrontendError
+from cohort.refimpl.ir import DType
+from cohort.refimpl.semantics import BF16_NAN, F16_NAN, narrow, widen
+from cohort.verify.compare import verify_build
+
+BF16, F16 = DType.BF16, DType.F16
+ALL16 = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+
+
+def dense_f32() -> np.ndarray:
+    """Every upper 20 bits of an f32 (sign, exponent, 11 fraction bits) with low 12 bits
+    from a set around both formats' rounding points: f16's normal tie is bit 12 exactly
+    (0x1000 with low bits 0), bf16's is 0x8000 (bit 15: one of the enumerated bits), and
+    subnormal f16 results round at bits 13..23, all enumerated."""
+    hi = np.arange(1 << 20, dtype=np.uint32) << 12
+    low = np.array([0, 1, 0x7FF, 0x800, 0x801, 0xFFF], np.uint32)
+    return (hi[:, None] | low[None, :]).reshape(-1)
+
+
+def torch_bf16_bits(x: np.ndarray) -> np.ndarray:
+    return torch.from_numpy(np.ascontiguousarray(x)).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+
+
+# ---------------------------------------------------------------- the definition
+
+def test_every_bf16_pattern_widens_to_its_top_half():
+    w = widen(ALL16, BF16).view(np.uint32)
+    assert np.array_equal(w, ALL16.astype(np.uint32) << 16)
+    t = torch.from_numpy(ALL16.view(np.int16)).view(torch.bfloat16).float().numpy().view(np.uint32)
+    assert np.array_equal(w, t)           # PyTorch's widening, NaN payloads included
+
+
+def test_every_f16_pattern_widens_exactly():
+    w = widen(ALL16, F16)
+    ref = ALL16.view(np.float16).astype(np.float32)
+    nan = np.isnan(ref)
+    assert np.array_equal(w.view(np.uint32)[~nan], ref.view(np.uint32)[~nan])   # values, ±0, ±inf, subnormals
+    h = ALL16[nan].astype(np.uint32)
+    # NaN: sign and payload kept (payload at the top of the f32 fraction), quiet bit set (as vcvtph2ps)
+    want = ((h & 0x8000) << 16) | 0x7F800000 | ((h & 0x3FF) << 13) | 0x400000
+    assert np.array_equal(w.view(np.uint32)[nan], want)
+    assert np.count_nonzero(nan) == 2 * 1023
+
+
+def test_f32_rounds_to_bf16_as_pytorch_does_and_nan_is_canonical():
+    u = dense_f32()
+    x = u.view(np.float32)
+    got = narrow(x, BF16)
+    nan = np.isnan(x)
+    assert np.array_equal(got[~nan], torch_bf16_bits(x)[~nan])
+    assert np.all(got[nan] == BF16_NAN)
+    # ties to even, both directions; overflow to inf; subnormals kept, not flushed
+    cases = {0x3F808000: 0x3F80, 0x3F818000: 0x3F82, 0x3F808001: 0x3F81, 0x3F807FFF: 0x3F80,
+             0x7F7FFFFF: 0x7F80, 0xFF7F8000: 0xFF80, 0x7F7F7FFF: 0x7F7F, 0x00018000: 0x0002,
+             0x00008000: 0x0000, 0x80008001: 0x8001, 0x7F800000: 0x7F80, 0xFF800000: 0xFF80,
+             0x80000000: 0x8000, 0x7F800001: BF16_NAN, 0xFFFFFFFF: BF16_NAN}
+    for bits, want in cases.items():
+        assert int(narrow(np.array([bits], np.uint32).view(np.float32), BF16)[0]) == want, hex(bits)
+
+
+def test_f32_rounds_to_f16_as_numpy_does_and_nan_is_canonical():
+    u = dense_f32()
+    x = u.view(np.float32)
+    got = narrow(x, F16).view(np.uint16)
+    nan = np.isnan(x)
+    with np.errstate(over="ignore"):
+        ref = x.astype(np.float16).view(np.uint16)
+    assert np.array_equal(got[~nan], ref[~nan])
+    assert np.all(got[nan] == F16_NAN)
+    f = lambda v: int(narrow(np.array([v], np.float32), F16).view(np.uint16)[0])
+    assert f(65504.0) == 0x7BFF and f(65519.99) == 0x7BFF and f(65520.0) == 0x7C00 and f(-1e30) == 0xFC00
+    assert f(2.0 ** -24) == 0x0001 and f(2.0 ** -25) == 0 and f(np.nextafter(np.float32(2.0 ** -25), 1)) == 1
+    assert f(3 * 2.0 ** -25) == 0x0002 and f(-(2.0 ** -14)) == 0x8400 and f(2.0 ** -14 - 2.0 ** -25) == 0x0400
+    assert f(1.0 + 2.0 ** -11) == 0x3C00 and f(1.0 + 3 * 2.0 ** -11) == 0x3C02 and f(-0.0) == 0x8000
+
+
+def test_round_trip_is_the_identity_on_non_nan_patterns():
+    for st in (BF16, F16):
+        w = widen(ALL16, st)
+        back = narrow(w, st).view(np.uint16)
+        nan = np.isnan(w)
+        assert np.array_equal(back[~nan], ALL16[~nan])
+
+
+# ---------------------------------------------------------------- kernels
+
+@kernel
+def convert(xb: Buffer[bf16], xh: Buffer[f16], xf: Buffer[f32], ob: Buffer[bf16], oh: Buffer[f16],
+            wb: Buffer[f32], wh: Buffer[f32], mix: Buffer[f32], m: i32):
+    i = global_id()
+    wb[i] = xb[i]                       # contiguous loads
+    wh[i] = xh[i]
+    ob[i] = xf[i]                       # contiguous stores, rounded
+    oh[i] = xf[i]
+    # uniform, strided, gathered loads; a guarded (masked) one
+    mix[i] = xb[m] + xh[(2 * i) % len(xh)] + xb[(i * 7919) % len(xb)] + (xh[i + 1] if i < m else 0.0)
+
+
+@kernel
+def scatter(xf: Buffer[f32], ob: Buffer[bf16], oh: Buffer[f16]):
+    i = global_id()
+    j = (i * 40503) & 65535             # a permutation of 0..65535: scattered stores
+    if i % 3 != 0:                      # divergent: masked stores
+        ob[j] = xf[i] * 1.5
+        oh[j] = xf[i] - 0.25
+
+
+def _conv_args(n=1 << 16, seed=0):
+    rng = np.random.default_rng(seed)
+    u = np.arange(n, dtype=np.uint32)
+    xf = np.concatenate([rng.integers(0, 1 << 32, n // 2, dtype=np.uint64).astype(np.uint32),
+                         ((u[: n // 2] * 0x2F3) << 13) | np.uint32(0x1000)])    # random bits, f16 ties
+    return dict(xb=u.astype(np.uint16), xh=u.astype(np.uint16).view(np.float16), xf=xf.view(np.float32),
+                ob=np.zeros(n, np.uint16), oh=np.zeros(n, np.float16), wb=np.zeros(n, np.float32),
+                wh=np.zeros(n, np.float32), mix=np.zeros(n, np.float32), m=n - 5)
+
+
+def test_interpreter_loads_and_stores_follow_the_definition():
+    a = _conv_args()
+    interpret(convert.ir, 1 << 16, a)
+    assert np.array_equal(a["wb"].view(np.uint32), widen(a["xb"], BF16).view(np.uint32))
+    assert np.array_equal(a["wh"].view(np.uint32), widen(a["xh"], F16).view(np.uint32))
+    assert np.array_equal(a["ob"], narrow(a["xf"], BF16))
+    assert np.array_equal(a["oh"].view(np.uint16), narrow(a["xf"], F16).view(np.uint16))
+
+
+VARIANTS = ["whole", "packet", "lanes=4", "lanes=16", "packet,predicated=off", "packet,checked=on",
+            "packet,full_packet=off", "packet,interleave=2", "whole,checked=on", "lanes=4,predicated=off"]
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("n", [1 << 16, (1 << 16) - 13])
+def test_every_variant_converts_bit_for_bit(variant, n):
+    for k in (convert, scatter):
+        a = _conv_args()
+        if k is scatter:
+            a = {name: a[name] for name in ("xf", "ob", "oh")}
+        v = verify_build(compile_kernel(k, {}, parse_variant(variant)), n, a)
+        assert v.ok, v.describe()
+
+
+def test_torch_tensors_are_buffers_of_their_dtype():
+    n = 64
+    xb = torch.randn(n).to(torch.bfloat16)
+    xh = torch.randn(n).to(torch.float16)
+    a = dict(xb=xb, xh=xh, xf=torch.randn(n), ob=torch.zeros(n, dtype=torch.bfloat16),
+             oh=torch.zeros(n, dtype=torch.float16), wb=torch.zeros(n), wh=torch.zeros(n), mix=torch.zeros(n), m=n - 1)
+    interpret(convert.ir, n, a)
+    assert torch.equal(a["wb"], xb.float()) and torch.equal(a["wh"], xh.float())
+    assert torch.equal(a["ob"], a["xf"].to(torch.bfloat16)) and torch.equal(a["oh"], a["xf"].to(torch.float16))
+    ck = compile_kernel(convert, {}, parse_variant("packet"))
+    b = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in a.items()}
+    b["ob"].zero_()
+    ck.launch(n, b)
+    assert torch.equal(b["ob"], a["ob"]) and torch.equal(b["mix"], a["mix"])
+
+
+# ---------------------------------------------------------------- bad input: one line naming the argument
+
+def test_storage_types_are_buffer_element_types_only():
+    with pytest.raises(FrontendError, match=r"parameter s: use Buffer\[bf16\]"):
+        @kernel
+        def k1(x: Buffer[f32], s: bf16):
+            x[global_id()] = 1.0
+    with pytest.raises(FrontendError, match=r"private\(dtype, size\): dtype must be f32, i32, u32 or bool"):
+        @kernel
+        def k2(x: Buffer[f32]):
+            p = private(f16, 4)
+            x[global_id()] = 1.0
+    with pytest.raises(FrontendError, match="storing i32 into y of f32"):
+        @kernel
+        def k3(y: Buffer[bf16]):
+            y[global_id()] = global_id()
+    # the IR's validator says the same for kernels built directly (the fuzzer's way)
+    from cohort.refimpl import ir
+    from cohort.refimpl.spec import validate
+    gid = ir.builtin(ir.Op.GLOBAL_ID)
+    y = ir.Param("y", ir.ParamKind.BUFFER, BF16)
+    for body, msg in [((ir.Private("p", F16, ir.const(4, DType.I32)),), "private array p of f16"),
+                      ((ir.Store("y", gid, gid),), "storing i32 into buffer y of bf16"),
+                      ((ir.Atomic(ir.AtomicOp.MAX, "y", gid, ir.const(1.0, DType.F32)),), "atomic_max\\(\\) on bf16")]:
+        with pytest.raises(KernelError, match=msg):
+            validate(ir.Kernel("k", (y,), body))
+    with pytest.raises(KernelError, match="scalar parameter s must be f32, i32 or u32"):
+        validate(ir.Kernel("k", (y, ir.Param("s", ir.ParamKind.SCALAR, BF16)), ()))
+
+
+def test_wrong_buffer_dtypes_name_the_argument():
+    a = _conv_args(64)
+    a["ob"] = np.zeros(64, np.float16)
+    with pytest.raises(KernelError, match=r"buffer ob must have dtype uint16 \(bf16 elements as their bits\)"):
+        interpret(convert.ir, 64, a)
+    a = _conv_args(64)
+    a["oh"] = torch.zeros(64, dtype=torch.bfloat16)
+    with pytest.raises(KernelError, match="buffer oh must have dtype float16, got torch.bfloat16"):
+        interpret(convert.ir, 64, a)
