@@ -213,3 +213,74 @@ def test_wrong_buffer_dtypes_name_the_argument():
     a["oh"] = torch.zeros(64, dtype=torch.bfloat16)
     with pytest.raises(KernelError, match="buffer oh must have dtype float16, got torch.bfloat16"):
         interpret(convert.ir, 64, a)
+
+
+@kernel
+def pairs(x: Buffer[f32], yb: Buffer[bf16], yh: Buffer[f16]):
+    i = global_id()
+    a = x[2 * i]
+    b = x[2 * i + 1]
+    yb[2 * i] = a * 3.0 - b          # an interleaved pair of stores: one shuffle, one vector store
+    yb[2 * i + 1] = a + b * 0.5
+    yh[2 * i] = a - b
+    yh[2 * i + 1] = a * b
+
+
+@pytest.mark.parametrize("variant", ["whole", "packet", "lanes=16", "packet,predicated=off"])
+def test_interleaved_stores_round_like_single_ones(variant):
+    n = 1000
+    x = np.random.default_rng(3).standard_normal(2 * n).astype(np.float32) * np.float32(3e4)
+    a = dict(x=x, yb=np.zeros(2 * n, np.uint16), yh=np.zeros(2 * n, np.float16))
+    v = verify_build(compile_kernel(pairs, {}, parse_variant(variant)), n - 3, a)
+    assert v.ok, v.describe()
+
+
+# ---------------------------------------------------------------- every operator in bf16 and f16
+
+from cohort.refimpl import ops  # noqa: E402
+
+SMALL = {"attention": (1, 4, 2, 16, 32, 16, 16), "attention_causal": (1, 4, 2, 16, 32, 16, 16),
+         "rope_half": (1, 1, 2, 2), "rope_pairs": (4, 33, 80, 32), "rope": (3, 64)}
+
+
+def _check_operator(name: str, st: str, variants, shape=None, form=None):
+    op = ops.get(f"{name}:{st}", form)
+    shape = shape or SMALL.get(name, (3, 63))
+    inp = op.make_inputs(shape, 0)
+    y = ops.run_reference(op, shape, inp)
+    assert y.dtype == DType(st).np
+    _, rel = ops.oracle_error(y, op.oracle(inp))
+    assert rel <= op.rel_tol, (op.name, shape, rel, op.rel_tol)
+    launch = op.launch(shape)
+    for variant in variants:
+        ck = compile_kernel(op.kernel, launch.consts, parse_variant(variant))
+        v = verify_build(ck, launch.n, {**ops.allocate(op, shape, inp), **launch.scalars}, {op.output: y.reshape(-1)})
+        assert v.ok, (op.name, form, v.describe())
+
+
+@pytest.mark.parametrize("st", ["bf16", "f16"])
+@pytest.mark.parametrize("name", list(ops.OPERATORS))
+def test_every_operator_in_storage_types(name, st):
+    """Within the f32 operator's bound plus the output's rounding of the float64 oracle on
+    the same (rounded) inputs; the packet variant bit for bit."""
+    _check_operator(name, st, ["packet"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("st", ["bf16", "f16"])
+@pytest.mark.parametrize("name", list(ops.OPERATORS) + list(ops.BACKWARD))
+def test_every_operator_form_and_variant_in_storage_types(name, st):
+    op = ops.get(name)
+    for form in [op.form] + [f[0] for f in op.forms]:
+        for shape in op.seed_sizes[:2]:
+            _check_operator(name, st, ["whole", "packet", "lanes=4", "lanes=16", "packet,predicated=off",
+                                       "packet,checked=on"], shape, form)
+
+
+def test_storage_operator_names_and_bounds():
+    op = ops.get("rmsnorm:bf16")
+    assert op.name == "rmsnorm:bf16" and op.kernel.ir.name == "rmsnorm_bf16"
+    assert op.rel_tol == pytest.approx(1e-5 + 2.0 ** -8 * (1 + 1e-5))
+    assert [p.dtype for p in ops.get("attention:f16").kernel.ir.buffers] == [F16, F16, F16, DType.F32, F16]
+    with pytest.raises(ops.ShapeError, match="storage type must be bf16 or f16, got 'f64'"):
+        ops.get("rmsnorm:f64")
