@@ -123,7 +123,7 @@ def oracle_error(y: np.ndarray, ref: np.ndarray):
     A row is the last dimension (attention: an output row). An all-zero
     oracle row (a fully masked softmax row) must be matched exactly.
     """
-    from .storage import values     # a bf16 output (uint16 bits) or f16 one, as its values
+    from .storage import values  # a bf16 output (uint16 bits) or f16 one, as its values
     y64 = np.asarray(values(y), np.float64).reshape(-1, ref.shape[-1])
     r64 = np.asarray(ref, np.float64).reshape(-1, ref.shape[-1])
     err = np.abs(y64 - r64)
