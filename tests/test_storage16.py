@@ -143,13 +143,17 @@ def test_interpreter_loads_and_stores_follow_the_definition():
     assert np.array_equal(a["oh"].view(np.uint16), narrow(a["xf"], F16).view(np.uint16))
 
 
-VARIANTS = ["whole", "packet", "lanes=4", "lanes=16", "packet,predicated=off", "packet,checked=on",
-            "packet,full_packet=off", "packet,interleave=2", "whole,checked=on", "lanes=4,predicated=off"]
+VARIANTS = ["whole", "packet", "lanes=16", "packet,predicated=off", "packet,checked=on", "packet,full_packet=off"]
+MORE = ["lanes=4", "packet,interleave=2", "whole,checked=on", "lanes=4,predicated=off", "packet,private=thread"]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("n", [1 << 16, (1 << 16) - 13])
-def test_every_variant_converts_bit_for_bit(variant, n):
+@pytest.mark.parametrize("f16", ["auto", "software"])
+@pytest.mark.parametrize("variant, n", [(v, (1 << 16) - 13) for v in VARIANTS] +
+                         [pytest.param(v, n, marks=pytest.mark.slow) for v in VARIANTS + MORE
+                          for n in (1 << 16, (1 << 16) - 13) if v in MORE or n == 1 << 16])
+def test_every_variant_converts_bit_for_bit(variant, n, f16, monkeypatch):
+    """f16: F16C's instructions where the host has them (auto), and the integer lowering."""
+    monkeypatch.setenv("COHORT_F16", f16)
     for k in (convert, scatter):
         a = _conv_args()
         if k is scatter:
@@ -227,7 +231,9 @@ def pairs(x: Buffer[f32], yb: Buffer[bf16], yh: Buffer[f16]):
 
 
 @pytest.mark.parametrize("variant", ["whole", "packet", "lanes=16", "packet,predicated=off"])
-def test_interleaved_stores_round_like_single_ones(variant):
+@pytest.mark.parametrize("f16", ["auto", "software"])
+def test_interleaved_stores_round_like_single_ones(variant, f16, monkeypatch):
+    monkeypatch.setenv("COHORT_F16", f16)
     n = 1000
     x = np.random.default_rng(3).standard_normal(2 * n).astype(np.float32) * np.float32(3e4)
     a = dict(x=x, yb=np.zeros(2 * n, np.uint16), yh=np.zeros(2 * n, np.float16))
@@ -275,6 +281,17 @@ def test_every_operator_form_and_variant_in_storage_types(name, st):
         for shape in op.seed_sizes[:2]:
             _check_operator(name, st, ["whole", "packet", "lanes=4", "lanes=16", "packet,predicated=off",
                                        "packet,checked=on"], shape, form)
+
+
+def test_f16_lowering_choice():
+    from cohort.backend import target
+    from cohort.backend.lower_ops import f16_lowering
+    want = "hardware" if target.current().native_half else "software"
+    assert f16_lowering() == want
+    asm = compile_kernel(convert, {}, parse_variant("packet")).assembly()
+    assert not any(f in asm for f in ("__truncsfbf2", "__extendhfsf2", "__truncsfhf2", "__gnu_"))   # no libcall
+    if want == "hardware":
+        assert "vcvtph2ps" in asm and "vcvtps2ph" in asm
 
 
 def test_storage_operator_names_and_bounds():
