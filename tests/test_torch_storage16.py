@@ -211,3 +211,27 @@ def test_kernel_op_takes_storage_buffers():
     assert torch.equal(y, (x.float() * np.float32(0.3)).to(torch.bfloat16))
     with pytest.raises(TypeError, match="x must be torch.bfloat16, got torch.float32"):
         op(x.float(), 0.3)
+
+
+@pytest.mark.slow
+def test_llama_example_in_bf16_with_a_left_padded_batch():
+    """examples/llama.py's model in bfloat16: cohort's logits as close to the float32 model's as eager
+    bf16's are, and greedy generation of a left-padded batch identical to eager bf16's."""
+    import copy
+    import sys
+    from pathlib import Path
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    import llama as L
+    ref = L.build_model().to(torch.bfloat16)
+    mine = L.use_cohort(copy.deepcopy(ref))
+    ids, mask = L.padded_batch(256, [12, 7])
+    with torch.no_grad():
+        f32 = L.build_model()(input_ids=ids, attention_mask=mask).logits
+        keep = mask.bool()
+        err = lambda x: float((x.float() - f32)[keep].abs().max() / f32[keep].abs().max())
+        b = mine(input_ids=ids, attention_mask=mask).logits
+        assert b.dtype == torch.bfloat16
+        assert err(b) <= 2 * err(ref(input_ids=ids, attention_mask=mask).logits)
+        gen = dict(attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0)
+        assert torch.equal(mine.generate(input_ids=ids, **gen), ref.generate(input_ids=ids, **gen))
