@@ -267,6 +267,7 @@ def cast(a: Operand, dtype: DType) -> Expr:
     a = lift(a)
     if a.dtype is dtype:
         return a
+    result_dtype(Op.CAST, (a.dtype,), dtype)   # a value type (no cast to bf16/f16: a store rounds)
     if a.op is Op.CONST:  # a literal converted at build time, exactly as CAST would
         from .semantics import convert_scalar
         return const(convert_scalar(a.arg, a.dtype, dtype), dtype)
