@@ -235,3 +235,17 @@ def test_llama_example_in_bf16_with_a_left_padded_batch():
         assert err(b) <= 2 * err(ref(input_ids=ids, attention_mask=mask).logits)
         gen = dict(attention_mask=mask, max_new_tokens=16, do_sample=False, pad_token_id=0)
         assert torch.equal(mine.generate(input_ids=ids, **gen), ref.generate(input_ids=ids, **gen))
+
+
+def test_attention_masks_in_the_storage_type():
+    """A float mask in q's dtype (SDPA's rule) is widened exactly to the kernel's f32 bias."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(2, 2, 7, 16, generator=g).to(torch.bfloat16).requires_grad_()
+    m = (torch.randn(2, 1, 7, 7, generator=g) * 3).to(torch.bfloat16)
+    y = ct.attention(q, q.detach(), q.detach(), mask=m)
+    assert y.dtype == torch.bfloat16 and torch.equal(y, ct.attention(q, q.detach(), q.detach(), mask=m.float()))
+    ct.attention(q, q.detach(), q.detach(), mask=m > 0).sum().backward()
+    assert q.grad.dtype == torch.bfloat16
+    with pytest.raises(TypeError, match=r"mask must be torch.bool \(True = attend\) or torch.float32 or q's "
+                                        r"torch.bfloat16 \(added to the scores\), got torch.float16"):
+        ct.attention(q, q, q, mask=m.half())

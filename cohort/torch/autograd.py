@@ -56,7 +56,7 @@ def _in_f32(impl=None, mask: int = -1):
         dt = floats[0] if floats else torch.float32
         if dt not in (torch.bfloat16, torch.float16) or any(d != dt for d in floats):
             return impl(*args)
-        out = impl(*(a.float() if isinstance(a, Tensor) and a.is_floating_point() else a for a in args))
+        out = impl(*(a.float() if isinstance(a, Tensor) and a.dtype == dt else a for a in args))
         return tuple(t.to(dt) for t in out) if isinstance(out, tuple) else out.to(dt)
     return run
 
@@ -326,7 +326,7 @@ def _attention_backward_check(do, q, k, v, o, causal, scale, mask, window):
     B_, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
     if scale is not None:
         checks.number("attention_backward", "scale", scale)
-    checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV))
+    checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV), q.dtype)
     _grad("attention_backward", do, o, "grad_output")
     _grad("attention_backward", o, do, "output")
     checks.like("attention_backward", "q", q, ("output", o))
@@ -347,7 +347,7 @@ def attention_backward_impl(do, q, k, v, o, causal=False, scale=None, mask=None,
     """(dq, dkv): dkv holds dk (B*Hkv*Skv*D values) then dv, flat."""
     B_, H, HKV, SQ, SKV, D, DV = _attention_backward_check(do, q, k, v, o, causal, scale, mask, window)
     scale = attention_op.default_scale(D) if scale is None else float(scale)
-    shape4 = checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV))
+    shape4 = checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV), q.dtype)
     do, q, k, v, o = (t.contiguous() for t in (do, q, k, v, o))
     dq = torch.zeros((B_, H, SQ, D))
     dkv = torch.zeros(B_ * HKV * SKV * (D + DV))

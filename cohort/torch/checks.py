@@ -68,10 +68,10 @@ def last_dim(op: str, x_name: str, x, w_name: str, w):
                          f"{x_name}), got {tuple(w.shape)}")
 
 
-def attention_mask(mask, window, causal, shape):
+def attention_mask(mask, window, causal, shape, dtype=torch.float32):
     """The mask's 4-D shape (leading 1s added), checked against (B, H, Sq, Skv): a bool
-    (True = attend) or float32 (added to the scores) tensor broadcasting to it, as SDPA's
-    attn_mask; and the window, an int >= 1 with causal=True."""
+    (True = attend) or float (added to the scores: float32 or q's dtype `dtype`) tensor
+    broadcasting to it, as SDPA's attn_mask; and the window, an int >= 1 with causal=True."""
     op = "attention"
     if window is not None:
         if isinstance(window, bool) or not isinstance(window, int):
@@ -86,9 +86,10 @@ def attention_mask(mask, window, causal, shape):
         return None
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{op}: mask must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype not in (torch.bool, torch.float32, torch.bfloat16, torch.float16):
+    if mask.dtype not in (torch.bool, torch.float32, dtype):
         hint = " (convert with .float())" if mask.is_floating_point() else ""
-        raise TypeError(f"{op}: mask must be torch.bool (True = attend) or torch.float32 (added to the "
+        also = "" if dtype == torch.float32 else f" or q's {dtype}"
+        raise TypeError(f"{op}: mask must be torch.bool (True = attend) or torch.float32{also} (added to the "
                         f"scores), got {mask.dtype}{hint}")
     if mask.device.type != "cpu":
         raise ValueError(f"{op}: mask must be on the CPU, got device {mask.device}")

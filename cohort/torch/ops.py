@@ -441,7 +441,7 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
             scale = _SCALES.setdefault(D, attention_op.default_scale(D))
     else:
         scale = checks.number("attention", "scale", scale)
-    shape4 = checks.attention_mask(mask, window, causal, (B, H, SQ, SKV)) \
+    shape4 = checks.attention_mask(mask, window, causal, (B, H, SQ, SKV), q.dtype) \
         if mask is not None or window is not None else None
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     o = torch.empty((B, H, SQ, DV), dtype=q.dtype)
@@ -462,7 +462,7 @@ def _(q, k, v, causal=False, scale=None, mask=None, window=None):
     B, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
     if scale is not None:
         checks.number("attention", "scale", scale)
-    checks.attention_mask(mask, window, causal, (B, H, SQ, SKV))
+    checks.attention_mask(mask, window, causal, (B, H, SQ, SKV), q.dtype)
     return q.new_empty((B, H, SQ, DV))
 
 
