@@ -301,3 +301,11 @@ def test_storage_operator_names_and_bounds():
     assert [p.dtype for p in ops.get("attention:f16").kernel.ir.buffers] == [F16, F16, F16, DType.F32, F16]
     with pytest.raises(ops.ShapeError, match="storage type must be bf16 or f16, got 'f64'"):
         ops.get("rmsnorm:f64")
+
+
+def test_storage_kernels_print_and_parse_back():
+    from cohort.verify.gen.pysource import kernel_source, parse_source
+    for k in (convert, scatter, pairs):
+        text = kernel_source(k.ir)
+        assert "Buffer[bf16]" in text or "Buffer[f16]" in text
+        assert kernel_source(parse_source(text, k.ir.name)) == text
