@@ -278,9 +278,7 @@ def test_every_operator_in_storage_types(name, st):
 def test_every_operator_form_and_variant_in_storage_types(name, st):
     op = ops.get(name)
     for form in [op.form] + [f[0] for f in op.forms]:
-        for shape in op.seed_sizes[:2]:
-            _check_operator(name, st, ["whole", "packet", "lanes=4", "lanes=16", "packet,predicated=off",
-                                       "packet,checked=on"], shape, form)
+        _check_operator(name, st, ["whole", "packet", "lanes=16", "packet,predicated=off"], op.seed_sizes[0], form)
 
 
 def test_f16_lowering_choice():
