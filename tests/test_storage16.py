@@ -307,3 +307,56 @@ def test_storage_kernels_print_and_parse_back():
         text = kernel_source(k.ir)
         assert "Buffer[bf16]" in text or "Buffer[f16]" in text
         assert kernel_source(parse_source(text, k.ir.name)) == text
+
+
+# ---------------------------------------------------------------- random storage kernels
+# A small generator of its own (the fuzzer's, cohort/verify/gen/, draws f32/i32/u32/bool
+# kernels): loads from bf16/f16/f32 buffers by every access class, f32 arithmetic, stores
+# to 16-bit buffers contiguous, strided in pairs, scattered and under divergent masks,
+# over bit patterns that include NaNs, infinities, subnormals and ties.
+
+_LOADS = ["{b}[i]", "{b}[m]", "{b}[(i * 3) % n]", "{b}[n - 1 - i]", "({b}[i + 1] if i < m else 0.5)",
+          "{b}[(i // 2) * 2]"]
+_OPS = ["({a} + {c})", "({a} * {c})", "({a} - {c})", "min({a}, {c})", "max({a}, {c})", "fma({a}, {c}, {a})",
+        "({a} / {c})", "abs({a})", "({a} if {a} < {c} else {c})", "sqrt(abs({a}))", "exp({a})"]
+
+
+def _random_kernel(rng) -> str:
+    def expr(depth):
+        if depth == 0 or rng.random() < 0.3:
+            return rng.choice(_LOADS).format(b=rng.choice(["xb", "xh", "xf"]))
+        return rng.choice(_OPS).format(a=expr(depth - 1), c=expr(depth - 1))
+    lines = ["    i = global_id()"]
+    stores = [f"    {o}[i] = {expr(2)}" for o in rng.sample(["ob", "oh"], rng.choice([1, 2]))]
+    if rng.random() < 0.4:
+        stores = ["    if (i % 3) != 1:"] + ["    " + s for s in stores]
+    lines += stores
+    lines.append(f"    pb[(i * 7) % n] = {expr(1)}" if rng.random() < 0.5 else f"    ph[n - 1 - i] = {expr(1)}")
+    return ("@kernel\ndef rk(xb: Buffer[bf16], xh: Buffer[f16], xf: Buffer[f32], ob: Buffer[bf16], "
+            "oh: Buffer[f16], pb: Buffer[bf16], ph: Buffer[f16], n: i32, m: i32):\n" + "\n".join(lines) + "\n")
+
+
+def _special_bits(rng, n):
+    f32 = np.concatenate([rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32),
+                          np.array([0x7FC00000, 0xFF800000, 0x7F800000, 0x00000001, 0x80000000, 0x3F808000,
+                                    0x477FF000, 0x33000000, 0x7F7FFFFF], np.uint32)])
+    f32 = np.where(rng.random(len(f32)) < 0.5, f32, rng.standard_normal(len(f32)).astype(np.float32).view(np.uint32))
+    return f32[:n]
+
+
+@pytest.mark.parametrize("seed", list(range(8)) + [pytest.param(s, marks=pytest.mark.slow) for s in range(8, 80)])
+def test_random_storage_kernels_every_variant_bit_for_bit(seed):
+    from cohort.verify.gen.pysource import parse_source
+    rng = np.random.default_rng(seed)
+    import random
+    prng = random.Random(seed)
+    src = _random_kernel(prng)
+    k = parse_source(src, "rk")
+    n = int(rng.choice([64, 97, 1000]))
+    u16 = rng.integers(0, 1 << 16, n, dtype=np.uint32).astype(np.uint16)
+    args = dict(xb=u16, xh=rng.integers(0, 1 << 16, n, dtype=np.uint32).astype(np.uint16).view(np.float16),
+                xf=_special_bits(rng, n).view(np.float32), ob=np.zeros(n, np.uint16), oh=np.zeros(n, np.float16),
+                pb=np.zeros(n, np.uint16), ph=np.zeros(n, np.float16), n=n, m=n - 2)
+    for variant in ("whole", "packet", prng.choice(["lanes=16", "packet,predicated=off", "lanes=4,checked=on"])):
+        v = verify_build(compile_kernel(k, {}, parse_variant(variant)), n, args)
+        assert v.ok, f"{variant}: {v.describe()}\n{src}"
