@@ -144,7 +144,8 @@ def test_interpreter_loads_and_stores_follow_the_definition():
 
 
 VARIANTS = ["whole", "packet", "lanes=16", "packet,predicated=off", "packet,checked=on", "packet,full_packet=off"]
-MORE = ["lanes=4", "packet,interleave=2", "whole,checked=on", "lanes=4,predicated=off", "packet,private=thread"]
+MORE = ["lanes=4", "packet,interleave=2", "whole,checked=on", "lanes=4,predicated=off", "packet,private=thread",
+        "packet,grain=4,workers=2", "whole,grain=auto,workers=2"]
 
 
 @pytest.mark.parametrize("f16", ["auto", "software"])
