@@ -23,7 +23,7 @@ def test_ops_lists_every_operator(capsys):
     assert main(["ops"]) == 0
     out = capsys.readouterr().out
     names = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu_residual", "rope", "attention", "gelu",
-             "gelu_tanh", "rope_half", "rope_pairs", "attention_causal")
+             "gelu_tanh", "rope_half", "rope_pairs", "attention_causal", "matmul", "cumsum", "histogram", "transpose")
     for name in names:
         assert f"{name}:" in out
     assert main(["ops", "--json"]) == 0

@@ -25,7 +25,7 @@ from cohort.verify.compare import verify_build
 
 # the operators with a private form: the row operators (attention and the rotary
 # operators rope_half and rope_pairs have one formulation each)
-ROW_OPS = [n for n, op in ops.OPERATORS.items() if op.forms]
+ROW_OPS = [n for n, op in ops.OPERATORS.items() if "private" in (op.form, *(f[0] for f in op.forms))]
 ELEMENTWISE = ["swiglu", "gelu_residual", "rope", "gelu", "gelu_tanh"]
 LANES = (4, 8, 16)
 # odd tails: C not a multiple of the block, R*C not a multiple of it, C < 32; one long row

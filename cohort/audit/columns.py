@@ -128,7 +128,7 @@ class InductorColumn:
         if reason:
             raise Unavailable(reason)
         self.op, self.shape = op, shape
-        self.oracle = op.oracle(inputs)
+        self.oracle = op.expected(inputs, shape)
         config = {}
         for item in filter(None, spec.split(",")):   # e.g. "simdlen=256": Inductor's vector width in bits
             key, _, value = item.partition("=")

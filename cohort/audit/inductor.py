@@ -112,9 +112,9 @@ class InductorColumn:
                  inductor_config: Optional[dict] = None, fn: Optional[Callable] = None):
         torch = _torch()
         self.op = ops.get(op_name)
-        self._fn = fn if fn is not None else reference(op_name)
         self.op_name = op_name
         self.shape = tuple(int(s) for s in shape)
+        self._fn = fn if fn is not None else reference(op_name, self.shape)
         if threads is None:            # torch's current intra-op thread count, baked as such
             threads = torch.get_num_threads()
         self.threads = int(threads)
@@ -250,11 +250,13 @@ class InductorColumn:
                     st = a.untyped_storage()
                     storages.setdefault(st.data_ptr(), (st.nbytes(), a.element_size()))
         ost = y.untyped_storage()
-        if ost.data_ptr() not in storages or ost.data_ptr() in inputs or y.dtype != torch.float32:
-            raise RuntimeError("the output is not a float32 buffer written by a generated kernel")
+        if ost.data_ptr() not in storages or ost.data_ptr() in inputs or y.dtype not in (torch.float32, torch.int32):
+            raise RuntimeError("the output is not a float32 or int32 buffer written by a generated kernel")
         for i, (base, (nbytes, itemsize)) in enumerate(sorted(storages.items())):
             if base not in inputs:
                 dt = {4: np.float32, 8: np.float64, 2: np.float16}.get(itemsize, np.uint8)
+                if base == ost.data_ptr() and y.dtype == torch.int32:
+                    dt = np.int32         # histogram's counts: read back as integers
                 if nbytes % np.dtype(dt).itemsize:
                     dt = np.uint8
                 self._buffers[base] = GuardedBuffer(f"buf{i}", dt, max(int(nbytes) // np.dtype(dt).itemsize, 1),
@@ -298,8 +300,8 @@ class InductorColumn:
         args = np.array(slots or [0], np.int64)
         # the output as a view of its guarded buffer
         gb = self._buffers[ost.data_ptr()]
-        if gb.array.dtype != np.float32:
-            raise RuntimeError("the output buffer is not float32")
+        if gb.array.dtype not in (np.float32, np.int32):
+            raise RuntimeError("the output buffer is not float32 or int32")
         self._out_view = (gb, y.storage_offset(), tuple(y.shape), tuple(s * 4 for s in y.stride()))
         return NativeEntry(linked.addresses[tname], args.ctypes.data, linked.addresses[oname],
                            "inductor-kernels", True, [nm for nm, _ in seen],
@@ -467,7 +469,9 @@ class InductorColumn:
             if t is not None:
                 t.fill_(value)
             return
-        self._out_view[0].array[...] = value
+        out = self._out_view[0].array
+        # an integer output (histogram) is poisoned with a count no run can leave
+        out[...] = value if out.dtype.kind == "f" else np.iinfo(out.dtype).min
 
     def native_output(self) -> np.ndarray:
         """The output as the native entry's last run left it (no new run; float32, logical shape)."""
@@ -481,7 +485,7 @@ class InductorColumn:
             return t.numpy().reshape(self.out_shape).copy()
         gb, off, shp, strides = self._out_view
         y = np.lib.stride_tricks.as_strided(gb.array[off:], shp, strides)
-        return np.array(y, np.float32).reshape(self.out_shape)
+        return np.array(y, gb.array.dtype).reshape(self.out_shape)
 
     def e2e_output(self) -> np.ndarray:
         """The output of one call of the E2E callable (float32, logical shape)."""
@@ -492,7 +496,7 @@ class InductorColumn:
         ORACLE_FACTOR x rel_tol of each row's largest |value|, and guards intact."""
         y = self.output(boundary)
         if oracle is None:
-            oracle = self.op.oracle(self.inputs)
+            oracle = self.op.expected(self.inputs, self.shape)
         abs_err, rel_err = ops.oracle_error(y, oracle)
         bound = ORACLE_FACTOR * self.op.rel_tol
         guards = self.guards_intact()

@@ -134,25 +134,61 @@ def _attention_causal(q, k, v):
                                           v.repeat_interleave(rep, dim=1), attn_mask=keep)
 
 
-_REFERENCES = {"rmsnorm": _rmsnorm, "layernorm": _layernorm, "masked_softmax": _masked_softmax,
+def _matmul(a, b):
+    import torch
+    return torch.matmul(a, b)                   # oneDNN/MKL's sgemm in eager; ATen's mm under Inductor
+
+
+def _cumsum(x):
+    import torch
+    return torch.cumsum(x, dim=-1)
+
+
+def _histogram(bins):
+    def histogram(idx):
+        import torch
+        # torch.bincount(idx, minlength=bins) for in-range indices; out-of-range ones go to a
+        # spare bin that is dropped (the operator does not count them), in static shapes
+        valid = (idx >= 0) & (idx < bins)
+        slot = torch.where(valid, idx, bins).long()
+        ones = torch.ones_like(idx)
+        return torch.zeros(bins + 1, dtype=torch.int32).scatter_add(0, slot, ones)[:bins]
+    return histogram
+
+
+def _transpose(x):
+    return x.transpose(-1, -2).contiguous()
+
+
+_REFERENCES = {"matmul": _matmul, "cumsum": _cumsum, "transpose": _transpose,
+               "rmsnorm": _rmsnorm, "layernorm": _layernorm, "masked_softmax": _masked_softmax,
                "swiglu": _swiglu, "gelu_residual": _gelu_residual, "rope": _rope,
                "attention": _attention, "gelu": _gelu, "gelu_tanh": _gelu_tanh, "rope_half": _rope_half,
                "rope_pairs": _rope_pairs, "attention_causal": _attention_causal}
 
 
-def reference(op_name: str) -> Callable:
-    """The eager-torch function of an operator: `f(*input tensors in operator order) -> tensor`."""
+# operators whose torch function depends on the launch's shape, not only on its inputs
+_SHAPED = {"histogram": lambda shape: _histogram(int(shape[1]))}
+
+
+def reference(op_name: str, shape=None) -> Callable:
+    """The eager-torch function of an operator: `f(*input tensors in operator order) -> tensor`
+    (histogram's needs the shape: its bin count)."""
     _torch()
     ops.get(op_name)
+    if op_name in _SHAPED:
+        if shape is None:
+            raise ValueError(f"the torch reference of {op_name} needs the shape")
+        return _SHAPED[op_name](shape)
     return _REFERENCES[op_name]
 
 
-def reference_output(op_name: str, inputs: dict) -> np.ndarray:
-    """The eager torch output (float32 numpy, logical shape) for `inputs`."""
+def reference_output(op_name: str, inputs: dict, shape=None) -> np.ndarray:
+    """The eager torch output (numpy, the operator's output dtype and logical shape) for `inputs`."""
     torch = _torch()
     op = ops.get(op_name)
     with torch.no_grad():
-        y = reference(op_name)(*[torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in op.inputs])
+        y = reference(op_name, shape)(*[torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in op.inputs])
     return y.numpy().copy()
 
 

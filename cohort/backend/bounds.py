@@ -45,6 +45,7 @@ from ..refimpl.ir import (
     Kernel,
     Op,
     ParamKind,
+    Shared,
     defined_name,
     stmt_bodies,
     stmt_exprs,
@@ -93,6 +94,8 @@ class Bounds:
         self.guards = {}                     # id(key) -> the guards every path to it passes
         self._visited = set()
         self.buffers = {p.name for p in kernel.buffers}
+        # shared arrays: proven like buffers, against their compile-time size (issue 23)
+        self.shared = {s.name: int(s.size.arg) for s in kernel.body if isinstance(s, Shared)}
         self._visit_stmts(kernel.body, ())
         self.proven = {id(key) for key, _, index in self.accesses if self.boundable(index)}
 
@@ -114,7 +117,7 @@ class Bounds:
             for e in stmt_exprs(s):
                 self._visit_expr(e, guards)
             target = written_name(s)
-            if target in self.buffers:
+            if target in self.buffers or target in self.shared:
                 self._record(s, target, s.index, guards)
             if isinstance(s, If):
                 for branch, polarity in ((s.then, True), (s.orelse, False)):
@@ -134,7 +137,7 @@ class Bounds:
             self._visit_expr(e.src[1], guards + ((e.src[0], True, frozenset()),))
             self._visit_expr(e.src[2], guards + ((e.src[0], False, frozenset()),))
             return
-        if e.op is Op.LOAD:
+        if e.op in (Op.LOAD, Op.SLOAD):
             self._record(e, e.arg, e.src[0], guards)
         for x in e.src:
             self._visit_expr(x, guards)
@@ -156,6 +159,15 @@ class Bounds:
             return self._facts(cond.src[0], True, assigned) + self._facts(cond.src[1], True, assigned)
         if cond.op is Op.OR and cond.dtype is DType.BOOL and not polarity:  # neither holds
             return self._facts(cond.src[0], False, assigned) + self._facts(cond.src[1], False, assigned)
+        if cond.op is Op.SELECT and cond.dtype is DType.BOOL:
+            # the frontend's short-circuit `a and b` is `b if a else False`, `a or b` is
+            # `True if a else b`
+            c, x, y = cond.src
+            if polarity and y.op is Op.CONST and y.arg is False:         # a and b holds
+                return self._facts(c, True, assigned) + self._facts(x, True, assigned)
+            if not polarity and x.op is Op.CONST and x.arg is True:      # a or b fails
+                return self._facts(c, False, assigned) + self._facts(y, False, assigned)
+            return []
         if cond.op not in _COMPARE or not cond.src[0].dtype.is_int:
             return []
         op = cond.op if polarity else _NEGATED[cond.op]
@@ -175,6 +187,25 @@ class Bounds:
         return out
 
     # ------------------------------------------------------------ static
+    def constant(self, e: Expr, depth: int = 0):
+        """The value of an i32 expression of literals and variables set once at the top
+        level to such expressions (a launch's tile counts after specialisation), else None."""
+        if e.op is Op.CONST:
+            return _const_int(e)
+        if depth > 16 or e.dtype is not DType.I32:
+            return None
+        if e.op is Op.VAR:
+            return self.constant(self.defs[e.arg][0], depth + 1) if e.arg in self.top_single else None
+        if e.op not in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MIN, Op.MAX):
+            return None
+        x, y = (self.constant(s, depth + 1) for s in e.src)
+        if x is None or y is None or (e.op is Op.DIV and y == 0):
+            return None
+        v = {Op.ADD: lambda: x + y, Op.SUB: lambda: x - y, Op.MUL: lambda: x * y, Op.MIN: lambda: min(x, y),
+             Op.MAX: lambda: max(x, y),
+             Op.DIV: lambda: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)}[e.op]()   # C truncation
+        return v if -2 ** 31 <= v < 2 ** 31 else None     # i32 arithmetic that would wrap: no constant
+
     def boundable(self, e: Expr) -> bool:
         r = self._node.get(id(e))
         if r is None:
@@ -288,7 +319,8 @@ class _Emitter:
             if id(key) not in self.bd.proven:
                 continue
             lo, hi = self.guarded(key).interval(index)
-            inside = b.and_(b.icmp_signed(">=", lo, self.c(0)), b.icmp_signed("<", hi, self.lens[buf]))
+            length = self.c(self.bd.shared[buf]) if buf in self.bd.shared else self.lens[buf]
+            inside = b.and_(b.icmp_signed(">=", lo, self.c(0)), b.icmp_signed("<", hi, length))
             ok = b.and_(ok, b.or_(inside, b.icmp_signed(">", lo, hi)))
         for bad in self.bad:
             ok = b.and_(ok, b.not_(bad))
@@ -462,10 +494,11 @@ class _Emitter:
         if prod.op is not Op.MUL:
             return None
         top = self.bd.top_single
+        through = lambda v: self.bd.defs[v.arg][0] if v.op is Op.VAR and v.arg in top else v
         for q0, m in ((prod.src[0], prod.src[1]), (prod.src[1], prod.src[0])):
-            mv = _const_int(m)
-            q = self.bd.defs[q0.arg][0] if q0.op is Op.VAR and q0.arg in top else q0
-            if not (mv and mv > 0 and q.op is Op.DIV and _const_int(q.src[1]) == mv):
+            mv = self.bd.constant(m)             # m: a literal, or a variable set once to one
+            q = through(q0)
+            if not (mv and mv > 0 and q.op is Op.DIV and self.bd.constant(q.src[1]) == mv):
                 continue
             x = q.src[0]
             # the same value: one node of this very expression, or one variable set once for good

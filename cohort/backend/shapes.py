@@ -17,6 +17,7 @@ from typing import Optional
 
 from ..refimpl.ir import (
     Assign,
+    Atomic,
     Collective,
     DType,
     Expr,
@@ -289,6 +290,10 @@ def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
             from .variant import VariantError  # the variant does not fit this kernel: bad input
             raise VariantError(f"interleave {requested} x lanes {lanes} exceeds the block ({kernel.block})")
         return int(requested)
+    if any(isinstance(s, Atomic) for s in walk_stmts(kernel.body)):
+        # an atomic update is one scalar step per lane: side-by-side packets gain nothing
+        # there and multiply its code (a block of 256 at 32 packets: 256 lanes of it)
+        return 1
     base = access_profile(kernel, lanes)
     i = most
     while i > 1:

@@ -7,7 +7,8 @@
 
 float32 CPU tensors in, new tensors out (DESIGN §4 for each operator's exact
 definition). Ops: rmsnorm, layernorm, masked_softmax, swiglu, gelu,
-gelu_tanh, gelu_residual, rope, rope_hf, attention (ops.py); `kernel_op` makes any
+gelu_tanh, gelu_residual, rope, rope_hf, attention (ops.py); matmul, cumsum,
+histogram (int32), transpose (coop_ops.py, issue 24); `kernel_op` makes any
 `@cohort.kernel` an op; `variant` chooses the variant they run (default
 "packet"); `stats` counts builds and launches. torch is an extra
 (`pip install cohort[torch]`).
@@ -18,6 +19,7 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("cohort.torch needs PyTorch: pip install 'cohort[torch]'") from e
 
 from . import autograd  # noqa: F401  (registers the ops' gradients)
+from .coop_ops import cumsum, histogram, matmul, transpose
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
 from .ops import (
@@ -34,5 +36,6 @@ from .ops import (
     swiglu,
 )
 
-__all__ = ["OPS", "DEFAULT_VARIANT", "attention", "current_variant", "gelu", "gelu_residual", "gelu_tanh",
-           "kernel_op", "layernorm", "masked_softmax", "rmsnorm", "rope", "rope_hf", "stats", "swiglu", "variant"]
+__all__ = ["OPS", "DEFAULT_VARIANT", "attention", "cumsum", "current_variant", "gelu", "gelu_residual",
+           "gelu_tanh", "histogram", "kernel_op", "layernorm", "masked_softmax", "matmul", "rmsnorm", "rope",
+           "rope_hf", "stats", "swiglu", "transpose", "variant"]

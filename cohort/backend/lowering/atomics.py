@@ -31,7 +31,7 @@ class AtomicLowering:
         idx = self.ev(s.index, memo)
         val = self.ev(s.value, memo)
         if s.target in self.shared_arrays:
-            base, _, idx64 = self.shared_index(s.target, idx, s.index, s)
+            base, _, idx64 = self.shared_index(s.target, idx, s.index, s, s)
         else:
             base = self.bufs[s.target]
             idx64 = self.index64(idx, s.index.dtype)
@@ -45,16 +45,34 @@ class AtomicLowering:
             new = self.combine_lanes(s.op, dt, old, bits)
             self.scatter(new, ptrs, I32T)
             return
+        # A block's shared array is touched only by the worker running the block (a task is
+        # whole blocks), so its lanes update it with a plain load, the op and a store, in lane
+        # order: exact, and no locked instruction. Without branches: an inactive lane rewrites
+        # element 0 with its own value (its index may be anything; element 0 always exists).
+        # Buffers take a real atomic per lane.
+        if s.target in self.shared_arrays:
+            for lane in range(self.W):
+                li = self.i32(lane)
+                on = None if self.mask is None else (self.mask if self.W == 1 else b.extract_element(self.mask, li))
+                at = self.lane(idx64, li)
+                if on is not None:
+                    at = b.select(on, at, ir.Constant(at.type, 0))
+                ptr = b.gep(base, [at], source_etype=I32T)
+                old = b.load(ptr, typ=I32T, align=4)
+                new = self.combine(s.op, dt, old, self.lane(bits, li))
+                b.store(new if on is None else b.select(on, new, old), ptr, align=4)
+            return
+        update = self.atomic_one
         for lane in range(self.W):
             on = None if self.mask is None else (self.mask if self.W == 1 else
                                                  b.extract_element(self.mask, self.i32(lane)))
             ptr = b.gep(base, [self.lane(idx64, self.i32(lane))], source_etype=I32T)
             v = self.lane(bits, self.i32(lane))
             if on is None:
-                self.atomic_one(s.op, dt, ptr, v)
+                update(s.op, dt, ptr, v)
             else:
                 with b.if_then(on):
-                    self.atomic_one(s.op, dt, ptr, v)
+                    update(s.op, dt, ptr, v)
 
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
         """One lane's update of the i32 at `ptr` by the 32 bits `v`."""

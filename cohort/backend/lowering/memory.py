@@ -260,22 +260,25 @@ class MemoryLowering:
             self.scatter(val, where, elem)
 
     # ------------------------------------------------------------ shared arrays
-    def shared_index(self, name: str, idx, idx_node: Expr, stmt):
-        """(array pointer, element type, i64 indices) of an access to shared `name`; every
-        build but an unsafe one stops at an index outside the array (a constant bound, so
-        the check is one compare per packet)."""
+    def shared_index(self, name: str, idx, idx_node: Expr, stmt, key):
+        """(array pointer, element type, i64 indices) of an access to shared `name` (`key`:
+        the SLOAD node or the statement). Every build but an unsafe one stops at an index
+        outside the array: a safe build proves it in the launch's prologue where the index
+        is boundable against the array's compile-time size (bounds.py), else checks it here,
+        one compare per packet."""
         ptr, size, dt = self.shared_arrays[name]
         idx64 = self.index64(idx, idx_node.dtype)
         if inject.active("shared_per_packet"):      # planted: packet q at q*size (scratch has B copies)
             q = self.b.udiv(self.b.zext(self.t0, I64), self.i64(self.W))
             ptr = self.b.gep(ptr, [self.b.mul(q, self.i64(size))], source_etype=mem_type(dt))
-        if not self.variant.unsafe:
+        if not self.variant.unsafe and (self.bounds is None or id(key) not in self.bounds.proven):
+            self.counts["shared_checks"] += 1
             self.check_lanes(idx64, self.i64(size), ERR_SHARED_OOB, stmt, always=True)
         return ptr, mem_type(dt), idx64
 
     def shared_load(self, e: Expr, idx):
         b, dt = self.b, e.dtype
-        ptr, elem, idx64 = self.shared_index(e.arg, idx, e.src[0], self.cur)
+        ptr, elem, idx64 = self.shared_index(e.arg, idx, e.src[0], self.cur, e)
         acc = self.access_class(e.src[0], store=False)
         self.annotate(e, "sload", e.arg, acc, self.effect_mode())
         vec = self.vty(elem)
@@ -297,7 +300,7 @@ class MemoryLowering:
     def shared_store(self, s: SStore, idx, val):
         b = self.b
         _, _, dt = self.shared_arrays[s.arr]
-        ptr, elem, idx64 = self.shared_index(s.arr, idx, s.index, s)
+        ptr, elem, idx64 = self.shared_index(s.arr, idx, s.index, s, s)
         acc = self.access_class(s.index, store=True)
         self.annotate(s, "sstore", s.arr, acc, self.effect_mode())
         if dt is DType.BOOL:

@@ -16,14 +16,18 @@ from . import (
     attention,
     attention_backward,
     backward,
+    cumsum,
     gelu,
     gelu_residual,
+    histogram,
     layernorm,
     masked_softmax,
+    matmul,
     rmsnorm,
     rope,
     rotary,
     swiglu,
+    transpose,
 )
 from .base import Launch, Operator, ShapeError, fmt_shape
 
@@ -32,6 +36,12 @@ ROW_SIZES = ((17, 65), (129, 768), (257, 1538), (1024, 4097), (3, 63), (64, 256)
 ATTENTION_SIZES = ((1, 4, 2, 16, 32, 16, 16), (1, 4, 1, 64, 128, 32, 32))
 # rotary: N x S x D x R - full and partial rotation, head dimensions of small and large models
 ROTARY_SIZES = ((8, 17, 64, 64), (4, 33, 80, 32), (32, 128, 128, 128), (1, 1, 2, 2))
+# M x K x N: small, ragged and prime, and an LLM projection's row block
+MATMUL_SIZES = ((64, 64, 64), (1, 1, 1), (37, 129, 70), (17, 131, 257), (256, 512, 256))
+CUMSUM_SIZES = ((17, 65), (1, 1), (3, 63), (129, 768), (8, 4097))
+# L x BINS: indices, bins (out-of-range indices included at every size)
+HISTOGRAM_SIZES = ((1000, 64), (1, 1), (4097, 257), (100003, 1000), (65536, 16384))
+TRANSPOSE_SIZES = ((1, 64, 64), (1, 1, 1), (3, 37, 70), (2, 129, 257), (1, 1024, 1000))
 
 
 def _even(sizes):
@@ -52,6 +62,11 @@ OPERATORS = {op.name: op for op in [
     replace(rotary.ROPE_HALF, seed_sizes=ROTARY_SIZES),
     replace(rotary.ROPE_PAIRS, seed_sizes=ROTARY_SIZES),
     replace(attention.CAUSAL_OP, seed_sizes=ATTENTION_SIZES),
+    # cooperative operators (issue 24): shared memory, barriers, atomics
+    replace(matmul.OP, seed_sizes=MATMUL_SIZES),
+    replace(cumsum.OP, seed_sizes=CUMSUM_SIZES),
+    replace(histogram.OP, seed_sizes=HISTOGRAM_SIZES),
+    replace(transpose.OP, seed_sizes=TRANSPOSE_SIZES),
 ]}
 
 
@@ -104,7 +119,7 @@ def allocate(op: Operator, shape, inputs: dict) -> dict:
     """All buffers of one launch, flattened (views of `inputs`), output and aux buffers zeroed."""
     bufs = {n: np.ascontiguousarray(a).reshape(-1) for n, a in inputs.items()}
     shapes = op.buffer_shapes(shape)
-    for name in (*op.aux, op.output):   # the output of a bf16/f16 operator (ops/storage.py) in its type
+    for name in (*op.aux, op.output):
         bufs[name] = np.zeros(int(np.prod(shapes[name])), op.kernel.ir.param(name).dtype.np)
     return bufs
 

@@ -41,6 +41,7 @@ class Operator:
     aux: tuple = ()                   # buffers a launch needs that are neither inputs nor the output
                                       # (zero-filled; attention's mask when there is none)
     form: str = "stream"              # the formulation `kernel` is (and `launch` its geometry)
+    oracle_shape: bool = False        # the oracle is (inputs, shape) -> output (histogram: BINS)
 
     def __post_init__(self):
         # A form given without a launch runs on the operator's; bind it now, so that
@@ -67,6 +68,10 @@ class Operator:
                                forms=rest + ((self.form, self.kernel, self.launch),))
         known = ", ".join([self.form] + [f[0] for f in self.forms])
         raise ShapeError(f"{self.name} has no form {form!r}; forms are {known}")
+
+    def expected(self, inputs: dict, shape) -> np.ndarray:
+        """The float64 oracle's output for `inputs` of a launch of `shape`."""
+        return self.oracle(inputs, shape) if self.oracle_shape else self.oracle(inputs)
 
     @property
     def inputs(self) -> tuple:
@@ -157,3 +162,10 @@ def seeded_bits(seed: int, op: str, name: str, shape) -> np.ndarray:
     count = int(np.prod(shape))
     bits = _splitmix64(_stream(seed, op, name, count)) >> np.uint64(63)
     return bits.astype(bool).reshape(shape)
+
+
+def seeded_ints(seed: int, op: str, name: str, shape, lo: int, hi: int) -> np.ndarray:
+    """int32 uniform on [lo, hi) (hi - lo < 2^32; the modulo's bias is below 2^-32)."""
+    count = int(np.prod(shape))
+    bits = _splitmix64(_stream(seed, op, name, count))
+    return (np.int64(lo) + (bits % np.uint64(hi - lo)).astype(np.int64)).astype(np.int32).reshape(shape)

@@ -1,0 +1,186 @@
+"""The cooperative operators (issue 24) against PyTorch on this CPU: paired, one thread.
+
+For each case, in rounds whose order rotates (so drift hits every column alike):
+cohort's native launch (a prepared entry called from Python, the build `cohort run`
+uses: whole blocks specialised, bounds proven) beside eager torch (ATen/oneDNN) and
+torch.compile (Inductor) of the same function, each called from Python on the same
+inputs. Printed per case: median time of each column and the ratio cohort / best
+peer per round (median and range over rounds). matmul also prints GFLOP/s and the
+fraction of this CPU's FMA peak (measured here: timer-free chains of independent
+vector FMAs, one thread); cumsum, histogram and transpose print GB/s against the
+memory bound (DESIGN §7's roofline probe). `--workers 2` runs cohort in the pool
+with 2 workers and torch with 2 threads.
+
+    python benchmarks/bench_coop.py [--ops matmul,cumsum,histogram,transpose] [--rounds 7]
+        [--workers 1] [--variant packet] [--quick]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from cohort import Buffer, f32, fma, global_id, kernel  # noqa: E402
+
+CASES = {
+    "matmul": [(64, 64, 64), (1024, 1024, 1024), (1, 4096, 4096), (32, 4096, 11008), (1023, 1021, 997)],
+    "cumsum": [(64, 64), (1024, 4096), (32, 65537), (4096, 1023)],
+    "histogram": [(4096, 64), (1 << 22, 256), (1 << 22, 4096), (1_000_003, 1000)],
+    "transpose": [(1, 64, 64), (1, 2048, 2048), (8, 1024, 1000), (1, 4097, 1023)],
+}
+QUICK = {"matmul": [(64, 64, 64), (256, 256, 256)], "cumsum": [(64, 64), (256, 4096)],
+         "histogram": [(4096, 64), (1 << 18, 256)], "transpose": [(1, 64, 64), (1, 512, 512)]}
+
+
+def torch_fn(name, shape):
+    import torch
+    if name == "matmul":
+        return torch.matmul
+    if name == "cumsum":
+        return lambda x: torch.cumsum(x, dim=-1)
+    if name == "histogram":
+        bins = shape[1]
+        # torch.bincount refuses out-of-range indices; the operator ignores them, so the
+        # peer gets in-range indices (the same counts) - its cost is the count, not a filter
+        return lambda idx: torch.bincount(idx, minlength=bins)
+    if name == "transpose":
+        return lambda x: x.transpose(-1, -2).contiguous()
+    raise KeyError(name)
+
+
+def peer_inputs(name, inputs, shape):
+    import torch
+    ts = [torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in inputs]
+    if name == "histogram":
+        ts = [ts[0].clamp(0, shape[1] - 1)]
+    return ts
+
+
+def timed(fn, reps):
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+@kernel(block=16)
+def fma_chains(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    a0 = x[g]
+    a1 = a0 + 1.0
+    a2 = a0 + 2.0
+    a3 = a0 + 3.0
+    a4 = a0 + 4.0
+    a5 = a0 + 5.0
+    m = x[g + 16]
+    for i in range(2000):
+        a0 = fma(a0, m, 0.5)
+        a1 = fma(a1, m, 0.5)
+        a2 = fma(a2, m, 0.5)
+        a3 = fma(a3, m, 0.5)
+        a4 = fma(a4, m, 0.5)
+        a5 = fma(a5, m, 0.5)
+    y[g] = ((a0 + a1) + (a2 + a3)) + (a4 + a5)
+
+
+def fma_peak_gflops() -> float:
+    """One thread's FMA rate: 6 independent fma chains per lane, two packets side by side."""
+    from cohort.backend.compiler import compile_kernel
+    n = 16 * 64
+    ck = compile_kernel(fma_chains, {}, "packet", n=n)
+    x = np.full(n + 16, 0.5, np.float32)
+    p = ck.prepare(n, {"x": x, "y": np.zeros(n, np.float32)})
+    p.run()
+    best = min(timed(p.run, 5) for _ in range(5))
+    return n * 6 * 2000 * 2 / best / 1e9
+
+
+def run_case(name, shape, args, variant):
+    import torch
+
+    from cohort.backend import runtime
+    from cohort.backend.compiler import compile_kernel
+    from cohort.backend.variant import parse_variant
+    from cohort.refimpl import ops
+    op = ops.get(name)
+    inputs = op.make_inputs(shape, 0)
+    launch = op.launch(shape)
+    v = parse_variant(variant)
+    ck = compile_kernel(op.kernel, launch.consts, v, n=launch.n)
+    bufs = ops.allocate(op, shape, inputs)
+    p = ck.prepare(launch.n, {**bufs, **launch.scalars})
+    out = bufs[op.output]
+    ours = (lambda: (out.fill(0), runtime.run(p, v))) if name == "histogram" else (lambda: runtime.run(p, v))
+    ours()
+    if p.fallback is not None:
+        print(f"  note: {p.fallback}")
+    fn = torch_fn(name, shape)
+    ts = peer_inputs(name, inputs, shape)
+    with torch.no_grad():
+        eager = lambda: fn(*ts)
+        call = lambda *xs: fn(*xs)                     # noqa: E731
+        # a fresh code object per case: its own Dynamo cache (no recompile limit across sizes)
+        call = types.FunctionType(call.__code__.replace(), call.__globals__, "peer", None, call.__closure__)
+        comp_fn = torch.compile(call, dynamic=False)
+        comp = lambda: comp_fn(*ts)
+        eager()
+        comp()
+        y = eager().numpy().reshape(-1)
+        if name != "histogram":      # peers agree with ours (histogram's peer saw clamped indices)
+            ref = out.reshape(-1)
+            scale = float(np.abs(y).max()) or 1.0
+            assert np.abs(ref.astype(np.float64) - y).max() <= 1e-3 * scale, f"{name} {shape}: peer disagrees"
+        t1 = timed(ours, 1)
+        reps = max(1, min(200, int(0.2 / max(t1, 1e-7))))
+        cols = {"cohort": ours, "eager": eager, "inductor": comp}
+        times = {c: [] for c in cols}
+        order = list(cols)
+        for r in range(args.rounds):
+            for c in order[r % 3:] + order[:r % 3]:
+                times[c].append(timed(cols[c], reps))
+    med = {c: statistics.median(t) for c, t in times.items()}
+    ratios = [times["cohort"][i] / min(times["eager"][i], times["inductor"][i]) for i in range(args.rounds)]
+    line = (f"{name:9s} {'x'.join(map(str, shape)):>15s}  cohort {med['cohort'] * 1e3:9.3f} ms  "
+            f"eager {med['eager'] * 1e3:9.3f} ms  inductor {med['inductor'] * 1e3:9.3f} ms  "
+            f"cohort/best-peer {statistics.median(ratios):5.2f} [{min(ratios):.2f}, {max(ratios):.2f}]")
+    if name == "matmul":
+        flop = 2.0 * shape[0] * shape[1] * shape[2]
+        line += (f"  GFLOP/s cohort {flop / med['cohort'] / 1e9:6.1f} eager {flop / med['eager'] / 1e9:6.1f}"
+                 + (f" ({flop / med['cohort'] / 1e9 / args.peak:.0%} of peak)" if args.peak else ""))
+    else:
+        nbytes = sum(a.nbytes for a in inputs.values()) + out.nbytes
+        line += f"  GB/s cohort {nbytes / med['cohort'] / 1e9:6.2f} eager {nbytes / med['eager'] / 1e9:6.2f}"
+    print(line, flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", default="matmul,cumsum,histogram,transpose")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--variant", default="packet")
+    ap.add_argument("--quick", action="store_true", help="small sizes only")
+    args = ap.parse_args()
+    import torch
+
+    from cohort.backend import target
+    torch.set_num_threads(args.workers)
+    variant = args.variant + (f",workers={args.workers},grain=0" if args.workers > 1 else "")
+    print(f"# {target.host().summary()}; torch {torch.__version__}, {args.workers} thread(s); cohort {variant}; "
+          f"load {os.getloadavg()[0]:.1f}")
+    args.peak = fma_peak_gflops() if "matmul" in args.ops and args.workers == 1 else 0.0
+    if args.peak:
+        print(f"# FMA peak, one thread (12 chains of vector fma): {args.peak:.1f} GFLOP/s")
+    for name in args.ops.split(","):
+        for shape in (QUICK if args.quick else CASES)[name]:
+            run_case(name, shape, args, variant)
+    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

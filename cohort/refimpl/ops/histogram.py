@@ -1,0 +1,107 @@
+"""histogram: counts[b] = the number of i with idx[i] == b, for b in [0, BINS), as
+torch.bincount(idx, minlength=BINS) on in-range indices; int32 in, int32 out.
+
+Indices outside [0, BINS) are not counted (as torch.histc ignores values outside
+its range); cohort.torch's op refuses them instead, as torch.bincount refuses a
+negative index. Counts wrap at 2^32 like every i32 in the language (at most
+2^30 - 1 elements per buffer, so they never do).
+
+A block counts HB * items consecutive indices (items: 16, or more so that
+there are at least four per shared bin) into its own bins in shared memory (zeroed by the block, atomics on shared memory: colliding threads all
+count), then adds its non-zero bins to the output with one global atomic each.
+Integer addition is associative, so every order of the updates gives the same
+counts. The first SHARED_BINS bins live in shared memory; indices past them are
+counted with global atomics directly. The "global" form counts every index with
+global atomics (no shared memory)."""
+import numpy as np
+
+from ... import Buffer, Const, atomic_add, barrier, block_id, i32, kernel, shared, thread_id
+from .base import Launch, Operator, seeded_ints
+
+HB = 256            # threads per block
+ITEMS = 16          # indices per thread: a block counts 4096
+SHARED_BINS = 16384  # 64 KiB of i32 bins per block
+
+
+@kernel(block=HB)
+def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[int]):
+    t = thread_id()
+    # indices per thread: at least four per shared bin in a block, so that zeroing and
+    # flushing the bins (one global atomic each) stay a small part of the block's work
+    items = max(ITEMS, (4 * min(BINS, SHARED_BINS) + HB - 1) // HB)
+    base = block_id() * (HB * items)
+    # the first SHARED_BINS bins in shared memory, any further ones counted in memory directly
+    bins = shared(i32, min(BINS, SHARED_BINS))
+    for q in range(t, min(BINS, SHARED_BINS), HB):
+        bins[q] = 0
+    barrier()
+    for k in range(items):
+        e = base + k * HB + t
+        if e < L:
+            v = idx[e]
+            if v >= 0 and v < BINS:
+                if BINS <= SHARED_BINS:           # a constant: the other branch is no code
+                    atomic_add(bins, v, 1)
+                elif v < SHARED_BINS:
+                    atomic_add(bins, v, 1)
+                else:
+                    atomic_add(counts, v, 1)
+    barrier()
+    for q2 in range(t, min(BINS, SHARED_BINS), HB):
+        n = bins[q2]
+        if n != 0:
+            atomic_add(counts, q2, n)
+
+
+@kernel(block=HB)
+def histogram_global(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[int]):
+    base = block_id() * (HB * ITEMS)
+    t = thread_id()
+    for k in range(ITEMS):
+        e = base + k * HB + t
+        if e < L:
+            v = idx[e]
+            if v >= 0 and v < BINS:
+                atomic_add(counts, v, 1)
+
+
+def items(bins: int) -> int:
+    """Indices per thread of the shared form (the kernel's `items`)."""
+    return max(ITEMS, (4 * min(bins, SHARED_BINS) + HB - 1) // HB)
+
+
+def launch(s):
+    chunk = HB * items(s[1])
+    return Launch(((s[0] + chunk - 1) // chunk) * HB, {"L": s[0], "BINS": s[1]}, {})
+
+
+def launch_global(s):
+    return Launch(((s[0] + HB * ITEMS - 1) // (HB * ITEMS)) * HB, {"L": s[0], "BINS": s[1]}, {})
+
+
+def oracle(inp, s):
+    bins = s[1]
+    v = inp["idx"].astype(np.int64)
+    v = v[(v >= 0) & (v < bins)]
+    return np.bincount(v, minlength=bins).astype(np.float64)
+
+
+def make_inputs(s, seed):
+    # a tenth of a bin's width past each end, so out-of-range indices occur at every size
+    pad = max(1, s[1] // 10)
+    return {"idx": seeded_ints(seed, "histogram", "idx", (s[0],), -pad, s[1] + pad)}
+
+
+OP = Operator(
+    name="histogram", kernel=histogram, dims=("L", "BINS"),
+    buffer_shapes=lambda s: {"idx": (s[0],), "counts": (s[1],)},
+    output="counts",
+    launch=launch,
+    make_inputs=make_inputs,
+    oracle=oracle, oracle_shape=True,
+    seed_sizes=None,
+    rel_tol=0.0,
+    definition="counts[b] = #{i : idx[i] == b}, 0 <= b < BINS; other indices not counted",
+    form="shared",
+    forms=(("global", histogram_global, launch_global),),
+)

@@ -1,0 +1,207 @@
+"""The cooperative operators (issue 24) as torch ops: matmul, cumsum, histogram and
+transpose (`torch.ops.cohort.*`, custom ops with fake implementations; DESIGN §4
+defines each one's bits).
+
+    matmul(a, b)         a [..., M, K] float32, b [K, N] float32 -> [..., M, N]
+                         (torch.matmul with a 2-D b: a linear layer's product)
+    cumsum(x, dim=-1)    along the last dimension only (another dim raises)
+    histogram(idx, bins) idx int32 (any shape) -> int32 counts [bins]; indices outside
+                         [0, bins) are not counted (as torch.histc ignores values
+                         outside its range); torch.bincount(idx, minlength=bins) for
+                         in-range indices
+    transpose(x)         x [..., R, C] -> x.transpose(-1, -2).contiguous()
+
+Gradients: matmul (da = g @ b^T, db = a^T @ g, each by cohort's matmul and
+transpose), cumsum (the reverse cumulative sum: flip, cumsum, flip) and transpose
+(the transpose of g). histogram has none (integer counts).
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..refimpl import ops as registry
+from . import checks
+from .launch import build
+
+_MATMUL = registry.get("matmul")
+_CUMSUM = registry.get("cumsum")
+_HIST = registry.get("histogram")
+_TRANSPOSE = registry.get("transpose")
+
+
+# ---------------------------------------------------------------- matmul
+
+def _matmul_check(a, b):
+    checks.tensor("matmul", "a", a, min_dim=2)
+    checks.tensor("matmul", "b", b)
+    if b.dim() != 2:
+        raise ValueError(f"matmul: b must be 2-D [K, N], got shape {tuple(b.shape)} "
+                         f"(a batched b is not supported)")
+    if a.shape[-1] != b.shape[0]:
+        raise ValueError(f"matmul: a's last dimension ({a.shape[-1]}) must equal b's first ({b.shape[0]})")
+
+
+@torch.library.custom_op("cohort::matmul", mutates_args=())
+def _matmul(a: Tensor, b: Tensor) -> Tensor:
+    _matmul_check(a, b)
+    K, N = b.shape
+    M = _rows_of(a)
+    out = torch.empty(*a.shape[:-1], N, dtype=torch.float32)
+    if out.numel() == 0:
+        return out
+    if K == 0:
+        return out.zero_()
+    a, b = a.contiguous(), b.contiguous()
+    launch = _MATMUL.launch((M, K, N))
+    build(_MATMUL.kernel, launch.consts)(launch.n, (a, b, out), ())
+    return out
+
+
+def _rows_of(a: Tensor) -> int:
+    n = 1
+    for d in a.shape[:-1]:
+        n *= int(d)
+    return n
+
+
+@_matmul.register_fake
+def _(a, b):
+    _matmul_check(a, b)
+    return a.new_empty(*a.shape[:-1], b.shape[1])
+
+
+def matmul(a: Tensor, b: Tensor) -> Tensor:
+    """a @ b for float32 a [..., M, K] and b [K, N]: each element one fma chain over k
+    in ascending order from +0.0 (DESIGN §4)."""
+    return torch.ops.cohort.matmul(a, b)
+
+
+# ---------------------------------------------------------------- cumsum
+
+def _cumsum_check(x, dim):
+    checks.tensor("cumsum", "x", x, min_dim=1)
+    if isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"cumsum: dim must be an int, got {type(dim).__name__}")
+    if dim not in (-1, x.dim() - 1):
+        raise ValueError(f"cumsum: only the last dimension is supported (dim=-1 or {x.dim() - 1}), got dim={dim}")
+
+
+@torch.library.custom_op("cohort::cumsum", mutates_args=())
+def _cumsum(x: Tensor, dim: int = -1) -> Tensor:
+    _cumsum_check(x, dim)
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    C = x.shape[-1]
+    if x.numel():
+        launch = _CUMSUM.launch((x.numel() // C, C))
+        build(_CUMSUM.kernel, launch.consts, whole_blocks=True)(launch.n, (x, y), ())
+    return y
+
+
+@_cumsum.register_fake
+def _(x, dim=-1):
+    _cumsum_check(x, dim)
+    return x.new_empty(x.shape)
+
+
+def cumsum(x: Tensor, dim: int = -1) -> Tensor:
+    """torch.cumsum(x, dim=-1) in cohort's order of additions (DESIGN §4)."""
+    _cumsum_check(x, dim)
+    return torch.ops.cohort.cumsum(x, dim)
+
+
+# ---------------------------------------------------------------- histogram
+
+def _histogram_check(idx, bins):
+    checks.tensor("histogram", "idx", idx, dtype=torch.int32)
+    if isinstance(bins, bool) or not isinstance(bins, int):
+        raise TypeError(f"histogram: bins must be an int, got {type(bins).__name__}")
+    if not 1 <= bins <= checks.MAX_ELEMENTS:
+        raise ValueError(f"histogram: bins must be in [1, {checks.MAX_ELEMENTS}], got {bins}")
+
+
+@torch.library.custom_op("cohort::histogram", mutates_args=())
+def _histogram(idx: Tensor, bins: int) -> Tensor:
+    _histogram_check(idx, bins)
+    counts = torch.zeros(bins, dtype=torch.int32)
+    if idx.numel():
+        launch = _HIST.launch((idx.numel(), bins))
+        build(_HIST.kernel, launch.consts)(launch.n, (idx.contiguous(), counts), ())
+    return counts
+
+
+@_histogram.register_fake
+def _(idx, bins):
+    _histogram_check(idx, bins)
+    return idx.new_empty(bins, dtype=torch.int32)
+
+
+def histogram(idx: Tensor, bins: int) -> Tensor:
+    """int32 counts [bins] of the int32 indices idx; indices outside [0, bins) are not
+    counted (torch.bincount(idx, minlength=bins) when every index is in range)."""
+    _histogram_check(idx, bins)          # before the dispatcher, whose own type errors span lines
+    return torch.ops.cohort.histogram(idx, bins)
+
+
+# ---------------------------------------------------------------- transpose
+
+def _transpose_check(x):
+    checks.tensor("transpose", "x", x, min_dim=2)
+
+
+@torch.library.custom_op("cohort::transpose", mutates_args=())
+def _transpose(x: Tensor) -> Tensor:
+    _transpose_check(x)
+    R, C = x.shape[-2], x.shape[-1]
+    y = x.new_empty(*x.shape[:-2], C, R)
+    if x.numel():
+        launch = _TRANSPOSE.launch((x.numel() // (R * C), R, C))
+        build(_TRANSPOSE.kernel, launch.consts, whole_blocks=True)(launch.n, (x.contiguous(), y), ())
+    return y
+
+
+@_transpose.register_fake
+def _(x):
+    _transpose_check(x)
+    return x.new_empty(*x.shape[:-2], x.shape[-1], x.shape[-2])
+
+
+def transpose(x: Tensor) -> Tensor:
+    """x.transpose(-1, -2).contiguous() (a copy through shared tiles)."""
+    return torch.ops.cohort.transpose(x)
+
+
+# ---------------------------------------------------------------- gradients
+
+def _matmul_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _matmul_backward(ctx, g):
+    a, b = ctx.saved_tensors
+    da = db = None
+    if ctx.needs_input_grad[0]:
+        da = torch.ops.cohort.matmul(g, torch.ops.cohort.transpose(b))
+    if ctx.needs_input_grad[1]:
+        K, N = b.shape
+        a2, g2 = a.reshape(-1, K), g.reshape(-1, N)
+        db = torch.ops.cohort.matmul(torch.ops.cohort.transpose(a2), g2)
+    return da, db
+
+
+def _cumsum_setup(ctx, inputs, output):
+    pass
+
+
+def _cumsum_backward(ctx, g):
+    return torch.ops.cohort.cumsum(g.flip(-1), -1).flip(-1), None
+
+
+def _transpose_backward(ctx, g):
+    return torch.ops.cohort.transpose(g)
+
+
+torch.library.register_autograd("cohort::matmul", _matmul_backward, setup_context=_matmul_setup)
+torch.library.register_autograd("cohort::cumsum", _cumsum_backward, setup_context=_cumsum_setup)
+torch.library.register_autograd("cohort::transpose", _transpose_backward)

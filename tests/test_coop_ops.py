@@ -1,0 +1,179 @@
+"""The cooperative operators (issue 24): matmul, cumsum, histogram and transpose.
+
+Their definitions (DESIGN §4) reimplemented independently here in NumPy and
+matched to the bit; every variant bit for bit with the interpreter on ragged,
+prime and 1x1 sizes and on special values; the launch's bounds proof covers every
+index (no per-access check, no fallback); cohort.torch's ops."""
+import numpy as np
+import pytest
+
+from cohort import Buffer, Const, barrier, f32, kernel, shared, thread_id
+from cohort.backend.compiler import compile_kernel
+from cohort.refimpl import ops
+from cohort.refimpl.semantics import fma
+from cohort.verify.checksum import bitwise_equal
+from cohort.verify.compare import verify_build
+
+VARIANTS = ("whole", "packet", "lanes=16", "lanes=4,predicated=off", "packet,interleave=1,private=thread",
+            "packet,workers=3,grain=1")
+
+
+def _run(name, shape, inputs, variant, form=None):
+    op = ops.get(name, form)
+    launch = op.launch(shape)
+    ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n)
+    bufs = ops.allocate(op, shape, inputs)
+    p = ck.prepare(launch.n, {**bufs, **launch.scalars})
+    from cohort.backend import runtime
+    from cohort.backend.variant import parse_variant
+    runtime.run(p, parse_variant(variant))
+    return bufs[op.output].reshape(op.buffer_shapes(shape)[op.output]), p
+
+
+def _bits(a):
+    return a.view(np.uint32) if a.dtype == np.float32 else a
+
+
+# ---------------------------------------------------------------- the definitions
+
+def test_matmul_is_one_fma_chain_per_element_in_ascending_k():
+    shape = (7, 45, 19)
+    inputs = ops.get("matmul").make_inputs(shape, 2)
+    a, b = inputs["a"], inputs["b"]
+    acc = np.zeros((7, 19), np.float32)
+    for k in range(45):
+        acc = fma(np.repeat(a[:, k:k + 1], 19, axis=1), np.repeat(b[k:k + 1, :], 7, axis=0), acc)
+    y = ops.run_reference(ops.get("matmul"), shape, inputs)
+    assert np.array_equal(_bits(y), _bits(acc))
+
+
+def _cumsum_definition(x):
+    """DESIGN §4's order, written out: groups of 16, Hillis-Steele d = 1, 2, 4, 8,
+    out = carry + h, carry = out_15 from -0.0 (float32 throughout)."""
+    R, C = x.shape
+    y = np.empty_like(x)
+    for r in range(R):
+        carry = np.float32(-0.0)
+        for g in range(0, C, 16):
+            h = np.array([x[r, min(g + t, C - 1)] for t in range(16)], np.float32)
+            for d in (1, 2, 4, 8):
+                h = np.array([h[t - d] + h[t] if t >= d else h[t] for t in range(16)], np.float32)
+            out = (carry + h).astype(np.float32)
+            n = min(16, C - g)
+            y[r, g:g + n] = out[:n]
+            carry = out[15]
+    return y
+
+
+def test_cumsum_follows_its_documented_order_of_additions():
+    shape = (3, 53)
+    x = ops.get("cumsum").make_inputs(shape, 1)["x"]
+    x[0, 0] = -0.0                        # the first carry is -0.0: y[r, 0] is x[r, 0] to the bit
+    y = ops.run_reference(ops.get("cumsum"), shape, {"x": x})
+    assert np.array_equal(_bits(y), _bits(_cumsum_definition(x)))
+    assert _bits(y)[0, 0] == 0x80000000
+
+
+def test_histogram_counts_in_range_indices_and_ignores_the_rest():
+    shape = (5000, 37)
+    idx = ops.get("histogram").make_inputs(shape, 3)["idx"]
+    assert (idx < 0).any() and (idx >= 37).any()
+    for form in ("shared", "global"):
+        y = ops.run_reference(ops.get("histogram", form), shape, {"idx": idx})
+        ok = idx[(idx >= 0) & (idx < 37)]
+        assert y.dtype == np.int32 and np.array_equal(y, np.bincount(ok, minlength=37))
+
+
+def test_transpose_is_a_copy():
+    shape = (2, 45, 33)
+    x = ops.get("transpose").make_inputs(shape, 0)["x"]
+    y = ops.run_reference(ops.get("transpose"), shape, {"x": x})
+    assert np.array_equal(_bits(y), _bits(np.ascontiguousarray(x.transpose(0, 2, 1))))
+
+
+# ---------------------------------------------------------------- every variant, bit for bit
+
+HIDDEN = [("matmul", (1, 1, 1)), ("matmul", (7, 13, 17)), ("matmul", (1, 300, 5)), ("matmul", (49, 2, 1)),
+          ("cumsum", (1, 1)), ("cumsum", (2, 17)), ("cumsum", (1, 131)),
+          ("histogram", (1, 1)), ("histogram", (4097, 3)), ("histogram", (977, 1009)),
+          ("transpose", (1, 1, 1)), ("transpose", (1, 31, 33)), ("transpose", (3, 1, 67))]
+
+
+@pytest.mark.parametrize("name,shape", HIDDEN, ids=lambda v: v if isinstance(v, str) else ops.fmt_shape(v))
+def test_every_variant_matches_the_interpreter(name, shape):
+    op = ops.get(name)
+    inputs = op.make_inputs(shape, 5)
+    ref = ops.run_reference(op, shape, inputs)
+    launch = op.launch(shape)
+    for v in VARIANTS:
+        ck = compile_kernel(op.kernel, launch.consts, v, n=launch.n)
+        verdict = verify_build(ck, launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars},
+                               {op.output: ref}, claims=False, label=f"{name} {shape} {v}")
+        assert verdict.ok, verdict.describe()
+
+
+def _special(shape, seed):
+    rng = np.random.default_rng(seed)
+    pool = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-45, 2.5], np.float32)
+    return pool[rng.integers(0, len(pool), shape)]
+
+
+@pytest.mark.parametrize("name,shape", [("matmul", (9, 21, 11)), ("cumsum", (4, 45)), ("transpose", (1, 19, 40))])
+def test_special_values_bit_for_bit(name, shape):
+    op = ops.get(name)
+    inputs = {n: _special(s, i) for i, (n, s) in enumerate(op.buffer_shapes(shape).items()) if n != op.output}
+    ref = ops.run_reference(op, shape, inputs)
+    for v in ("whole", "packet", "lanes=16"):
+        y, _ = _run(name, shape, inputs, v)
+        assert bitwise_equal(y, ref), (name, v)      # bit for bit; every NaN equals every NaN (DESIGN §3)
+
+
+def test_the_bounds_proof_covers_every_index():
+    # no access is checked one by one and no launch falls back to the checked build: shared
+    # indices are proven against their arrays' sizes like buffer indices (bounds.py)
+    for name, shape in (("matmul", (37, 129, 70)), ("cumsum", (3, 37)), ("transpose", (2, 37, 70))):
+        op = ops.get(name)
+        launch = op.launch(shape)
+        for v in ("packet", "whole"):
+            ck = compile_kernel(op.kernel, launch.consts, v, n=launch.n)
+            c = ck.lowering_counts
+            assert c["bounds_unprovable"] == 0 and c.get("bounds_checks", 0) == c.get("shared_checks", 0) == 0, \
+                (name, v, c)
+            _, p = _run(name, shape, op.make_inputs(shape, 0), v)
+            assert p.fallback is None, (name, v, p.fallback)
+
+
+@kernel(block=16)
+def off_by_one(x: Buffer[f32], y: Buffer[f32], S: Const[int]):
+    t = thread_id()
+    s = shared(f32, 16)
+    s[t] = x[t]
+    barrier()
+    y[t] = s[t + S]                    # boundable: the launch's proof fails for S = 1
+
+
+def test_a_shared_index_the_proof_cannot_cover_is_still_caught():
+    from cohort.refimpl.interpreter import KernelRuntimeError
+    x = np.arange(16, dtype=np.float32)
+    for v in ("packet", "whole"):
+        ck = compile_kernel(off_by_one, {"S": 1}, v, n=16)
+        assert ck.lowering_counts.get("shared_checks", 0) == 0       # proven at launch, not checked
+        p = ck.prepare(16, {"x": x, "y": np.zeros(16, np.float32)})
+        with pytest.raises(KernelRuntimeError, match=r"shared array access index 16 out of bounds \(thread 15"):
+            p.run()
+        assert p.fallback is not None       # the checked build ran and named the access
+
+
+def test_atomics_run_one_packet_at_a_time():
+    op = ops.get("histogram")
+    launch = op.launch((5000, 300))
+    facts = compile_kernel(op.kernel, launch.consts, "packet", n=launch.n).facts
+    assert facts["interleaved_packets"] == 1 and facts["atomic_updates"] == 5
+
+
+def test_histogram_past_the_shared_bins_counts_in_memory():
+    from cohort.refimpl.ops.histogram import SHARED_BINS
+    shape = (3000, SHARED_BINS + 40)
+    idx = np.concatenate([np.arange(SHARED_BINS - 5, SHARED_BINS + 45, dtype=np.int32)] * 60)
+    y, _ = _run("histogram", shape, {"idx": idx}, "packet")
+    assert np.array_equal(y, np.bincount(idx[idx < shape[1]], minlength=shape[1]))
