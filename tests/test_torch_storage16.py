@@ -73,6 +73,9 @@ def _cases(dt):
         ("gelu_residual", lambda: ct.gelu_residual(x, u), lambda t: F.gelu(t(x)) + t(u)),
         ("rope_half", lambda: ct.rope(q, cos, sin, interleaved=False), lambda t: rope_ref(t(q), t(cos), t(sin))),
         ("attention", lambda: ct.attention(q, k, v, causal=True), lambda t: sdpa(t(q), t(k), t(v))),
+        ("matmul", lambda: ct.matmul(x, u.T.contiguous()[:, :40]), lambda t: t(x) @ t(u.T.contiguous()[:, :40])),
+        ("cumsum", lambda: ct.cumsum(x), lambda t: torch.cumsum(t(x), -1)),
+        ("transpose", lambda: ct.transpose(x), lambda t: t(x).transpose(-1, -2).contiguous()),
     ]
 
 
@@ -174,6 +177,10 @@ def test_gradients_come_in_the_inputs_dtype_from_the_f32_backward():
         k = torch.randn(1, 2, 11, 16, generator=g).to(dt).requires_grad_()
         ct.attention(q, k, k.detach(), causal=True).sum().backward()
         assert q.grad.dtype == k.grad.dtype == dt
+        a = torch.randn(5, 24, generator=g).to(dt).requires_grad_()
+        w = torch.randn(24, 8, generator=g).to(dt).requires_grad_()
+        ct.cumsum(ct.matmul(a, w)).sum().backward()      # their backward ops are forward ops, in dt
+        assert a.grad.dtype == w.grad.dtype == dt
 
 
 @pytest.mark.parametrize("bad, match", [

@@ -2,7 +2,7 @@
 transpose (`torch.ops.cohort.*`, custom ops with fake implementations; DESIGN §4
 defines each one's bits).
 
-    matmul(a, b)         a [..., M, K] float32, b [K, N] float32 -> [..., M, N]
+    matmul(a, b)         a [..., M, K] float32, b [K, N] float32 -> [..., M, N] (and bf16/fp16, dtypes.py)
                          (torch.matmul with a 2-D b: a linear layer's product)
     cumsum(x, dim=-1)    along the last dimension only (another dim raises)
     histogram(idx, bins) idx int32 (any shape) -> int32 counts [bins]; indices outside
@@ -22,6 +22,8 @@ from torch import Tensor
 
 from ..refimpl import ops as registry
 from . import checks
+from .checks import FLOATS
+from .dtypes import kernel_for
 from .launch import build
 
 _MATMUL = registry.get("matmul")
@@ -33,8 +35,9 @@ _TRANSPOSE = registry.get("transpose")
 # ---------------------------------------------------------------- matmul
 
 def _matmul_check(a, b):
-    checks.tensor("matmul", "a", a, min_dim=2)
-    checks.tensor("matmul", "b", b)
+    checks.tensor("matmul", "a", a, FLOATS, min_dim=2)
+    checks.tensor("matmul", "b", b, FLOATS)
+    checks.like("matmul", "a", a, ("b", b))
     if b.dim() != 2:
         raise ValueError(f"matmul: b must be 2-D [K, N], got shape {tuple(b.shape)} "
                          f"(a batched b is not supported)")
@@ -47,14 +50,14 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     _matmul_check(a, b)
     K, N = b.shape
     M = _rows_of(a)
-    out = torch.empty(*a.shape[:-1], N, dtype=torch.float32)
+    out = torch.empty(*a.shape[:-1], N, dtype=a.dtype)
     if out.numel() == 0:
         return out
     if K == 0:
         return out.zero_()
     a, b = a.contiguous(), b.contiguous()
     launch = _MATMUL.launch((M, K, N))
-    build(_MATMUL.kernel, launch.consts)(launch.n, (a, b, out), ())
+    build(kernel_for(_MATMUL.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out
 
 
@@ -80,7 +83,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 # ---------------------------------------------------------------- cumsum
 
 def _cumsum_check(x, dim):
-    checks.tensor("cumsum", "x", x, min_dim=1)
+    checks.tensor("cumsum", "x", x, FLOATS, min_dim=1)
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"cumsum: dim must be an int, got {type(dim).__name__}")
     if dim not in (-1, x.dim() - 1):
@@ -95,7 +98,7 @@ def _cumsum(x: Tensor, dim: int = -1) -> Tensor:
     C = x.shape[-1]
     if x.numel():
         launch = _CUMSUM.launch((x.numel() // C, C))
-        build(_CUMSUM.kernel, launch.consts, whole_blocks=True)(launch.n, (x, y), ())
+        build(kernel_for(_CUMSUM.kernel, x.dtype), launch.consts, whole_blocks=True)(launch.n, (x, y), ())
     return y
 
 
@@ -147,7 +150,7 @@ def histogram(idx: Tensor, bins: int) -> Tensor:
 # ---------------------------------------------------------------- transpose
 
 def _transpose_check(x):
-    checks.tensor("transpose", "x", x, min_dim=2)
+    checks.tensor("transpose", "x", x, FLOATS, min_dim=2)
 
 
 @torch.library.custom_op("cohort::transpose", mutates_args=())
@@ -157,7 +160,8 @@ def _transpose(x: Tensor) -> Tensor:
     y = x.new_empty(*x.shape[:-2], C, R)
     if x.numel():
         launch = _TRANSPOSE.launch((x.numel() // (R * C), R, C))
-        build(_TRANSPOSE.kernel, launch.consts, whole_blocks=True)(launch.n, (x.contiguous(), y), ())
+        build(kernel_for(_TRANSPOSE.kernel, x.dtype), launch.consts, whole_blocks=True)(launch.n,
+                                                                                     (x.contiguous(), y), ())
     return y
 
 

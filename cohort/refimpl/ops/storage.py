@@ -47,6 +47,8 @@ def storage_operator(op: Operator, storage: DType) -> Operator:
     keep = op.aux
     kf = retype(op.kernel, storage, keep)
     stored = frozenset(p.name for p in kf.ir.buffers if p.dtype is storage)
+    if not stored:
+        raise ShapeError(f"{op.name} has no f32 buffer, so no {storage.value} form")
 
     def make_inputs(shape, seed):
         return {n: narrow(a, storage) if n in stored else a for n, a in op.make_inputs(shape, seed).items()}
