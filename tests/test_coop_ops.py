@@ -112,6 +112,18 @@ def test_every_variant_matches_the_interpreter(name, shape):
         assert verdict.ok, verdict.describe()
 
 
+@pytest.mark.parametrize("shape", [(1, 37, 4096), (3, 20, 4100)], ids=ops.fmt_shape)
+def test_matmul_wide_form_gives_the_tiled_forms_bits(shape):
+    from cohort.refimpl.ops.matmul import form_for
+    assert form_for(shape) == "wide" and form_for((6, 20, 5000)) == form_for((1, 20, 100)) == "tiled"
+    inputs = ops.get("matmul").make_inputs(shape, 4)
+    tiled, _ = _run("matmul", shape, inputs, "packet")
+    assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", "wide"), shape, inputs)), _bits(tiled))
+    for v in ("whole", "packet", "lanes=4,predicated=off", "packet,workers=2,grain=1"):
+        y, p = _run("matmul", shape, inputs, v, form="wide")
+        assert np.array_equal(_bits(y), _bits(tiled)) and p.fallback is None, v
+
+
 def _special(shape, seed):
     rng = np.random.default_rng(seed)
     pool = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-45, 2.5], np.float32)

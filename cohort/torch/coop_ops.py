@@ -21,12 +21,13 @@ import torch
 from torch import Tensor
 
 from ..refimpl import ops as registry
+from ..refimpl.ops import matmul as matmul_op
 from . import checks
 from .checks import FLOATS
 from .dtypes import kernel_for
 from .launch import build
 
-_MATMUL = registry.get("matmul")
+_MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "wide")}
 _CUMSUM = registry.get("cumsum")
 _HIST = registry.get("histogram")
 _TRANSPOSE = registry.get("transpose")
@@ -56,8 +57,9 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     if K == 0:
         return out.zero_()
     a, b = a.contiguous(), b.contiguous()
-    launch = _MATMUL.launch((M, K, N))
-    build(kernel_for(_MATMUL.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
+    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N))]
+    launch = op.launch((M, K, N))
+    build(kernel_for(op.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out
 
 

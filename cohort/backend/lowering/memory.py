@@ -289,6 +289,12 @@ class MemoryLowering:
             return self.splat(x, dt)
         if acc.kind == "contiguous" and self.mask is None:
             v = b.load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), typ=vec, align=1)
+        elif acc.kind == "contiguous" and self.variant.predicated:
+            # masked off lanes are not read (their indices may lie outside: s[t - 1] for t = 0)
+            self.counts["masked_loads"] += 1
+            v = self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem)}.p0", vec,
+                               [b.gep(ptr, [self.lane0(idx64)], source_etype=elem), self.i32(1), self.mask,
+                                self.zero(vec)])
         else:
             ptrs = self.lane_pointers(ptr, idx64, elem)
             if self.mask is not None and not self.variant.predicated:

@@ -7,53 +7,69 @@ group, a Hillis-Steele inclusive scan: for d = 1, 2, 4, 8 in turn, every
 thread t >= d replaces its value h_t by h_{t-d} + h_t (all reading the values
 of the previous step). Then out_t = carry + h_t, and the next group's carry is
 out_15; the first carry is -0.0, so y[r, 0] is x[r, 0] bit for bit. Past the
-end of the row a group holds copies of the last element: they only reach
-positions past the end, which are never stored.
+end of the row a group holds zeros: they only reach positions past the end,
+which are never stored.
 
-Each step is one exchange through shared memory between two barriers; the
-steps alternate between two arrays, so one barrier per step orders both the
-step's reads and the next step's writes."""
+The kernel takes G = 16 groups (256 elements) per round of barriers: the four
+steps of all of them alternate between two shared arrays, so one barrier per
+step orders both the step's reads and the next step's writes; then each thread
+walks the carry through the groups in order (carry + h_15 is the group's last
+output, out_15, to the bit), every thread computing the same chain."""
 import numpy as np
 
 from ... import Buffer, Const, barrier, block_id, f32, kernel, shared, thread_id
 from .base import Launch, Operator, seeded_normal
 
 B = 16
+G = 16       # groups per step: a step's barriers serve G groups of B
 
 
 @kernel(block=B)
 def cumsum(x: Buffer[f32], y: Buffer[f32], C: Const[int]):
     t = thread_id()
     base = block_id() * C
-    s0 = shared(f32, B)
-    s1 = shared(f32, B)
-    last = shared(f32, B)
+    s0 = shared(f32, G * B)
+    s1 = shared(f32, G * B)
     carry = -0.0
-    for g in range(0, C, B):
-        j = g + t
-        v = x[base + min(j, C - 1)]
-        s0[t] = v
+    for g0 in range(0, C, G * B):
+        kn = min(G, (C - g0 + B - 1) // B)          # the step's groups that hold any element
+        for k in range(kn):
+            jx = g0 + k * B + t
+            s0[k * B + t] = x[base + jx] if jx < C else 0.0      # a masked vector load
         barrier()
-        if t >= 1:
-            v = s0[t - 1] + v
-        s1[t] = v
+        # the four Hillis-Steele steps of every group of the step, between two arrays
+        for k1 in range(kn):
+            v1 = s0[k1 * B + t]
+            if t >= 1:
+                v1 = s0[k1 * B + t - 1] + v1
+            s1[k1 * B + t] = v1
         barrier()
-        if t >= 2:
-            v = s1[t - 2] + v
-        s0[t] = v
+        for k2 in range(kn):
+            v2 = s1[k2 * B + t]
+            if t >= 2:
+                v2 = s1[k2 * B + t - 2] + v2
+            s0[k2 * B + t] = v2
         barrier()
-        if t >= 4:
-            v = s0[t - 4] + v
-        s1[t] = v
+        for k4 in range(kn):
+            v4 = s0[k4 * B + t]
+            if t >= 4:
+                v4 = s0[k4 * B + t - 4] + v4
+            s1[k4 * B + t] = v4
         barrier()
-        if t >= 8:
-            v = s1[t - 8] + v
-        out = carry + v
-        if j < C:
-            y[base + j] = out
-        last[t] = out
+        for k8 in range(kn):
+            v8 = s1[k8 * B + t]
+            if t >= 8:
+                v8 = s1[k8 * B + t - 8] + v8
+            s0[k8 * B + t] = v8
         barrier()
-        carry = last[B - 1]
+        # the carry through the step's groups in order: every thread computes the same chain
+        # (carry + h_15 is the group's last output, out_15, bit for bit)
+        for k in range(kn):
+            j = g0 + k * B + t
+            if j < C:
+                y[base + j] = carry + s0[k * B + t]
+            carry = carry + s0[k * B + B - 1]
+        barrier()
 
 
 def oracle(inp):

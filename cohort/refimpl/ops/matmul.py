@@ -31,8 +31,9 @@ KT = 128     # k per staged step: the panel is KT x BN floats (8 KiB)
 def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
     # Every index below is written so that the launch's bounds proof (interval arithmetic,
     # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
-    # positions, the panel's row is k % KT (k0 is a multiple of KT), rows and columns past
-    # the edge are clamped to the last one (computed, never stored).
+    # positions, the panel's row is k % KT (k0 is a multiple of KT), rows past the edge are
+    # clamped to the last one and columns past it read 0 (computed, never stored). A
+    # clamped column index would be a gather: the guard keeps b's loads contiguous.
     t = thread_id()
     bid = block_id()
     # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
@@ -42,7 +43,6 @@ def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Con
     bj = bid // tiles_m                   # consecutive blocks share a column panel (kept in cache)
     i0 = (bid - bj * tiles_m) * rb
     j = bj * BN + t
-    jc = min(j, N - 1)
     sb = shared(f32, KT * BN)
     acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG))
     for r0 in range(rb):
@@ -50,7 +50,7 @@ def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Con
     for k0 in range(0, K, KT):
         kend = min(k0 + KT, K)
         for kb in range(k0, kend):
-            sb[(kb % KT) * BN + t] = b[kb * N + jc]
+            sb[(kb % KT) * BN + t] = b[kb * N + j] if j < N else 0.0    # a masked vector load
         barrier()
         for r in range(0, rb, REG):
             a0 = min(i0 + r, M - 1) * K
@@ -86,6 +86,51 @@ def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Con
             c[row * N + j] = acc[ro]
 
 
+WIDE = 256   # the "wide" form: columns per thread (a block's row panel is 4096 columns wide)
+PANEL = BN * WIDE
+
+
+@kernel(block=BN)
+def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
+    # For a few rows (a matrix-vector product, decoding) of a wide b (N >= PANEL): one row
+    # per block and a panel of PANEL columns, so that each k reads 16 KiB of b's row k front
+    # to back (the tiled form's 16-column panels read 64 bytes of every row: a page each at
+    # N = 4096, measured 5x slower). The last panel is shifted left to end at column N - 1,
+    # so no load needs a mask; the columns it shares with its neighbour are stored by the
+    # neighbour (the same bits: the same fma chains in the same order). With N < PANEL the
+    # panel would start before column 0: the launch's bounds proof fails and the checked
+    # build reports the load (form_for never picks this form then).
+    t = thread_id()
+    bid = block_id()
+    tiles_n = (N + PANEL - 1) // PANEL
+    i = bid // tiles_n
+    own = (bid - i * tiles_n) * PANEL          # the first column this block stores
+    j0 = min(own, N - PANEL)
+    acc = private(f32, WIDE)
+    for q0 in range(WIDE):
+        acc[q0] = 0.0
+    for k in range(K):
+        ak = a[i * K + k]
+        for q in range(WIDE):
+            acc[q] = fma(ak, b[k * N + j0 + q * BN + t], acc[q])
+    for q2 in range(WIDE):
+        j = j0 + q2 * BN + t
+        if j >= own:
+            c[i * N + j] = acc[q2]
+
+
+def form_for(shape) -> str:
+    """The form a launch of `shape` runs best in: "wide" for fewer rows than a register
+    block of a b at least PANEL columns wide (measured: benchmarks/bench_coop.py), else
+    "tiled". Both give the same bits."""
+    return "wide" if shape[0] < REG and shape[2] >= PANEL else "tiled"
+
+
+def wide_launch(s):
+    m, k, n = s
+    return Launch(m * ((n + PANEL - 1) // PANEL) * BN, {"M": m, "K": k, "N": n}, {})
+
+
 def blocks(s) -> int:
     m, _, n = s
     rb = min(ROWS, (m + REG - 1) // REG * REG)
@@ -110,4 +155,6 @@ OP = Operator(
     # 3.2-3.9e-6 at K = 4096 and 11008, 0.6-1.6e-5 at K = 65536 (three seeds each)
     rel_tol=3e-5,
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
+    form="tiled",
+    forms=(("wide", matmul_wide, wide_launch),),
 )

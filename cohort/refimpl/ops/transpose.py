@@ -27,9 +27,11 @@ def transpose(x: Buffer[f32], y: Buffer[f32], R: Const[int], C: Const[int]):
     r0 = tr * TS
     c0 = (rest - tr * tiles_c) * TS
     tile = shared(f32, TS * TS)
-    cc = min(c0 + t, C - 1)
+    cc = c0 + t
     for i in range(TS):
-        tile[i * TS + t] = x[(n * R + min(r0 + i, R - 1)) * C + cc]
+        # rows past R: a copy of the last (a uniform clamp); columns past C: 0 (a masked
+        # vector load - a clamped column would be a gather); neither is stored
+        tile[i * TS + t] = x[(n * R + min(r0 + i, R - 1)) * C + cc] if cc < C else 0.0
     barrier()
     row = r0 + t
     for k in range(TS):
