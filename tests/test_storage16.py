@@ -287,7 +287,11 @@ def test_every_operator_in_storage_types(name, st):
 def test_every_operator_form_and_variant_in_storage_types(name, st):
     op = ops.get(name)
     for form in [op.form] + [f[0] for f in op.forms]:
-        _check_operator(name, st, ["whole", "packet", "lanes=16", "packet,predicated=off"], op.seed_sizes[0], form)
+        shape = op.seed_sizes[0]
+        if name == "matmul" and form == "wide":        # the wide form runs fewer than REG rows of >= PANEL columns
+            from cohort.refimpl.ops import matmul
+            shape = (1, 16, matmul.PANEL + 5)
+        _check_operator(name, st, ["whole", "packet", "lanes=16", "packet,predicated=off"], shape, form)
 
 
 def test_f16_lowering_choice():

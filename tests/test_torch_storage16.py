@@ -98,6 +98,16 @@ def test_ops_against_float64_and_pytorch(name):
     print(name, {k: tuple(round(v, 2) for v in t) for k, t in worst.items()})
 
 
+def test_matmul_wide_form_in_bf16():
+    """cohort.torch picks matmul's wide form for a few rows of a wide b: re-typed like the tiled one."""
+    g = torch.Generator().manual_seed(6)
+    a, b = torch.randn(2, 64, generator=g).bfloat16(), torch.randn(64, 4100, generator=g).bfloat16()
+    y = ct.matmul(a, b)
+    tiled = ct.matmul(torch.cat([a, a, a]), b)[:2]      # 6 rows: the tiled form, same bits
+    assert y.dtype == torch.bfloat16 and torch.equal(y.view(torch.int16), tiled.view(torch.int16))
+    assert row_err(y, a.double() @ b.double()) <= ops.get("matmul").rel_tol + 2.0 ** -8 * 1.01
+
+
 def test_bf16_bits_are_the_interpreters_in_every_variant():
     g = torch.Generator().manual_seed(1)
     x = torch.randn(17, 65, generator=g).to(torch.bfloat16)
