@@ -19,6 +19,7 @@ from .refimpl.lang import (
                            atomic_sub,
                            atomic_xor,
                            barrier,
+                           bf16,
                            bitcast,
                            block_id,
                            block_max,
@@ -28,6 +29,7 @@ from .refimpl.lang import (
                            cos,
                            erf,
                            exp,
+                           f16,
                            f32,
                            fma,
                            global_id,
@@ -48,6 +50,6 @@ __version__ = "0.1.0"
 
 __all__ = ["KernelFunction", "kernel", "KernelRuntimeError", "interpret", "KernelError",
            "INF", "NAN", "Buffer", "Const", "atomic_add", "atomic_and", "atomic_max", "atomic_min",
-           "atomic_or", "atomic_sub", "atomic_xor", "barrier", "bitcast", "block_id", "block_max", "block_min", "block_size",
-           "block_sum", "cos", "erf", "exp", "f32", "fma", "global_id", "i32", "log", "num_threads", "private",
+           "atomic_or", "atomic_sub", "atomic_xor", "barrier", "bf16", "bitcast", "block_id", "block_max", "block_min", "block_size",
+           "block_sum", "cos", "erf", "exp", "f16", "f32", "fma", "global_id", "i32", "log", "num_threads", "private",
            "shared", "sigmoid", "sin", "sqrt", "tanh", "thread_id", "u32"]

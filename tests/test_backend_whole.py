@@ -54,7 +54,7 @@ from cohort.backend import compiler, timer
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl import ir, mathlib, semantics
 from cohort.refimpl.interpreter import interpret
-from cohort.refimpl.ir import DType, Expr, IRTypeError, Kernel, Op, Param, ParamKind, Store
+from cohort.refimpl.ir import VALUE_DTYPES, DType, Expr, IRTypeError, Kernel, Op, Param, ParamKind, Store
 from cohort.refimpl.opdefs import GROUPS
 from cohort.verify.checksum import bitwise_equal
 from cohort.verify.differential import compare
@@ -177,7 +177,7 @@ def op_table_kernel(dt: DType, block: int = 32):
     on a[i], b[i]; results of dtype D go to row k of buffer r_D."""
     a = ir.load("a", GID, dt)
     b = ir.load("b", GID, dt)
-    rows = {d: [] for d in DType}
+    rows = {d: [] for d in VALUE_DTYPES}
     body = []
 
     def emit(label, e):
@@ -200,7 +200,7 @@ def op_table_kernel(dt: DType, block: int = 32):
         except IRTypeError:
             continue
         emit(f"{op.name}(a{',b' if op not in GROUPS['unary'] else ''})", e)
-    for dst in DType:
+    for dst in VALUE_DTYPES:
         if dst is not dt:
             emit(f"CAST {dt.value}->{dst.value}", ir.cast(a, dst))
             if BOOL not in (dt, dst):
@@ -209,7 +209,7 @@ def op_table_kernel(dt: DType, block: int = 32):
         emit("SELECT(a,b,not b)", ir.select(a, b, ir.unary(Op.NOT, b)))
     else:
         emit("SELECT(a<b,b,a)", ir.select(ir.binary(Op.LT, a, b), b, a))
-    outs = [d for d in DType if rows[d]]
+    outs = [d for d in VALUE_DTYPES if rows[d]]
     k = ir_kernel(f"ops_{dt.value}", [pbuf("a", dt), pbuf("b", dt)] + [pbuf(f"r_{d.value}", d) for d in outs],
                   body, block)
     return k, {f"r_{d.value}": rows[d] for d in outs}
@@ -234,7 +234,7 @@ def test_every_op_on_special_value_pairs(dt):
 
 def test_op_table_covers_every_alu_op():
     covered = set()
-    for dt in DType:
+    for dt in VALUE_DTYPES:
         _, rows = op_table_kernel(dt)
         for labels in rows.values():
             covered |= {lab.split("(")[0] for lab in labels}

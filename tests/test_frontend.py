@@ -451,7 +451,7 @@ def test_missing_annotation():
     ("int", r"parameter n: unsupported type annotation"),
     ("float", r"parameter n: unsupported type annotation"),
     ("bool", r"parameter n: unsupported type annotation"),
-    ("buffer-int", r"Buffer\[\.\.\.\] takes f32, i32, u32 or bool"),
+    ("buffer-int", r"Buffer\[\.\.\.\] takes f32, i32, u32, bool, bf16 or f16"),
     ("buffer-buffer", r"Buffer\[\.\.\.\] takes"),
     ("const-f32", r"Const\[\.\.\.\] only takes int"),
     ("string", r"unsupported annotation 'f32'"),

@@ -18,6 +18,7 @@ from cohort.refimpl import frontend, lang, printer, semantics
 from cohort.refimpl.errors import KernelError
 from cohort.refimpl.interpreter import count_flops, evaluate, interpret
 from cohort.refimpl.ir import (
+    VALUE_DTYPES,
     Assign,
     Barrier,
     DType,
@@ -46,10 +47,24 @@ from cohort.refimpl.printer import format_kernel
 from cohort.refimpl.spec import validate
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
-ALL = tuple(DType)
+ALL = VALUE_DTYPES     # bf16/f16 are storage types: no operation yields or takes one (below)
 
 
 # ---------------------------------------------------------------- one record per op
+
+@pytest.mark.parametrize("op", list(Op), ids=lambda o: o.name)
+def test_no_operation_yields_a_storage_type(op):
+    """bf16/f16 are buffer element types: no node has one (leaves and loads refuse it), so
+    no operand has one either."""
+    d = OPDEFS[op]
+    for srcs in itertools.product(tuple(DType), repeat=d.arity):
+        for dt in (None,) + tuple(DType):
+            try:
+                got = result_dtype(op, srcs, dt)
+            except IRTypeError:
+                continue
+            assert not got.is_storage, (op, srcs, dt)
+
 
 def test_every_op_has_exactly_one_record_in_enum_order():
     assert [d.op for d in RECORDS] == list(Op)

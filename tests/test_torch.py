@@ -203,7 +203,8 @@ def test_empty_tensors():
 
 BAD = [
     (lambda: ct.rmsnorm(torch.randn(3, 8).double(), torch.randn(8)), TypeError, "rmsnorm: x must be torch.float32"),
-    (lambda: ct.rmsnorm(torch.randn(3, 8), torch.randn(8).bfloat16()), TypeError, "weight must be torch.float32"),
+    (lambda: ct.rmsnorm(torch.randn(3, 8), torch.randn(8).bfloat16()), TypeError,
+     "rmsnorm: weight is torch.bfloat16 and x is torch.float32; they must have one dtype"),
     (lambda: ct.rmsnorm(torch.randn(3, 8, device="meta"), torch.randn(8)), ValueError, "x must be on the CPU"),
     (lambda: ct.rmsnorm(torch.randn(3, 8), torch.randn(9)), ValueError, r"weight must have shape \(8,\)"),
     (lambda: ct.rmsnorm([1.0], torch.randn(1)), TypeError, "x must be a torch.Tensor"),

@@ -84,7 +84,8 @@ def _torch_seen():
     """Learn torch's Tensor type and dtypes, from a tensor the caller passed (torch is
     imported already then; it is never imported for NumPy-only launches)."""
     import torch
-    dtypes = {np.dtype(np.float32): torch.float32, np.dtype(np.int32): torch.int32}
+    dtypes = {np.dtype(np.float32): torch.float32, np.dtype(np.int32): torch.int32,
+              np.dtype(np.float16): torch.float16, np.dtype(np.uint16): torch.bfloat16}   # f16, bf16 buffers
     if hasattr(torch, "uint32"):
         dtypes[np.dtype(np.uint32)] = torch.uint32
     _torch_state.update(dtypes=dtypes, tensor=torch.Tensor)

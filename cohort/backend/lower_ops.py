@@ -225,10 +225,95 @@ def bitcast(cx, a, src: DType, dst: DType):
     return a
 
 
+# ---------------------------------------------------------------- storage types (bf16, f16)
+# semantics.widen / narrow, with the same integer operations: one rule each, exact
+# on every target (fptrunc to bfloat is a libcall, __truncsfbf2, that the JIT cannot
+# resolve; so is half's without F16C). f16 on a target with F16C uses vcvtph2ps /
+# vcvtps2ph, which agree with the integer lowering on every pattern (measured,
+# tests/test_storage16.py, also with COHORT_F16=software) and are ~2.5x faster.
+F16_ENV = "COHORT_F16"        # auto (default) | hardware | software
+
+
+def f16_lowering() -> str:
+    """'hardware' (fpext/fptrunc of half) when the target has exact half conversion
+    instructions (target.Target.native_half), else 'software' (the integer operations);
+    COHORT_F16=software|hardware forces either."""
+    want = os.environ.get(F16_ENV, "auto") or "auto"
+    if want not in ("auto", "hardware", "software"):
+        raise ValueError(f"{F16_ENV}={want!r}: expected auto, hardware or software")
+    if want == "auto":
+        return "hardware" if target.current().native_half else "software"
+    return want
+
+
+def _half(cx):
+    return ir.HalfType() if cx.lanes == 1 else ir.VectorType(ir.HalfType(), cx.lanes)
+
+def _k(cx, ty, v):
+    from .context import vector_const
+    return ir.Constant(ty, v) if cx.lanes == 1 else vector_const(ir.VectorType(ty, cx.lanes), v)
+
+
+def widen(cx, h, storage: DType):
+    """Storage elements (i16 bits) -> f32, exactly (semantics.widen)."""
+    b, i32 = cx.b, ir.IntType(32)
+    c = lambda v: _k(cx, i32, v)
+    u = b.zext(h, cx.ty(I32))
+    if storage is DType.BF16:
+        return b.bitcast(b.shl(u, c(16)), cx.ty(F32))
+    if f16_lowering() == "hardware":                     # vcvtph2ps: exact, NaN quieted as below
+        return b.fpext(b.bitcast(h, _half(cx)), cx.ty(F32))
+    sign = b.shl(b.and_(u, c(0x8000)), c(16))
+    em = b.and_(u, c(0x7FFF))
+    e13 = b.shl(em, c(13))
+    normal = b.add(e13, c(0x38000000))
+    quiet = b.select(b.icmp_unsigned(">", em, c(0x7C00)), c(0x400000), c(0))
+    special = b.or_(b.or_(e13, c(0x7F800000)), quiet)
+    # 0 and subnormals: em * 2^-24, exact (em < 2^10; no flags, no flush to zero)
+    tiny = b.bitcast(b.fmul(b.sitofp(em, cx.ty(F32)), _k(cx, ir.FloatType(), 2.0 ** -24)), cx.ty(I32))
+    out = b.select(b.icmp_unsigned(">=", em, c(0x7C00)), special,
+                   b.select(b.icmp_unsigned(">=", em, c(0x0400)), normal, tiny))
+    return b.bitcast(b.or_(sign, out), cx.ty(F32))
+
+
+def narrow(cx, x, storage: DType):
+    """f32 -> storage elements (i16 bits), to nearest even; NaN -> the canonical NaN
+    (semantics.narrow)."""
+    b, i32 = cx.b, ir.IntType(32)
+    c = lambda v: _k(cx, i32, v)
+    i16 = ir.IntType(16) if cx.lanes == 1 else ir.VectorType(ir.IntType(16), cx.lanes)
+    u = b.bitcast(x, cx.ty(I32))
+    a = b.and_(u, c(0x7FFFFFFF))
+    nan = b.icmp_unsigned(">", a, c(0x7F800000))
+    sign = b.and_(b.lshr(u, c(16)), c(0x8000))
+    if storage is DType.BF16:
+        r = b.lshr(b.add(b.add(a, c(0x7FFF)), b.and_(b.lshr(a, c(16)), c(1))), c(16))
+        return b.trunc(b.select(nan, c(0x7FC0), b.or_(sign, r)), i16)
+    if f16_lowering() == "hardware":                     # vcvtps2ph (round to nearest even), canonical NaN
+        h = b.bitcast(b.fptrunc(x, _half(cx)), i16)
+        return b.select(nan, b.trunc(c(0x7E00), i16), h)
+    n = b.sub(a, c(0x38000000))
+    normal = b.lshr(b.add(b.add(n, c(0xFFF)), b.and_(b.lshr(n, c(13)), c(1))), c(13))
+    s = b.sub(c(126), b.lshr(a, c(23)))                      # below 2^-14: shift 126 - e, clamped 1..25
+    s = b.select(b.icmp_signed("<", s, c(1)), c(1), b.select(b.icmp_signed(">", s, c(25)), c(25), s))
+    m = b.or_(b.and_(a, c(0x7FFFFF)), c(0x800000))
+    q = b.lshr(m, s)
+    rem = b.and_(m, b.sub(b.shl(c(1), s), c(1)))
+    half = b.shl(c(1), b.sub(s, c(1)))
+    up = b.or_(b.icmp_unsigned(">", rem, half),
+               b.and_(b.icmp_unsigned("==", rem, half), b.icmp_unsigned("!=", b.and_(q, c(1)), c(0))))
+    tiny = b.add(q, b.zext(up, cx.ty(I32)))
+    r = b.select(b.icmp_unsigned(">=", a, c(0x477FF000)), c(0x7C00),
+                 b.select(b.icmp_unsigned(">=", a, c(0x38800000)), normal, tiny))
+    return b.trunc(b.select(nan, c(0x7E00), b.or_(sign, r)), i16)
+
+
 def scalar_type(dt: DType) -> ir.Type:
     return {F32: ir.FloatType(), I32: ir.IntType(32), U32: ir.IntType(32), BOOL: ir.IntType(1)}[dt]
 
 
 def memory_type(dt: DType) -> ir.Type:
-    """How a dtype sits in a buffer: bool is one byte (NumPy's bool_)."""
+    """How a dtype sits in a buffer: bool is one byte (NumPy's bool_), bf16/f16 their 16 bits."""
+    if dt.is_storage:
+        return ir.IntType(16)
     return ir.IntType(8) if dt is BOOL else scalar_type(dt)

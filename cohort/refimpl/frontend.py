@@ -37,7 +37,7 @@ from .ir import (
     SStore,
     Store,
 )
-from .lang import BufferType, ConstType, ScalarType, _Builtin
+from .lang import BufferType, ConstType, ScalarType, StorageType, _Builtin
 from .opdefs import GROUPS, RECORDS
 from .spec import validate
 
@@ -117,8 +117,8 @@ class _Emitter:
                 p = Param(arg.arg, ParamKind.CONST, DType.I32)
             elif isinstance(t, ScalarType):
                 p = Param(arg.arg, ParamKind.SCALAR, t.dtype)
-            else:
-                self.err(f"parameter {arg.arg}: unsupported type annotation")
+            else:  # bf16/f16 are buffer element types only
+                self.err(f"parameter {arg.arg}: {'use Buffer[' + t.name + ']' if isinstance(t, StorageType) else 'unsupported type annotation'}")
             params.append(p)
             self.params[p.name] = p
         self.local_names = {n.id for n in ast.walk(f) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
@@ -310,10 +310,10 @@ class _Emitter:
             return ir.pload(name, idx, self.privates[name])
         if name in self.shared:
             return ir.sload(name, idx, self.shared[name])
-        return ir.load(name, idx, self.params[name].dtype)
+        return ir.load(name, idx, self.params[name].dtype.compute)   # bf16/f16 load as f32
 
     def store(self, name: str, idx: Expr, v):
-        dt = self.privates.get(name) or self.shared.get(name) or self.params[name].dtype
+        dt = self.privates.get(name) or self.shared.get(name) or self.params[name].dtype.compute
         v = self.typed(v, dt) if not isinstance(v, Expr) else v
         if v.dtype is not dt:
             self.err(f"storing {v.dtype.value} into {name} of {dt.value}")

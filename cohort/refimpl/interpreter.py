@@ -35,7 +35,7 @@ from .ir import (
     written_name,
 )
 from .opdefs import EVALUATE
-from .semantics import REDUCE_IDENTITY, atomic_update, first_lane, tree_reduce
+from .semantics import REDUCE_IDENTITY, atomic_update, first_lane, narrow, tree_reduce, widen
 from .specialize import specialize
 
 
@@ -146,6 +146,8 @@ class Interpreter:
         self.phase = np.zeros(self.nblocks, np.int64)   # barriers and collectives each block passed
         self.stmt = None
         self.checker = checker  # optional: verifies the backend's access annotations
+        # bf16/f16 buffers: loads widen to f32, stores round (semantics.widen / narrow)
+        self.storage = {p.name: p.dtype for p in kernel.buffers if p.dtype.is_storage}
 
     # ------------------------------------------------------------ errors
     def fail(self, message: str, lane: Optional[int] = None):
@@ -187,6 +189,8 @@ class Interpreter:
             return np.zeros(self.gid.shape, e.dtype.np)
         if buf.dtype == np.bool_:   # any nonzero byte is True, whatever bytes the caller put there
             return buf.view(np.uint8)[safe] != 0
+        if e.arg in self.storage:
+            return widen(buf[safe], self.storage[e.arg])
         return buf[safe]
 
     def track(self, table: dict, name: str, size: int, how: str, addr, lanes, shown: str, shared=None):
@@ -229,6 +233,9 @@ class Interpreter:
         addr = safe[lanes]
         self.one_store_each(addr, lanes, s.buf)
         self.track(self.memory, s.buf, len(buf), "write", addr, lanes, s.buf)
+        if s.buf in self.storage:
+            buf[addr] = narrow(np.broadcast_to(val, self.gid.shape)[lanes], self.storage[s.buf])
+            return
         buf[addr] = np.broadcast_to(np.asarray(val, buf.dtype), self.gid.shape)[lanes]
 
     def one_store_each(self, addr, lanes, where: str, size: int = 0):
@@ -460,7 +467,7 @@ def evaluate(e: Expr, **vars_) -> np.ndarray:
     it.tid, it.bid, it.active = it.gid * 0, it.gid, np.ones(n, bool)
     it.buffers, it.scalars, it.privates, it.memory, it.stmt, it.checker = {}, {}, {}, {}, None, None
     it.shared, it.smemory, it.phase = {}, {}, np.zeros(n, np.int64)
-    it.stored = set()
+    it.stored, it.storage = set(), {}
     it.env = {k: np.broadcast_to(a, shape).reshape(-1) for k, a in arrays.items()}
     memo = {("arg", 0): it.env["x"]} if "x" in it.env else {}
     with np.errstate(all="ignore"):

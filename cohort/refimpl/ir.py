@@ -22,10 +22,23 @@ class DType(enum.Enum):
     I32 = "i32"
     U32 = "u32"
     BOOL = "bool"
+    BF16 = "bf16"    # storage only (Buffer[bf16]): loads widen to f32, stores round (DESIGN §3)
+    F16 = "f16"      # storage only (Buffer[f16])
 
     @property
     def np(self) -> np.dtype:
+        """The NumPy dtype of a buffer of this type (bf16: its bits, as uint16)."""
         return _NP[self]
+
+    @property
+    def is_storage(self) -> bool:
+        """A buffer element type only: no value has it (bf16, f16)."""
+        return self in (DType.BF16, DType.F16)
+
+    @property
+    def compute(self) -> "DType":
+        """The type of a value loaded from, or stored to, a buffer of this type."""
+        return DType.F32 if self.is_storage else self
 
     @property
     def is_float(self) -> bool:
@@ -37,7 +50,7 @@ class DType(enum.Enum):
 
     @property
     def is_number(self) -> bool:
-        return self is not DType.BOOL
+        return self in (DType.F32, DType.I32, DType.U32)
 
     def __repr__(self) -> str:
         return self.value
@@ -45,8 +58,11 @@ class DType(enum.Enum):
 
 f32, i32, u32, boolean = DType.F32, DType.I32, DType.U32, DType.BOOL
 _NP = {DType.F32: np.dtype(np.float32), DType.I32: np.dtype(np.int32),
-       DType.U32: np.dtype(np.uint32), DType.BOOL: np.dtype(np.bool_)}
+       DType.U32: np.dtype(np.uint32), DType.BOOL: np.dtype(np.bool_),
+       DType.BF16: np.dtype(np.uint16), DType.F16: np.dtype(np.float16)}
 DTYPE_BY_NAME = {d.value: d for d in DType}
+VALUE_DTYPES = (DType.F32, DType.I32, DType.U32, DType.BOOL)     # the types a value can have
+STORAGE_DTYPES = (DType.BF16, DType.F16)
 I32_MIN, I32_MAX, U32_MAX = -(2 ** 31), 2 ** 31 - 1, 2 ** 32 - 1
 
 
@@ -251,6 +267,7 @@ def cast(a: Operand, dtype: DType) -> Expr:
     a = lift(a)
     if a.dtype is dtype:
         return a
+    result_dtype(Op.CAST, (a.dtype,), dtype)   # a value type (no cast to bf16/f16: a store rounds)
     if a.op is Op.CONST:  # a literal converted at build time, exactly as CAST would
         from .semantics import convert_scalar
         return const(convert_scalar(a.arg, a.dtype, dtype), dtype)

@@ -37,13 +37,24 @@ class BufferType:
         return f"Buffer[{self.dtype.value}]"
 
 
+class StorageType:
+    """bf16 / f16: a buffer element type only (Buffer[bf16]); loads give f32, stores round."""
+
+    def __init__(self, dtype: DType):
+        self.dtype = dtype
+        self.name = dtype.value
+
+    def __repr__(self) -> str:
+        return f"cohort.{self.name}"
+
+
 class _BufferFactory:
     def __getitem__(self, t):
-        if isinstance(t, ScalarType):
+        if isinstance(t, (ScalarType, StorageType)):
             return BufferType(t.dtype)
         if t is bool:
             return BufferType(DType.BOOL)
-        raise TypeError(f"Buffer[...] takes f32, i32, u32 or bool, got {t!r}")
+        raise TypeError(f"Buffer[...] takes f32, i32, u32, bool, bf16 or f16, got {t!r}")
 
 
 class ConstType:
@@ -61,6 +72,7 @@ class _ConstFactory:
 Buffer = _BufferFactory()
 Const = _ConstFactory()
 f32, i32, u32 = ScalarType(DType.F32), ScalarType(DType.I32), ScalarType(DType.U32)
+bf16, f16 = StorageType(DType.BF16), StorageType(DType.F16)
 
 
 def _launch_builtin(op: Op) -> _Builtin:

@@ -31,7 +31,13 @@ def written_buffers(kernel: Kernel) -> frozenset:
 
 
 def torch_dtype_name(dtype: DType) -> str:
-    return {DType.F32: "torch.float32", DType.I32: "torch.int32", DType.U32: "torch.uint32"}.get(dtype, "")
+    return {DType.F32: "torch.float32", DType.I32: "torch.int32", DType.U32: "torch.uint32",
+            DType.BF16: "torch.bfloat16", DType.F16: "torch.float16"}.get(dtype, "")
+
+
+def _torch_int16():
+    import torch
+    return torch.int16
 
 
 def as_buffer(kernel: Kernel, name: str, dtype: DType, value, written: bool = True) -> np.ndarray:
@@ -52,12 +58,16 @@ def as_buffer(kernel: Kernel, name: str, dtype: DType, value, written: bool = Tr
             if written and value.requires_grad:
                 raise KernelError(kernel.name, None, f"buffer {name}: tensor requires grad and the kernel writes "
                                                      f"it outside autograd; pass {name}.detach() to allow that")
-            value = value.detach().numpy()
+            value = value.detach()
+            # NumPy has no bfloat16: a bf16 buffer is its bits, as uint16 (DType.BF16.np)
+            value = value.view(_torch_int16()).numpy().view(np.uint16) \
+                if dtype is DType.BF16 else value.numpy()
     if not isinstance(value, np.ndarray):
         raise KernelError(kernel.name, None, f"buffer {name} must be a NumPy array or a CPU tensor, "
                                              f"got {type(value).__name__}")
     if value.dtype != dtype.np:
-        raise KernelError(kernel.name, None, f"buffer {name} must have dtype {dtype.np}, got {value.dtype}")
+        bits = " (bf16 elements as their bits)" if dtype is DType.BF16 else ""
+        raise KernelError(kernel.name, None, f"buffer {name} must have dtype {dtype.np}{bits}, got {value.dtype}")
     if not value.flags.c_contiguous:
         raise KernelError(kernel.name, None, f"buffer {name} is not C-contiguous")
     if not value.flags.writeable:

@@ -33,11 +33,11 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import mathlib
-from .ir import DType, Expr, IRTypeError, Op
+from .ir import VALUE_DTYPES, DType, Expr, IRTypeError, Op
 from .semantics import LaneError, apply, convert
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
-ANY = frozenset(DType)
+ANY = frozenset(VALUE_DTYPES)     # storage types (bf16, f16) are no value's type
 NUMBER = frozenset({F32, I32, U32})
 INTEGER = frozenset({I32, U32})
 LOGICAL = frozenset({BOOL, I32, U32})
@@ -78,6 +78,8 @@ class Signature:
             raise IRTypeError(self.rule or f"{name} needs a dtype")
         t, n = None, 0
         for kind, s in zip(self.operands, srcs):
+            if s.is_storage:
+                raise IRTypeError(f"{name}: {s.value} is a buffer element type; its values are f32")
             if kind == "index" and not s.is_int:
                 raise IRTypeError(f"index must be i32 or u32, got {s.value}")
             if kind == "bool" and s is not BOOL:

@@ -97,6 +97,62 @@ def convert_scalar(value, src: DType, dst: DType):
     return convert(np.asarray(value, src.np), src, dst).item()
 
 
+# ---------------------------------------------------------------- storage types (bf16, f16)
+# DESIGN §3: a load from a Buffer[bf16] or Buffer[f16] widens its element to f32
+# exactly; a store rounds an f32 to the element type, to nearest even. Both are
+# defined on bits, with integer operations only (the lowering does the same).
+
+BF16_NAN, F16_NAN = 0x7FC0, 0x7E00     # what every NaN narrows to (the canonical quiet NaNs)
+
+
+def widen(bits, storage: DType):
+    """f32 values of storage elements (bf16: uint16 bits; f16: float16 or its bits).
+
+    bf16: the 16 bits are the f32's top half (exact, NaN payloads included).
+    f16: the same value; a NaN keeps its sign and payload (shifted to the top of
+    the f32 fraction) and gets the quiet bit, as F16C's vcvtph2ps does."""
+    h = np.asarray(bits).view(np.uint16).astype(np.uint32)
+    if storage is DType.BF16:
+        return (h << 16).view(np.float32)
+    sign, em = (h & 0x8000) << 16, h & 0x7FFF
+    normal = (em << 13) + np.uint32(0x38000000)                          # rebias 15 -> 127
+    special = (em << 13) | np.uint32(0x7F800000) | np.where(em > 0x7C00, np.uint32(0x400000), np.uint32(0))
+    tiny = (em.astype(np.float32) * np.float32(2.0 ** -24)).view(np.uint32)   # 0 or subnormal: exact
+    out = np.where(em >= 0x7C00, special, np.where(em >= 0x0400, normal, tiny))
+    return (sign | out).view(np.float32)
+
+
+def narrow(x, storage: DType):
+    """Storage elements (bf16: uint16 bits; f16: float16) nearest to f32 values x, ties
+    to even; subnormal results are kept (never flushed); a finite x beyond the largest
+    element plus half its ulp gives +-inf; every NaN gives the canonical quiet NaN
+    (bf16 0x7fc0, f16 0x7e00: f32 NaN payloads are not part of the contract)."""
+    with np.errstate(all="ignore"):
+        return _narrow(np.asarray(x, np.float32).view(np.uint32), storage)
+
+
+def _narrow(u, storage: DType):
+    a = u & np.uint32(0x7FFFFFFF)
+    nan = a > 0x7F800000
+    if storage is DType.BF16:
+        r = (a + np.uint32(0x7FFF) + ((a >> 16) & 1)) >> 16           # RNE on the low 16 bits
+        out = np.where(nan, np.uint32(BF16_NAN), ((u >> 16) & 0x8000) | r)
+        return out.astype(np.uint16)
+    # f16 normal range: rebias 127 -> 15, then RNE on the low 13 bits
+    n = a - np.uint32(0x38000000)
+    normal = (n + np.uint32(0xFFF) + ((n >> 13) & 1)) >> 13
+    # below 2^-14: units of 2^-24, the f32 significand shifted right by 126 - e, RNE
+    e = (a >> 23).astype(np.int64)
+    m = ((a & np.uint32(0x7FFFFF)) | np.uint32(0x800000)).astype(np.int64)
+    s = np.clip(126 - e, 1, 25)
+    q, rem, half = m >> s, m & ((1 << s) - 1), 1 << (s - 1)
+    tiny = q + ((rem > half) | ((rem == half) & (q & 1 == 1)))
+    r = np.where(a >= 0x477FF000, 0x7C00,                               # >= 65520: inf
+                 np.where(a >= 0x38800000, normal.astype(np.int64), tiny))
+    out = np.where(nan, F16_NAN, ((u >> 16) & 0x8000).astype(np.int64) | r)
+    return out.astype(np.uint16).view(np.float16)
+
+
 # ---------------------------------------------------------------- fused multiply-add
 
 def fma(a, b, c):

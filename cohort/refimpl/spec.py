@@ -121,8 +121,9 @@ class _Checker:
             self.err(f"{s.buf} is not a buffer parameter; only buffers can be stored to")
         self.index(s.index, defined)
         self.expr(s.value, defined)
-        if s.value.dtype is not p.dtype:
-            self.err(f"storing {s.value.dtype.value} into buffer {s.buf} of {p.dtype.value}")
+        if s.value.dtype is not p.dtype.compute:
+            stores = " (it stores f32, rounded)" if p.dtype.is_storage else ""
+            self.err(f"storing {s.value.dtype.value} into buffer {s.buf} of {p.dtype.value}{stores}")
         return defined
 
     def check_pstore(self, s: PStore, defined: set, loops: tuple) -> set:
@@ -155,6 +156,9 @@ class _Checker:
             self.err(f"{kind} array {s.name} reuses a name")
         if not isinstance(s.dtype, DType):
             self.err(f"bad {kind} dtype {s.dtype}")
+        if s.dtype.is_storage:
+            self.err(f"{kind} array {s.name} of {s.dtype.value}: bf16 and f16 are buffer element types "
+                     f"only; keep the values in f32")
         if not is_compile_time(s.size, self.k) or s.size.dtype is not DType.I32:
             self.err(f"{kind} array size must be a compile-time integer constant")
         if self.specialised:
@@ -189,6 +193,9 @@ class _Checker:
             dt = self.shared[s.target]
         elif p is not None and p.kind is ParamKind.BUFFER:
             dt = p.dtype
+            if dt.is_storage:
+                self.err(f"{s.op.value}() on {dt.value} buffer {s.target}: atomics take i32, u32 "
+                         "(and f32 for min/max)")
         else:
             self.err(f"{s.op.value}() updates a buffer or a shared array; {s.target} is neither")
         self.index(s.index, defined)
@@ -287,7 +294,7 @@ class _Checker:
                 p = self.k.param(node.arg)
                 if p is None or p.kind is not ParamKind.BUFFER:
                     self.err(f"{node.arg} is not a buffer parameter")
-                if d.signature.result == "given" and p.dtype is not node.dtype:
+                if d.signature.result == "given" and p.dtype.compute is not node.dtype:
                     self.err(f"buffer {node.arg} is {p.dtype.value}, loaded as {node.dtype.value}")
             elif d.arg in ("private", "shared"):
                 arrays = self.privates if d.arg == "private" else self.shared

@@ -19,12 +19,14 @@ What saves what: the norms save x and weight and recompute their row statistics 
 the forward's own operations; masked_softmax saves its output; the elementwise ops
 save their inputs; attention saves q, k, v, its output and the mask, and recomputes
 the probabilities from q and k (flash attention's backward: no [Sq, Skv] matrix is
-stored). Not supported, each an error when its gradient is asked for (never a
+stored). bf16/fp16: each backward runs its f32 kernels on the widened (exact) tensors,
+and each gradient is rounded once to the forward inputs' dtype (`_in_f32`). Not supported, each an error when its gradient is asked for (never a
 silent None): gradients with respect to rope's cos and sin, and to a float
 attention mask. Double backward (a gradient of a gradient) is not supported.
 """
 from __future__ import annotations
 
+import functools
 from typing import Optional
 
 import torch
@@ -38,13 +40,35 @@ from . import ops as fwd
 from .launch import build
 
 
+def _in_f32(impl=None, mask: int = -1):
+    """A backward implementation for bf16/fp16 tensors too: the f32 computation on the
+    float tensors widened to f32 (exact), each result rounded to their dtype (torch's
+    round to nearest even). The kernels stay f32: their buffers never see a 16-bit tensor.
+    Tensors of mixed dtypes go to `impl` as they are, whose checks refuse them as the fake
+    implementation's do (argument `mask`, attention's, may be float32 with any dtype)."""
+    if impl is None:
+        return lambda f: _in_f32(f, mask)
+
+    @functools.wraps(impl)
+    def run(*args):
+        floats = [a.dtype for i, a in enumerate(args) if i != mask and isinstance(a, Tensor)
+                  and a.is_floating_point()]
+        dt = floats[0] if floats else torch.float32
+        if dt not in (torch.bfloat16, torch.float16) or any(d != dt for d in floats):
+            return impl(*args)
+        out = impl(*(a.float() if isinstance(a, Tensor) and a.dtype == dt else a for a in args))
+        return tuple(t.to(dt) for t in out) if isinstance(out, tuple) else out.to(dt)
+    return run
+
+
 def _rows(x: Tensor):
     C = x.shape[-1]
     return (x.numel() // C if C else 0), C
 
 
 def _grad(op: str, dy, like: Tensor, name: str = "grad_output"):
-    checks.tensor(op, name, dy)
+    checks.tensor(op, name, dy, checks.FLOATS)
+    checks.like(op, "the forward's output", like, (name, dy))
     if dy.shape != like.shape:
         raise ValueError(f"{op}: {name} has shape {tuple(dy.shape)}, the forward's output has "
                          f"{tuple(like.shape)}; they must be equal")
@@ -62,6 +86,7 @@ def _rmsnorm_backward(dy: Tensor, x: Tensor, weight: Tensor, eps: float) -> tupl
     return rmsnorm_backward_impl(dy, x, weight, eps)
 
 
+@_in_f32
 def rmsnorm_backward_impl(dy, x, weight, eps):
     _rmsnorm_backward_check(dy, x, weight, eps)
     dy, x, weight = dy.contiguous(), x.contiguous(), weight.contiguous()
@@ -98,8 +123,9 @@ def _rmsnorm_grad(ctx, dy):
 # ---------------------------------------------------------------- layernorm
 
 def _layernorm_backward_check(dy, x, weight, eps):
-    checks.tensor("layernorm_backward", "x", x, min_dim=1)
-    checks.tensor("layernorm_backward", "weight", weight)
+    checks.tensor("layernorm_backward", "x", x, checks.FLOATS, min_dim=1)
+    checks.tensor("layernorm_backward", "weight", weight, checks.FLOATS)
+    checks.like("layernorm_backward", "x", x, ("weight", weight))
     checks.last_dim("layernorm_backward", "x", x, "weight", weight)
     checks.number("layernorm_backward", "eps", eps, nonnegative=True)
     _grad("layernorm_backward", dy, x)
@@ -110,6 +136,7 @@ def _layernorm_backward(dy: Tensor, x: Tensor, weight: Tensor, eps: float) -> tu
     return layernorm_backward_impl(dy, x, weight, eps)
 
 
+@_in_f32
 def layernorm_backward_impl(dy, x, weight, eps):
     _layernorm_backward_check(dy, x, weight, eps)
     dy, x, weight = dy.contiguous(), x.contiguous(), weight.contiguous()
@@ -150,6 +177,7 @@ def _masked_softmax_backward(dy: Tensor, y: Tensor, mask: Tensor) -> Tensor:
     return masked_softmax_backward_impl(dy, y, mask)
 
 
+@_in_f32
 def masked_softmax_backward_impl(dy, y, mask):
     _masked_softmax_backward_check(dy, y, mask)
     dy, y, mask = dy.contiguous(), y.contiguous(), mask.expand(y.shape).contiguous()
@@ -188,6 +216,7 @@ def _swiglu_backward(dy: Tensor, gate: Tensor, up: Tensor) -> Tensor:
     return swiglu_backward_impl(dy, gate, up)
 
 
+@_in_f32
 def swiglu_backward_impl(dy, gate, up):
     _ew_check("swiglu_backward", dy, ("gate", gate), ("up", up))
     dy, gate, up = dy.contiguous(), gate.contiguous(), up.contiguous()
@@ -213,6 +242,7 @@ def _swiglu_grad(ctx, dy):
 def _gelu_like(name, kern):
     qual = f"cohort::{name}_backward"
 
+    @_in_f32
     def impl(dy: Tensor, x: Tensor) -> Tensor:
         _ew_check(f"{name}_backward", dy, ("x", x))
         dy, x = dy.contiguous(), x.contiguous()
@@ -296,9 +326,10 @@ def _attention_backward_check(do, q, k, v, o, causal, scale, mask, window):
     B_, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
     if scale is not None:
         checks.number("attention_backward", "scale", scale)
-    checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV))
+    checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV), q.dtype)
     _grad("attention_backward", do, o, "grad_output")
     _grad("attention_backward", o, do, "output")
+    checks.like("attention_backward", "q", q, ("output", o))
     if tuple(o.shape) != (B_, H, SQ, DV):
         raise ValueError(f"attention_backward: output has shape {tuple(o.shape)}, expected {(B_, H, SQ, DV)}")
     return B_, H, HKV, SQ, SKV, D, DV
@@ -311,11 +342,12 @@ def _attention_backward(do: Tensor, q: Tensor, k: Tensor, v: Tensor, o: Tensor, 
     return attention_backward_impl(do, q, k, v, o, causal, scale, mask, window)
 
 
+@_in_f32(mask=7)
 def attention_backward_impl(do, q, k, v, o, causal=False, scale=None, mask=None, window=None):
     """(dq, dkv): dkv holds dk (B*Hkv*Skv*D values) then dv, flat."""
     B_, H, HKV, SQ, SKV, D, DV = _attention_backward_check(do, q, k, v, o, causal, scale, mask, window)
     scale = attention_op.default_scale(D) if scale is None else float(scale)
-    shape4 = checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV))
+    shape4 = checks.attention_mask(mask, window, causal, (B_, H, SQ, SKV), q.dtype)
     do, q, k, v, o = (t.contiguous() for t in (do, q, k, v, o))
     dq = torch.zeros((B_, H, SQ, D))
     dkv = torch.zeros(B_ * HKV * SKV * (D + DV))

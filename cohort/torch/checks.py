@@ -9,14 +9,19 @@ import math
 import torch
 
 MAX_ELEMENTS = 2 ** 31 - 1024      # a buffer's length and a launch's threads are 32-bit
+# the float dtypes of the forward ops' tensors: bf16/f16 are storage, the arithmetic f32 (dtypes.py)
+FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def tensor(op: str, name: str, t, dtype=torch.float32, min_dim: int = 0):
+    """dtype: one torch dtype, or a tuple of the accepted ones (FLOATS)."""
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if t.dtype != dtype:
-        hint = " (convert with .float())" if dtype == torch.float32 and t.is_floating_point() else ""
-        raise TypeError(f"{op}: {name} must be {dtype}, got {t.dtype}{hint}")
+    if t.dtype not in (dtype if isinstance(dtype, tuple) else (dtype,)):
+        want = f"{', '.join(map(str, dtype[:-1]))} or {dtype[-1]}" if isinstance(dtype, tuple) else dtype
+        f32 = dtype == torch.float32 or (isinstance(dtype, tuple) and torch.float32 in dtype)
+        hint = " (convert with .float())" if f32 and t.is_floating_point() else ""
+        raise TypeError(f"{op}: {name} must be {want}, got {t.dtype}{hint}")
     if t.device.type != "cpu":
         raise ValueError(f"{op}: {name} must be on the CPU, got device {t.device}")
     if t.dim() < min_dim:
@@ -24,6 +29,14 @@ def tensor(op: str, name: str, t, dtype=torch.float32, min_dim: int = 0):
     if not isinstance(t.numel(), torch.SymInt) and t.numel() > MAX_ELEMENTS:
         raise ValueError(f"{op}: {name} has {t.numel()} elements; at most {MAX_ELEMENTS}")
     return t
+
+
+def like(op: str, first_name: str, first, *named):
+    """Each (name, tensor) of `named` has first's dtype: one float type per call, the output's."""
+    for name, t in named:
+        if t.dtype != first.dtype:
+            raise TypeError(f"{op}: {name} is {t.dtype} and {first_name} is {first.dtype}; they must have one dtype "
+                            f"(the output's)")
 
 
 def number(op: str, name: str, v, positive: bool = False, nonnegative: bool = False) -> float:
@@ -55,10 +68,10 @@ def last_dim(op: str, x_name: str, x, w_name: str, w):
                          f"{x_name}), got {tuple(w.shape)}")
 
 
-def attention_mask(mask, window, causal, shape):
+def attention_mask(mask, window, causal, shape, dtype=torch.float32):
     """The mask's 4-D shape (leading 1s added), checked against (B, H, Sq, Skv): a bool
-    (True = attend) or float32 (added to the scores) tensor broadcasting to it, as SDPA's
-    attn_mask; and the window, an int >= 1 with causal=True."""
+    (True = attend) or float (added to the scores: float32 or q's dtype `dtype`) tensor
+    broadcasting to it, as SDPA's attn_mask; and the window, an int >= 1 with causal=True."""
     op = "attention"
     if window is not None:
         if isinstance(window, bool) or not isinstance(window, int):
@@ -73,9 +86,10 @@ def attention_mask(mask, window, causal, shape):
         return None
     if not isinstance(mask, torch.Tensor):
         raise TypeError(f"{op}: mask must be a torch.Tensor or None, got {type(mask).__name__}")
-    if mask.dtype not in (torch.bool, torch.float32):
+    if mask.dtype not in (torch.bool, torch.float32, dtype):
         hint = " (convert with .float())" if mask.is_floating_point() else ""
-        raise TypeError(f"{op}: mask must be torch.bool (True = attend) or torch.float32 (added to the "
+        also = "" if dtype == torch.float32 else f" or q's {dtype}"
+        raise TypeError(f"{op}: mask must be torch.bool (True = attend) or torch.float32{also} (added to the "
                         f"scores), got {mask.dtype}{hint}")
     if mask.device.type != "cpu":
         raise ValueError(f"{op}: mask must be on the CPU, got device {mask.device}")
@@ -97,7 +111,8 @@ def rope_hf(q, k, cos, sin):
     them: their first halves, [B, 1, S, R/2] (broadcast over the heads) or [S, R/2]."""
     op = "rope_hf"
     for name, t in (("q", q), ("k", k), ("cos", cos), ("sin", sin)):
-        tensor(op, name, t)
+        tensor(op, name, t, FLOATS)
+    like(op, "q", q, ("k", k), ("cos", cos), ("sin", sin))
     for name, t in (("q", q), ("k", k)):
         if t.dim() != 4:
             raise ValueError(f"{op}: {name} must be 4-D [batch, heads, sequence, features], got {tuple(t.shape)}")
@@ -124,9 +139,10 @@ def rope(x, cos, sin):
     """(N, S, D, R, cos_rows) of a rope call; cos_rows: S when cos/sin broadcast over x's leading
     dimensions as [S, R/2], N*S when they must be expanded to x's leading dimensions."""
     op = "rope"
-    tensor(op, "x", x, min_dim=2)
-    tensor(op, "cos", cos, min_dim=2)
-    tensor(op, "sin", sin, min_dim=2)
+    tensor(op, "x", x, FLOATS, min_dim=2)
+    tensor(op, "cos", cos, FLOATS, min_dim=2)
+    tensor(op, "sin", sin, FLOATS, min_dim=2)
+    like(op, "x", x, ("cos", cos), ("sin", sin))
     if cos.shape != sin.shape:
         raise ValueError(f"rope: cos has shape {tuple(cos.shape)}, sin has {tuple(sin.shape)}; they must be equal")
     S, D = x.shape[-2], x.shape[-1]
@@ -153,7 +169,8 @@ def attention(q, k, v):
     """(B, H, HKV, SQ, SKV, D, DV) of an attention call."""
     op = "attention"
     for name, t in (("q", q), ("k", k), ("v", v)):
-        tensor(op, name, t)
+        tensor(op, name, t, FLOATS)
+        like(op, "q", q, (name, t))
         if t.dim() != 4:
             raise ValueError(f"attention: {name} must be 4-D [batch, heads, sequence, features] as in "
                              f"scaled_dot_product_attention, got shape {tuple(t.shape)}")

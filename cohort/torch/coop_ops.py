@@ -2,7 +2,7 @@
 transpose (`torch.ops.cohort.*`, custom ops with fake implementations; DESIGN §4
 defines each one's bits).
 
-    matmul(a, b)         a [..., M, K] float32, b [K, N] float32 -> [..., M, N]
+    matmul(a, b)         a [..., M, K] float32, b [K, N] float32 -> [..., M, N] (and bf16/fp16, dtypes.py)
                          (torch.matmul with a 2-D b: a linear layer's product)
     cumsum(x, dim=-1)    along the last dimension only (another dim raises)
     histogram(idx, bins) idx int32 (any shape) -> int32 counts [bins]; indices outside
@@ -23,6 +23,8 @@ from torch import Tensor
 from ..refimpl import ops as registry
 from ..refimpl.ops import matmul as matmul_op
 from . import checks
+from .checks import FLOATS
+from .dtypes import kernel_for
 from .launch import build
 
 _MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "wide")}
@@ -34,8 +36,9 @@ _TRANSPOSE = registry.get("transpose")
 # ---------------------------------------------------------------- matmul
 
 def _matmul_check(a, b):
-    checks.tensor("matmul", "a", a, min_dim=2)
-    checks.tensor("matmul", "b", b)
+    checks.tensor("matmul", "a", a, FLOATS, min_dim=2)
+    checks.tensor("matmul", "b", b, FLOATS)
+    checks.like("matmul", "a", a, ("b", b))
     if b.dim() != 2:
         raise ValueError(f"matmul: b must be 2-D [K, N], got shape {tuple(b.shape)} "
                          f"(a batched b is not supported)")
@@ -48,7 +51,7 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     _matmul_check(a, b)
     K, N = b.shape
     M = _rows_of(a)
-    out = torch.empty(*a.shape[:-1], N, dtype=torch.float32)
+    out = torch.empty(*a.shape[:-1], N, dtype=a.dtype)
     if out.numel() == 0:
         return out
     if K == 0:
@@ -56,7 +59,7 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     a, b = a.contiguous(), b.contiguous()
     op = _MATMUL_FORMS[matmul_op.form_for((M, K, N))]
     launch = op.launch((M, K, N))
-    build(op.kernel, launch.consts)(launch.n, (a, b, out), ())
+    build(kernel_for(op.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out
 
 
@@ -82,7 +85,7 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
 # ---------------------------------------------------------------- cumsum
 
 def _cumsum_check(x, dim):
-    checks.tensor("cumsum", "x", x, min_dim=1)
+    checks.tensor("cumsum", "x", x, FLOATS, min_dim=1)
     if isinstance(dim, bool) or not isinstance(dim, int):
         raise TypeError(f"cumsum: dim must be an int, got {type(dim).__name__}")
     if dim not in (-1, x.dim() - 1):
@@ -97,7 +100,7 @@ def _cumsum(x: Tensor, dim: int = -1) -> Tensor:
     C = x.shape[-1]
     if x.numel():
         launch = _CUMSUM.launch((x.numel() // C, C))
-        build(_CUMSUM.kernel, launch.consts, whole_blocks=True)(launch.n, (x, y), ())
+        build(kernel_for(_CUMSUM.kernel, x.dtype), launch.consts, whole_blocks=True)(launch.n, (x, y), ())
     return y
 
 
@@ -149,7 +152,7 @@ def histogram(idx: Tensor, bins: int) -> Tensor:
 # ---------------------------------------------------------------- transpose
 
 def _transpose_check(x):
-    checks.tensor("transpose", "x", x, min_dim=2)
+    checks.tensor("transpose", "x", x, FLOATS, min_dim=2)
 
 
 @torch.library.custom_op("cohort::transpose", mutates_args=())
@@ -159,7 +162,8 @@ def _transpose(x: Tensor) -> Tensor:
     y = x.new_empty(*x.shape[:-2], C, R)
     if x.numel():
         launch = _TRANSPOSE.launch((x.numel() // (R * C), R, C))
-        build(_TRANSPOSE.kernel, launch.consts, whole_blocks=True)(launch.n, (x.contiguous(), y), ())
+        build(kernel_for(_TRANSPOSE.kernel, x.dtype), launch.consts, whole_blocks=True)(launch.n,
+                                                                                     (x.contiguous(), y), ())
     return y
 
 

@@ -32,7 +32,8 @@ from ..refimpl.launch_check import written_buffers
 from . import checks
 from .launch import build
 
-_TORCH = {DType.F32: torch.float32, DType.I32: torch.int32, DType.BOOL: torch.bool}
+_TORCH = {DType.F32: torch.float32, DType.I32: torch.int32, DType.BOOL: torch.bool,
+          DType.BF16: torch.bfloat16, DType.F16: torch.float16}
 _SCHEMA = {DType.F32: "float", DType.I32: "int", DType.U32: "int"}
 
 
@@ -57,7 +58,7 @@ def kernel_op(name: str, kernel: KernelFunction, *, inputs: Sequence[str], outpu
         raise ValueError(f"kernel_op: the kernel writes {sorted(written)}; an op's inputs are read only")
     for n in inputs + (output,):
         if params[n].dtype not in _TORCH:
-            raise ValueError(f"kernel_op: buffer {n} is {params[n].dtype.value}; supported: f32, i32, bool")
+            raise ValueError(f"kernel_op: buffer {n} is {params[n].dtype.value}; supported: f32, i32, bool, bf16, f16")
     out_dtype = _TORCH[params[output].dtype]
     opname = name.split("::")[1]
     schema = "(" + ", ".join([f"Tensor {n}" for n in inputs] +

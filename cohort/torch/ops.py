@@ -24,6 +24,8 @@ from torch import Tensor
 from ..refimpl import ops as registry
 from ..refimpl.ops import attention as attention_op
 from . import checks
+from .checks import FLOATS
+from .dtypes import kernel_for
 from .launch import build
 
 # The formulation each op launches (all forms of an operator are bit-identical, DESIGN §4).
@@ -35,8 +37,9 @@ _KERNELS = {name: registry.get(name, FORMS.get(name)).kernel
                          "rope_half", "rope_pairs")}
 
 
-def _kernel(name: str):
-    return _KERNELS[name]
+def _kernel(name: str, dtype=torch.float32):
+    """The op's kernel for tensors of `dtype` (bf16/f16: re-typed, dtypes.py)."""
+    return kernel_for(_KERNELS[name], dtype)
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -80,8 +83,9 @@ def _rows(x: Tensor):
 # ---------------------------------------------------------------- norms and softmax
 
 def _rmsnorm_check(x, weight, eps):
-    checks.tensor("rmsnorm", "x", x, min_dim=1)
-    checks.tensor("rmsnorm", "weight", weight)
+    checks.tensor("rmsnorm", "x", x, FLOATS, min_dim=1)
+    checks.tensor("rmsnorm", "weight", weight, FLOATS)
+    checks.like("rmsnorm", "x", x, ("weight", weight))
     checks.last_dim("rmsnorm", "x", x, "weight", weight)
     return checks.number("rmsnorm", "eps", eps, nonnegative=True)
 
@@ -99,7 +103,7 @@ def rmsnorm_impl(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     y = torch.empty_like(x)
     R, C = _rows(x)
     if R:
-        k = _kernel("rmsnorm")
+        k = _kernel("rmsnorm", x.dtype)
         build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, weight, y), (eps,))
     return y
 
@@ -118,9 +122,10 @@ def rmsnorm(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
 
 
 def _layernorm_check(x, weight, bias, eps):
-    checks.tensor("layernorm", "x", x, min_dim=1)
-    checks.tensor("layernorm", "weight", weight)
-    checks.tensor("layernorm", "bias", bias)
+    checks.tensor("layernorm", "x", x, FLOATS, min_dim=1)
+    checks.tensor("layernorm", "weight", weight, FLOATS)
+    checks.tensor("layernorm", "bias", bias, FLOATS)
+    checks.like("layernorm", "x", x, ("weight", weight), ("bias", bias))
     checks.last_dim("layernorm", "x", x, "weight", weight)
     checks.last_dim("layernorm", "x", x, "bias", bias)
     return checks.number("layernorm", "eps", eps, nonnegative=True)
@@ -140,7 +145,7 @@ def layernorm_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -
     y = torch.empty_like(x)
     R, C = _rows(x)
     if R:
-        k = _kernel("layernorm")
+        k = _kernel("layernorm", x.dtype)
         build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, weight, bias, y), (eps,))
     return y
 
@@ -159,7 +164,7 @@ def layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Ten
 
 
 def _masked_softmax_check(x, mask):
-    checks.tensor("masked_softmax", "x", x, min_dim=1)
+    checks.tensor("masked_softmax", "x", x, FLOATS, min_dim=1)
     checks.tensor("masked_softmax", "mask", mask, dtype=torch.bool)
     if mask.shape != x.shape:
         checks.broadcasts("masked_softmax", "mask", mask, "x", x)
@@ -179,7 +184,7 @@ def masked_softmax_impl(x: Tensor, mask: Tensor) -> Tensor:
     y = torch.empty_like(x)
     R, C = _rows(x)
     if R:
-        k = _kernel("masked_softmax")
+        k = _kernel("masked_softmax", x.dtype)
         build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, mask, y))
     return y
 
@@ -203,8 +208,9 @@ def masked_softmax(x: Tensor, mask: Tensor) -> Tensor:
 def _elementwise(name: str, *named):
     first = named[0]
     for arg, t in named:
-        checks.tensor(name, arg, t)
+        checks.tensor(name, arg, t, FLOATS)
     for arg, t in named[1:]:
+        checks.like(name, first[0], first[1], (arg, t))
         checks.same_shape(name, first[0], first[1], arg, t)
 
 
@@ -213,7 +219,7 @@ def _launch_elementwise(name: str, *inputs) -> Tensor:
     y = torch.empty_like(inputs[0])
     n = y.numel()
     if n:
-        build(_kernel(name), {})(n, inputs + (y,))
+        build(_kernel(name, y.dtype), {})(n, inputs + (y,))
     return y
 
 
@@ -335,7 +341,7 @@ def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
     x, cos, sin = x.contiguous(), cos.contiguous(), sin.contiguous()
     y = torch.empty_like(x)
     if N * S:
-        k = _kernel("rope_pairs" if interleaved else "rope_half")
+        k = _kernel("rope_pairs" if interleaved else "rope_half", x.dtype)
         consts = {"D": D, "R": R, "HALF": 0 if interleaved else 1}
         build(k, consts, whole_blocks=True)(N * k.block, (x, cos, sin, y), (N, S, 0 if cos_rows == S else S))
     return y
@@ -408,7 +414,9 @@ def _bias(mask: Tensor, shape4: tuple, SKV: int):
     """The mask as the kernel reads it: float32 scores to add (a bool mask as 0 / -inf),
     keys contiguous, and the (batch, head, query) strides, 0 where it broadcasts."""
     m = mask.reshape(shape4)
-    if m.dtype is torch.bool:
+    if m.dtype is not torch.bool:
+        m = m.float()                          # a bf16/f16 mask widened exactly
+    else:
         m = torch.zeros(shape4).masked_fill_(~m, float("-inf"))
     if shape4[3] != SKV:                       # broadcast over the keys: spelled out
         m = m.expand(*shape4[:3], SKV)
@@ -433,16 +441,17 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
             scale = _SCALES.setdefault(D, attention_op.default_scale(D))
     else:
         scale = checks.number("attention", "scale", scale)
-    shape4 = checks.attention_mask(mask, window, causal, (B, H, SQ, SKV)) \
+    shape4 = checks.attention_mask(mask, window, causal, (B, H, SQ, SKV), q.dtype) \
         if mask is not None or window is not None else None
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    o = torch.empty((B, H, SQ, DV), dtype=torch.float32)
+    o = torch.empty((B, H, SQ, DV), dtype=q.dtype)
     if B * H * SQ:
         bias, strides = (_NO_BIAS, (0, 0, 0)) if shape4 is None else _bias(mask, shape4, SKV)
         # attention_op.launch's geometry and constants: a block per (batch, head, tile of BLOCK rows)
         n = B * H * -(-SQ // attention_op.BLOCK) * attention_op.BLOCK
         mode = 2 if window is not None else (1 if causal else 0)
-        launcher = build(attention_op.attention, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(shape4 is not None)},
+        kernel = kernel_for(attention_op.attention, q.dtype, keep=("bias",))
+        launcher = build(kernel, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(shape4 is not None)},
                          whole_blocks=True)
         launcher(n, (q, k, v, bias, o), (scale, H, HKV, SQ, SKV, *strides, window or 0))
     return o
@@ -453,7 +462,7 @@ def _(q, k, v, causal=False, scale=None, mask=None, window=None):
     B, H, HKV, SQ, SKV, D, DV = checks.attention(q, k, v)
     if scale is not None:
         checks.number("attention", "scale", scale)
-    checks.attention_mask(mask, window, causal, (B, H, SQ, SKV))
+    checks.attention_mask(mask, window, causal, (B, H, SQ, SKV), q.dtype)
     return q.new_empty((B, H, SQ, DV))
 
 

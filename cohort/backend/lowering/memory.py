@@ -31,6 +31,7 @@ from ..context import (
     mem_type,
     vector_const,
 )
+from ..lower_ops import narrow, widen
 from ..shapes import Access, classify
 
 
@@ -59,9 +60,10 @@ class MemoryLowering:
     # ------------------------------------------------------------ buffers
     def buffer_load(self, e: Expr, idx):
         b, dt = self.b, e.dtype
+        st = self.k.param(e.arg).dtype      # the element type: bf16/f16 load their i16 bits, then widen
         acc = self.access_class(e.src[0], store=False)
         self.annotate(e, "load", e.arg, acc, self.effect_mode())
-        elem = mem_type(dt)
+        elem = mem_type(st)
         buf = self.bufs[e.arg]
         idx64 = self.index64(idx, e.src[0].dtype)
         self.check_lanes(idx64, self.lens[e.arg], ERR_LOAD_OOB, self.cur, key=e)
@@ -69,6 +71,8 @@ class MemoryLowering:
             v = self.uniform_load(b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
             if dt is DType.BOOL:  # any nonzero byte is True, as in NumPy (not just its low bit)
                 v = b.icmp_unsigned("!=", v, ir.Constant(I8, 0))
+            if st.is_storage:
+                v = widen(self.sx, v, st)
             return self.splat(v, dt)
         vec = self.vty(elem)
         if acc.kind == "contiguous":
@@ -90,6 +94,8 @@ class MemoryLowering:
                 v = self.per_lane_load(lambda l: b.extract_element(ptrs, self.i32(l)), elem)
             else:
                 v = self.gather(ptrs, elem)
+        if st.is_storage:
+            return widen(self.cx, v, st)
         return b.icmp_unsigned("!=", v, self.zero(vec)) if dt is DType.BOOL else v
 
     def buffer_store(self, s: Store, idx, val):
@@ -100,6 +106,8 @@ class MemoryLowering:
         elem = mem_type(dt)
         if dt is DType.BOOL:
             val = b.zext(val, self.vty(I8))
+        if dt.is_storage:
+            val = narrow(self.cx, val, dt)
         buf = self.bufs[s.buf]
         idx64 = self.index64(idx, s.index.dtype)
         self.check_lanes(idx64, self.lens[s.buf], ERR_STORE_OOB, s, key=s)

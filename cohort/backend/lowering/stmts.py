@@ -29,6 +29,7 @@ from ...refimpl.ir import (
 from ...refimpl.printer import format_expr
 from .. import inject
 from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
+from ..lower_ops import narrow
 from ..shapes import Access
 
 
@@ -144,6 +145,8 @@ class StmtLowering:
             idx = self.index64(self.ev(s.index, memo), s.index.dtype)
             self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
             v = self.ev(s.value, memo)
+            if dt.is_storage:                      # bf16/f16: rounded as buffer_store rounds
+                v = narrow(self.cx, v, dt)
             vals.append(b.zext(v, self.vty(I8)) if dt is DType.BOOL else v)
             self.annotate(s, "store", s.buf, Access("strided", k), "unmasked" if self.mask is None else "masked")
             idx0 = idx0 if idx0 is not None else self.lane0(idx)

@@ -86,10 +86,15 @@ class UnknownOperator(KeyError):
 
 
 def get(name: str, form: str = None) -> Operator:
-    """The operator `name`; with `form`, in that formulation (see Operator.with_form)."""
+    """The operator `name`; with `form`, in that formulation (see Operator.with_form).
+    `name:bf16` / `name:f16`: the operator over bf16/f16 buffers (ops/storage.py)."""
+    name, _, st = name.partition(":")
     op = OPERATORS.get(name) or BACKWARD.get(name)
     if op is None:
         raise UnknownOperator(name)
+    if st:
+        from .storage import storage_operator, storage_type
+        op = storage_operator(op, storage_type(st))
     return op if form is None else op.with_form(form)
 
 
@@ -133,7 +138,8 @@ def oracle_error(y: np.ndarray, ref: np.ndarray):
     A row is the last dimension (attention: an output row). An all-zero
     oracle row (a fully masked softmax row) must be matched exactly.
     """
-    y64 = np.asarray(y, np.float64).reshape(-1, ref.shape[-1])
+    from .storage import values  # a bf16 output (uint16 bits) or f16 one, as its values
+    y64 = np.asarray(values(y), np.float64).reshape(-1, ref.shape[-1])
     r64 = np.asarray(ref, np.float64).reshape(-1, ref.shape[-1])
     err = np.abs(y64 - r64)
     err = np.where(np.isnan(err), np.inf, err)
