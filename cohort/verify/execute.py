@@ -10,8 +10,10 @@ bins), the lane claims by kind, the lowering's counts and the pool's tasks
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from collections import Counter
+from typing import Optional
 
 import numpy as np
 
@@ -22,7 +24,20 @@ from .gen import make_args
 from .matrix import pool_split
 
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
-                    "reference_error", "specialise_mismatch")
+                    "reference_error", "specialise_mismatch", "error_mismatch")
+# Most programs compile quickly (LLVM's O1 pipeline and fast code generator, jit.quick_compiles):
+# about half the compile time. A drawn share compiles as a user's build does (O3), so what only
+# O3 does (contraction of `contract`-flagged operations, the folds of InstCombine's later runs,
+# the optimising instruction selection) is still exercised; docs/fuzzing.md measures the choice.
+FULL_O3_PERCENT = 25
+
+
+def full_o3(case) -> bool:
+    """Whether `case` compiles at O3: a pure function of the case (every process, every replay)."""
+    from .corpus import case_key
+    return int(case_key(case)[:8], 16) % 100 < FULL_O3_PERCENT
+
+
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
               "uninitialised", "barrier divergence")
 
@@ -37,6 +52,24 @@ def outputs_checksum(kernel, buffers: dict) -> str:
         h.update(name.encode() + b"\0")
         h.update(canonical_bytes(np.asarray(buffers[name])))
     return "sha256:" + h.hexdigest()[:32]
+
+
+# An out-of-bounds buffer access is an error with the same facts in the interpreter and in
+# every build that checks (DESIGN §3, §5.1): kernel, statement, load or store, index, thread and
+# block. The interpreter names the buffer and its length too; native code does not.
+_OOB = re.compile(r"^kernel (?P<kernel>\S+), (?P<loc>.*): (?P<what>load|store) index (?P<index>-?\d+) out of "
+                  r"bounds(?: for buffer \S+ \(length \d+\))? \(thread (?P<thread>-?\d+), block (?P<block>-?\d+)\)")
+
+
+def error_facts(message: str):
+    """(kernel, statement, load|store, index, thread, block) of a buffer's out-of-bounds error,
+    or None for any other message."""
+    m = _OOB.match(message)
+    return None if m is None else tuple(m.group(k) for k in ("kernel", "loc", "what", "index", "thread", "block"))
+
+
+def error_checksum(facts) -> str:
+    return "error:" + hashlib.sha256(repr(facts).encode()).hexdigest()[:24]
 
 
 def reference(case):
@@ -101,14 +134,82 @@ def run_variant(case, spec: str, ref: dict) -> dict:
     return rec
 
 
-def execute(case, variants: list, emit=None) -> dict:
-    """The reference and every listed variant, in this process.
+def run_variant_error(case, spec: str, facts) -> dict:
+    """An expected-error program (the interpreter reports an out-of-bounds buffer access):
+    `spec` must report the same error (`error_facts`), leave every guard band intact and touch
+    nothing outside the buffers. An unsafe build checks nothing by contract: not run."""
+    from ..backend.compiler import UnsupportedVariant, compile_kernel
+    from ..backend.variant import parse_variant
+    from ..refimpl.interpreter import KernelRuntimeError
+    from .guard import GuardedSet
+    rec = {"variant": spec, "status": "ok", "expected_error": True}
+    variant = parse_variant(spec)
+    if variant.unsafe:
+        return {**rec, "status": "unsupported", "detail": "an unsafe build does not check: out of bounds is undefined"}
+    t0 = time.perf_counter()
+    try:
+        ck = compile_kernel(case.kernel, case.consts, variant, n=case.n)
+    except UnsupportedVariant as e:
+        return {**rec, "status": "unsupported", "detail": str(e)}
+    except Exception as e:  # noqa: BLE001 - a compiler error is a finding
+        return {**rec, "status": "compile_error", "detail": f"{type(e).__name__}: {e}"}
+    rec["compile_seconds"] = round(time.perf_counter() - t0, 4)
+    rec["access"], rec["effects"] = claim_summary(ck.annotations)
+    nblocks = -(-case.n // ck.kernel.block)
+    split = pool_split(ck.variant, nblocks)
+    if split is not None:
+        rec["pool"] = {"grain": split[0], "tasks": split[1], "workers": ck.variant.workers,
+                       "partial_last_task": nblocks % split[0] != 0}
+    args = make_args(case)
+    buffers = buffer_names(case.kernel)
+    guarded = GuardedSet({name: args[name] for name in buffers})
+    scalars = {name: v for name, v in args.items() if name not in buffers}
+    got = None
+    try:
+        ck.launch(case.n, {**guarded.arrays, **scalars})
+        what = "ran to completion"
+    except KernelRuntimeError as e:
+        got = error_facts(str(e))
+        what = str(e)
+    except Exception as e:  # noqa: BLE001 - anything else is a finding
+        what = f"{type(e).__name__}: {e}"
+    broken = [name for name, ok in guarded.status().items() if not ok]
+    if got == facts and not broken:
+        rec["checksum"] = error_checksum(got)
+        return rec
+    detail = f"expected the interpreter's out-of-bounds error {facts}; native: {what[:300]}"
+    if broken:
+        detail += "; guard band broken around " + ", ".join(broken)
+    rec.update(status="error_mismatch", detail=detail, checksum=error_checksum(got) if got else None)
+    return rec
+
+
+def execute(case, variants: list, emit=None, full: Optional[bool] = None) -> dict:
+    """The reference and every listed variant, in this process, compiled at O3 (`full`) or
+    quickly (default: `full_o3(case)`).
 
     Returns {"discard": None | {"reason", "message"}, "reference_checksum",
     "variants": {spec: record}}; `emit(event)` sees progress events.
     """
+    from ..backend.jit import quick_compiles
+    with quick_compiles(not (full_o3(case) if full is None else full)):
+        return _execute(case, variants, emit)
+
+
+def _execute(case, variants: list, emit=None) -> dict:
     emit = emit or (lambda ev: None)
     ref, why = reference(case)
+    facts = error_facts(why[1]) if ref is None else None
+    if facts is not None:           # an expected-error program: every variant reports the same error
+        out = {"discard": None, "reference_checksum": error_checksum(facts), "expected_error": why[1][:500],
+               "variants": {}}
+        emit({"event": "ref", "discard": None, "reference_checksum": out["reference_checksum"]})
+        for spec in variants:
+            emit({"event": "begin", "variant": spec})
+            rec = run_variant_error(case, spec, facts)
+            out["variants"][spec] = rec
+            emit({"event": "result", "record": rec})
+        return out
     if ref is None:
         out = {"discard": {"reason": why[0], "message": why[1][:500]}, "variants": {}}
         emit({"event": "ref", **out})
