@@ -164,3 +164,31 @@ def test_issue28_plant_changes_a_small_kernel(bug):
         bad = execute(case, list(variants), full=True)
     want = ("error_mismatch",) if expect_error else ("mismatch", "annotation", "native_error", "guard")
     assert any(r["status"] in want for r in bad["variants"].values()), bad
+
+
+_FRESH = """
+import sys
+sys.path.insert(0, {tests!r})
+from cohort.backend.inject import inject_bug_TESTING_ONLY
+from cohort.verify.execute import execute
+import test_plants28 as t
+with inject_bug_TESTING_ONLY("runtime_caller_one_task"):
+    res = execute(t._case(t._copy, {{}}), ["whole", "whole,grain=1,workers=2"], full=True)
+print(sorted((v, r["status"]) for v, r in res["variants"].items()))
+"""
+
+
+def test_runtime_entry_plant_changes_a_small_kernel_in_a_fresh_process():
+    """The runtime's native launch entry is built once per process (the pool module): its plant
+    is live only when the process builds it, as in a fuzz worker started with the bug."""
+    import os
+    import subprocess
+    import sys
+    assert "runtime_caller_one_task" in BUGS
+    clean = execute(_case(_copy, {}), ["whole", "whole,grain=1,workers=2"], full=True)
+    assert all(r["status"] == "ok" for r in clean["variants"].values()), clean
+    out = subprocess.run([sys.executable, "-c", _FRESH.format(tests=os.path.dirname(__file__))],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+    assert out.returncode == 0, out.stderr[-2000:]
+    # on the caller (grain caller: policy -1) only block 0 runs; the pool variant is cut into tasks
+    assert "('whole', 'mismatch')" in out.stdout, out.stdout

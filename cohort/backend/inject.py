@@ -85,6 +85,9 @@ BUGS = {
     "fma_operand_order": "fma(a, b, c) is emitted as llvm.fma(a, c, b) (lower_ops._fma)",
     "pool_rerun_unchecked": "a pool launch whose bounds proof failed is rerun with the unproven build again, "
                             "not its checked twin (runtime.WorkerPool.run)",
+    "runtime_caller_one_task": "the runtime's native launch entry, deciding to run on the caller, runs the "
+                               "blocks of one task (0..grain), not all of them (pool_ir "
+                               "cohort_runtime_launch; active when the process first builds the pool)",
     "launch_nblocks_floor": "a launch's block count is n // B, not ceil(n / B): the partial last block never "
                             "runs (launch_plan.LaunchPlan.fill)",
 }
