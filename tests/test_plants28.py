@@ -187,8 +187,9 @@ def test_runtime_entry_plant_changes_a_small_kernel_in_a_fresh_process():
     assert "runtime_caller_one_task" in BUGS
     clean = execute(_case(_copy, {}), ["whole", "whole,grain=1,workers=2"], full=True)
     assert all(r["status"] == "ok" for r in clean["variants"].values()), clean
-    out = subprocess.run([sys.executable, "-c", _FRESH.format(tests=os.path.dirname(__file__))],
-                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", _FRESH.format(tests=os.path.dirname(os.path.abspath(__file__)))],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": root})
     assert out.returncode == 0, out.stderr[-2000:]
     # on the caller (grain caller: policy -1) only block 0 runs; the pool variant is cut into tasks
     assert "('whole', 'mismatch')" in out.stdout, out.stdout
