@@ -33,10 +33,16 @@ FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_
 FULL_O3_PERCENT = int(os.environ.get("COHORT_FUZZ_O3_PERCENT", "25"))   # the environment: for measuring
 
 
+def program_key(case) -> str:
+    """A digest of everything that decides a run of `case` (its printed kernel, launch, buffers,
+    scalars and inputs seed): the same in every process."""
+    from ..refimpl.printer import format_kernel
+    return hashlib.sha256(f"{format_kernel(case.kernel)}\n{case.describe()}".encode()).hexdigest()
+
+
 def full_o3(case) -> bool:
     """Whether `case` compiles at O3: a pure function of the case (every process, every replay)."""
-    from .corpus import case_key
-    return int(case_key(case)[:8], 16) % 100 < FULL_O3_PERCENT
+    return int(program_key(case)[:8], 16) % 100 < FULL_O3_PERCENT
 
 
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
@@ -79,8 +85,7 @@ _last_reference: list = []      # [(case key, result)]: a worker runs one progra
 def reference(case):
     """(buffers, None) or (None, (reason, message)) when the interpreter rejects the case (the
     last case's answer is kept: the fuzz workers get a program's variants one at a time)."""
-    from .corpus import case_key
-    key = case_key(case)
+    key = program_key(case)
     if _last_reference and _last_reference[0][0] == key:
         return _last_reference[0][1]
     r = _reference(case)
