@@ -32,15 +32,16 @@ def _cmod(a: int, m: int) -> int:
 
 
 class Boundary:
-    def boundary(self) -> list:
+    def boundary(self, past: bool) -> list:
         """Top-level statements with one access at the edge of its buffer (module notes); the
-        buffer is added to the kernel's (self.inputs, or self.edge_outputs for a store)."""
+        buffer is added to the kernel's (self.inputs, or self.edge_outputs for a store). `past`:
+        one past the edge where that is one error in any order, else on it or one short."""
         n, B = self.n, self.B
         g, t, b, ci = self.g(), self.t(), self.b(), self.ci
         forms = ["affine", "reverse", "block", "blockthread", "guard", "select", "loop", "loop_thread", "signed"]
         form = self.pick(forms)
         store = form in ("affine", "reverse", "guard") and self.maybe(35)
-        delta = self.weighted([(5, 1), (3, 0), (2, -1)])      # one past, on the edge, one short
+        delta = 1 if past else self.weighted([(3, 0), (2, -1)])     # one past, on the edge, one short
         side = "hi"
         pre, wrap = [], None                                   # statements before; how the access is placed
         if form == "affine":
