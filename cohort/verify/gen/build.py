@@ -23,7 +23,7 @@ SOURCE_PERCENT = 25        # programs that go through Python source and the fron
 
 # programs with an access at the edge of its buffer (boundary.py): on it or one short (they run), and
 # one past (expected-error programs: only the error is compared, so they are kept small and cheap:
-# a third of the statements, no cooperative section unless the steering misses one)
+# a third of the statements, at most one collective, no coverage plants, no cooperative section)
 EDGE_PERCENT, PAST_PERCENT = 20, 25
 NEAR_PERCENT = 40         # launch sizes k*B + d: just around block and packet multiples, several blocks
 NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, -2)
@@ -124,9 +124,11 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
         ncoll = 1
     edge = gen.weighted([(100 - EDGE_PERCENT - PAST_PERCENT, None), (EDGE_PERCENT, "edge"), (PAST_PERCENT, "past")])
     edge_phase = gen.int(0, ncoll) if edge else None
-    if edge == "past":
+    if edge == "past":             # small: at most one collective, no plants, no cooperative section
         gen.stmt_budget = max(3, gen.stmt_budget // 3)
         gen.node_budget = max(30, gen.node_budget // 2)
+        ncoll = min(ncoll, 1)
+        edge_phase = gen.int(0, ncoll)
     for phase in range(ncoll + 1):
         gen.phase = phase
         gen.exchange = set()
@@ -142,13 +144,13 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
         body.extend(gen.stmts(0))
         if phase == edge_phase:
             body.extend(gen.boundary(edge == "past"))
-        if phase == ncoll:
-            body.extend(gen.plants(body))
-        else:
+        if phase < ncoll:
             body.append(gen.collective())
+        elif edge != "past":
+            body.extend(gen.plants(body))
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
-    if (gen.maybe(40) and edge != "past") or _missing(gen, coop):
+    if edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
         body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
