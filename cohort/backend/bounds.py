@@ -53,6 +53,7 @@ from ..refimpl.ir import (
     written_name,
 )
 from ..refimpl.opdefs import OPDEFS
+from . import inject
 
 I64 = ir.IntType(64)
 RANGE = {DType.I32: (-(2 ** 31), 2 ** 31 - 1), DType.U32: (0, 2 ** 32 - 1)}
@@ -179,7 +180,7 @@ class Bounds:
             if o is Op.LT:
                 out.append((v.arg, "hi", other, -1))
             elif o is Op.LE:
-                out.append((v.arg, "hi", other, 0))
+                out.append((v.arg, "hi", other, -1 if inject.active("bounds_le_guard") else 0))
             elif o is Op.GT:
                 out.append((v.arg, "lo", other, 1))
             elif o is Op.GE:
@@ -320,7 +321,8 @@ class _Emitter:
                 continue
             lo, hi = self.guarded(key).interval(index)
             length = self.c(self.bd.shared[buf]) if buf in self.bd.shared else self.lens[buf]
-            inside = b.and_(b.icmp_signed(">=", lo, self.c(0)), b.icmp_signed("<", hi, length))
+            inside = b.and_(b.icmp_signed(">=", lo, self.c(0)),
+                            b.icmp_signed("<=" if inject.active("bounds_len_inclusive") else "<", hi, length))
             ok = b.and_(ok, b.or_(inside, b.icmp_signed(">", lo, hi)))
         for bad in self.bad:
             ok = b.and_(ok, b.not_(bad))
@@ -400,7 +402,8 @@ class _Emitter:
         if op is Op.THREAD_ID:
             return self.c(0), b.sub(self.smin(self.n, self.c(self.B)), self.c(1))
         if op is Op.BLOCK_ID:
-            return self.c(0), b.sub(b.udiv(b.add(self.n, self.c(self.B - 1)), self.c(self.B)), self.c(1))
+            blocks = self.n if inject.active("bounds_block_floor") else b.add(self.n, self.c(self.B - 1))
+            return self.c(0), b.sub(b.udiv(blocks, self.c(self.B)), self.c(1))
         if op is Op.VAR:
             return self.var(e.arg)
         if op is Op.CAST:
@@ -483,7 +486,8 @@ class _Emitter:
         """C remainder (sign of the dividend): |r| < m; exact when already inside (-m, m)."""
         b = self.b
         inside = b.and_(b.icmp_signed(">", lo, self.c(-m)), b.icmp_signed("<", hi, self.c(m)))
-        rlo = b.select(b.icmp_signed(">=", lo, self.c(0)), self.c(0), self.c(-(m - 1)))
+        rlo = b.select(b.icmp_signed(">=", lo, self.c(0)), self.c(0),
+                       self.c(0 if inject.active("bounds_mod_nonneg") else -(m - 1)))
         rhi = b.select(b.icmp_signed("<=", hi, self.c(0)), self.c(0), self.c(m - 1))
         return b.select(inside, lo, rlo), b.select(inside, hi, rhi)
 
@@ -518,7 +522,8 @@ class _Emitter:
                 if isinstance(d, For):
                     (slo, shi), (tlo, thi) = self.interval(d.start), self.interval(d.stop)
                     step = int(d.step.arg)
-                    parts.append((slo, self.b.sub(thi, self.c(1))) if step > 0 else
+                    parts.append((slo, self.b.sub(tlo if inject.active("bounds_loop_stop_lo") else thi, self.c(1)))
+                                 if step > 0 else
                                  (self.b.add(tlo, self.c(1)), shi))
                 else:
                     parts.append(self.interval(d))

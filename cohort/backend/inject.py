@@ -54,6 +54,42 @@ BUGS = {
                           "lane's start as first + (W - 1), stride 1 (loops.loop)",
     "group_readback": "a fused interleaved store group checks the first store, not the later ones, for a "
                       "read of the buffer (stmts.interleaved_group)",
+    # issue 28: the code written since the one lowering, several per path
+    "bounds_len_inclusive": "the launch-time proof accepts an index interval whose top equals the buffer's "
+                            "length (hi <= len, not hi < len; bounds._Emitter.verdict)",
+    "bounds_le_guard": "a guard v <= e narrows v to e - 1 (as v < e would), not e (bounds.Bounds._facts)",
+    "bounds_block_floor": "the proof's block_id() interval ends at n // B - 1, not ceil(n / B) - 1: the "
+                          "partial last block is left out (bounds._Emitter._interval)",
+    "bounds_loop_stop_lo": "a loop variable's interval ends at its stop's lowest value - 1, not its highest "
+                           "(bounds._Emitter.var)",
+    "bounds_mod_nonneg": "x % m is taken as >= 0 for a dividend that may be negative (Python's remainder, "
+                         "not C's; bounds._Emitter.mod)",
+    "whole_block_past_task": "the whole-block body runs up to the launch's last whole block, not to the task's "
+                             "end: a pool task re-runs the blocks of the tasks after it (core.lower)",
+    "partial_packets_floor": "the partial block's packet count rounds down: its last, partial packet never "
+                             "runs (core.block_body)",
+    "launch_mask_tid": "the partial block's launch mask compares the thread id, not the global id, with n "
+                       "(core.packet_phase)",
+    "group_sub_sign": "a store group's index constants: a trailing `- c` is taken as `+ c` "
+                      "(stmts._split_const)",
+    "group_offset_unordered": "a store group accepts its later stores at any offset 1..k-1, not at offset j "
+                              "for the j-th (stmts.interleaved_group)",
+    "group_spread_mask": "a masked store group's mask repeats the lanes (l % W), not each lane k times "
+                         "(memory.spread_mask)",
+    "private_uniform_t0": "a cohort-layout private access at a uniform index leaves out the packet's first "
+                          "thread: every packet uses packet 0's elements (memory.private_addr)",
+    "private_scatter_t0": "a cohort-layout private access at a per-lane index adds the packet's first thread, "
+                          "not each lane's (memory.private_addr)",
+    "private_zero_packet": "each block zeroes its private arrays for one packet's threads, not the block's "
+                           "(core.zero_privates)",
+    "fma_operand_order": "fma(a, b, c) is emitted as llvm.fma(a, c, b) (lower_ops._fma)",
+    "pool_rerun_unchecked": "a pool launch whose bounds proof failed is rerun with the unproven build again, "
+                            "not its checked twin (runtime.WorkerPool.run)",
+    "runtime_caller_one_task": "the runtime's native launch entry, deciding to run on the caller, runs the "
+                               "blocks of one task (0..grain), not all of them (pool_ir "
+                               "cohort_runtime_launch; active when the process first builds the pool)",
+    "launch_nblocks_floor": "a launch's block count is n // B, not ceil(n / B): the partial last block never "
+                            "runs (launch_plan.LaunchPlan.fill)",
 }
 
 _active: set = set()

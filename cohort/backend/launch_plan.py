@@ -28,7 +28,7 @@ import numpy as np
 
 from ..refimpl.ir import I32_MAX, I32_MIN, U32_MAX, DType, Kernel, ParamKind
 from ..refimpl.launch_check import written_buffers
-from . import jit
+from . import inject, jit
 from .context import SLOT_BEGIN, SLOT_END, SLOT_N, SLOT_PROOF, abi_slots
 
 
@@ -441,7 +441,7 @@ class LaunchPlan:
             buffers = self._fill_python(p, args)
             if buffers is None:
                 return False
-        nblocks = -(-n // self.block)
+        nblocks = n // self.block if inject.active("launch_nblocks_floor") else -(-n // self.block)
         mv = p._mv
         mv[SLOT_N] = n
         mv[SLOT_BEGIN] = 0

@@ -143,7 +143,7 @@ def fma_lowering() -> str:
 def _fma(cx, dt, a, b, c):
     # No fast-math flags on either form: reassociation would undo the TwoSum below.
     if fma_lowering() == "hardware":
-        return cx.intrinsic("llvm.fma", [F32], [a, b, c])
+        return cx.intrinsic("llvm.fma", [F32], [a, c, b] if inject.active("fma_operand_order") else [a, b, c])
     return _fma_software(cx, a, b, c)
 
 

@@ -369,4 +369,8 @@ done:
 
 def ir(tgt) -> str:
     """The pool module for target `tgt` (target.Target): its wait/wake primitive spliced in."""
-    return _IR.replace("WAIT_WAKE", tgt.wait_wake_ir())
+    from . import inject
+    # planted runtime_caller_one_task: built once per process, live when the pool is first built
+    text = _IR.replace("WAIT_WAKE", tgt.wait_wake_ir())
+    return text.replace("store i64 %nb, ptr %e\n", "store i64 %g, ptr %e\n") if inject.active(
+        "runtime_caller_one_task") else text

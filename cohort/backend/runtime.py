@@ -93,7 +93,7 @@ class WorkerPool:
             base = self.scratch.ctypes.data
             base += (-base) % 64
             r = self.record
-            r[2] = entry or prepared.entry
+            r[2] = entry or (prepared.origin.entry if inject.active("pool_rerun_unchecked") else prepared.entry)
             r[4] = max(1, int(grain))
             r[3] = prepared.nblocks - (prepared.nblocks % r[4] if inject.active("pool_partial_task") else 0)
             r[8] = participants

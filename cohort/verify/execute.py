@@ -10,8 +10,11 @@ bins), the lane claims by kind, the lowering's counts and the pool's tasks
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import time
 from collections import Counter
+from typing import Optional
 
 import numpy as np
 
@@ -22,7 +25,26 @@ from .gen import make_args
 from .matrix import pool_split
 
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
-                    "reference_error", "specialise_mismatch")
+                    "reference_error", "specialise_mismatch", "error_mismatch")
+# Most programs compile quickly (LLVM's O1 pipeline and fast code generator, jit.quick_compiles):
+# about half the compile time. A drawn share compiles as a user's build does (O3), so what only
+# O3 does (contraction of `contract`-flagged operations, the folds of InstCombine's later runs,
+# the optimising instruction selection) is still exercised; docs/fuzzing.md measures the choice.
+FULL_O3_PERCENT = int(os.environ.get("COHORT_FUZZ_O3_PERCENT", "25"))   # the environment: for measuring
+
+
+def program_key(case) -> str:
+    """A digest of everything that decides a run of `case` (its printed kernel, launch, buffers,
+    scalars and inputs seed): the same in every process."""
+    from ..refimpl.printer import format_kernel
+    return hashlib.sha256(f"{format_kernel(case.kernel)}\n{case.describe()}".encode()).hexdigest()
+
+
+def full_o3(case) -> bool:
+    """Whether `case` compiles at O3: a pure function of the case (every process, every replay)."""
+    return int(program_key(case)[:8], 16) % 100 < FULL_O3_PERCENT
+
+
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
               "uninitialised", "barrier divergence")
 
@@ -39,8 +61,39 @@ def outputs_checksum(kernel, buffers: dict) -> str:
     return "sha256:" + h.hexdigest()[:32]
 
 
+# An out-of-bounds buffer access is an error with the same facts in the interpreter and in
+# every build that checks (DESIGN §3, §5.1): kernel, statement, load or store, index, thread and
+# block. The interpreter names the buffer and its length too; native code does not.
+_OOB = re.compile(r"^kernel (?P<kernel>\S+), (?P<loc>.*): (?P<what>load|store) index (?P<index>-?\d+) out of "
+                  r"bounds(?: for buffer \S+ \(length \d+\))? \(thread (?P<thread>-?\d+), block (?P<block>-?\d+)\)")
+
+
+def error_facts(message: str):
+    """(kernel, statement, load|store, index, thread, block) of a buffer's out-of-bounds error,
+    or None for any other message."""
+    m = _OOB.match(message)
+    return None if m is None else tuple(m.group(k) for k in ("kernel", "loc", "what", "index", "thread", "block"))
+
+
+def error_checksum(facts) -> str:
+    return "error:" + hashlib.sha256(repr(facts).encode()).hexdigest()[:24]
+
+
+_last_reference: list = []      # [(case key, result)]: a worker runs one program's variants in turn
+
+
 def reference(case):
-    """(buffers, None) or (None, (reason, message)) when the interpreter rejects the case."""
+    """(buffers, None) or (None, (reason, message)) when the interpreter rejects the case (the
+    last case's answer is kept: the fuzz workers get a program's variants one at a time)."""
+    key = program_key(case)
+    if _last_reference and _last_reference[0][0] == key:
+        return _last_reference[0][1]
+    r = _reference(case)
+    _last_reference[:] = [(key, r)]
+    return r
+
+
+def _reference(case):
     from ..refimpl.errors import KernelError
     from ..refimpl.interpreter import KernelRuntimeError, interpret
     args = make_args(case)
@@ -94,6 +147,9 @@ def run_variant(case, spec: str, ref: dict) -> dict:
     verdict = verify_build(ck, case.n, make_args(case), ref, label=spec)
     if verdict.claims_checked:
         rec["annotation_checks"] = verdict.claims_checked
+    if verdict.ok:        # the same build through the runtime's native launch entry (no compile)
+        verdict = verify_build(ck, case.n, make_args(case), ref, claims=False, launch=runtime_entry(ck),
+                               label=spec + " [runtime entry]")
     if verdict.status == "ok" or verdict.status in ("mismatch", "guard"):
         rec["checksum"] = outputs_checksum(case.kernel, verdict.native)
     if not verdict.ok:
@@ -101,14 +157,96 @@ def run_variant(case, spec: str, ref: dict) -> dict:
     return rec
 
 
-def execute(case, variants: list, emit=None) -> dict:
-    """The reference and every listed variant, in this process.
+def runtime_entry(ck):
+    """launch(n, args) through the runtime's native launch entry (runtime.NativeLaunch: the
+    runtime-E2E boundary, DESIGN §6), whose own caller/pool/grain decision is native code: the
+    variant's grain and workers as the record's policy."""
+    from ..backend.runtime import NativeLaunch
+
+    def launch(n, args):
+        NativeLaunch(ck.prepare(n, args), ck.variant).launch()
+    return launch
+
+
+def run_variant_error(case, spec: str, facts) -> dict:
+    """An expected-error program (the interpreter reports an out-of-bounds buffer access):
+    `spec` must report the same error (`error_facts`), leave every guard band intact and touch
+    nothing outside the buffers. An unsafe build checks nothing by contract: not run."""
+    from ..backend.compiler import UnsupportedVariant, compile_kernel
+    from ..backend.variant import parse_variant
+    from ..refimpl.interpreter import KernelRuntimeError
+    from .guard import GuardedSet
+    rec = {"variant": spec, "status": "ok", "expected_error": True}
+    variant = parse_variant(spec)
+    if variant.unsafe:
+        return {**rec, "status": "unsupported", "detail": "an unsafe build does not check: out of bounds is undefined"}
+    t0 = time.perf_counter()
+    try:
+        ck = compile_kernel(case.kernel, case.consts, variant, n=case.n)
+    except UnsupportedVariant as e:
+        return {**rec, "status": "unsupported", "detail": str(e)}
+    except Exception as e:  # noqa: BLE001 - a compiler error is a finding
+        return {**rec, "status": "compile_error", "detail": f"{type(e).__name__}: {e}"}
+    rec["compile_seconds"] = round(time.perf_counter() - t0, 4)
+    rec["access"], rec["effects"] = claim_summary(ck.annotations)
+    nblocks = -(-case.n // ck.kernel.block)
+    split = pool_split(ck.variant, nblocks)
+    if split is not None:
+        rec["pool"] = {"grain": split[0], "tasks": split[1], "workers": ck.variant.workers,
+                       "partial_last_task": nblocks % split[0] != 0}
+    args = make_args(case)
+    buffers = buffer_names(case.kernel)
+    scalars = {name: v for name, v in args.items() if name not in buffers}
+    for how, launch in (("", ck.launch), (" [runtime entry]", runtime_entry(ck))):
+        guarded = GuardedSet({name: args[name] for name in buffers})
+        got = None
+        try:
+            launch(case.n, {**guarded.arrays, **scalars})
+            what = "ran to completion"
+        except KernelRuntimeError as e:
+            got = error_facts(str(e))
+            what = str(e)
+        except Exception as e:  # noqa: BLE001 - anything else is a finding
+            what = f"{type(e).__name__}: {e}"
+        broken = [name for name, ok in guarded.status().items() if not ok]
+        if got != facts or broken:
+            break
+    if got == facts and not broken:
+        rec["checksum"] = error_checksum(got)
+        return rec
+    detail = f"expected the interpreter's out-of-bounds error {facts}; native{how}: {what[:300]}"
+    if broken:
+        detail += "; guard band broken around " + ", ".join(broken)
+    rec.update(status="error_mismatch", detail=detail, checksum=error_checksum(got) if got else None)
+    return rec
+
+
+def execute(case, variants: list, emit=None, full: Optional[bool] = None) -> dict:
+    """The reference and every listed variant, in this process, compiled at O3 (`full`) or
+    quickly (default: `full_o3(case)`).
 
     Returns {"discard": None | {"reason", "message"}, "reference_checksum",
     "variants": {spec: record}}; `emit(event)` sees progress events.
     """
+    from ..backend.jit import quick_compiles
+    with quick_compiles(not (full_o3(case) if full is None else full)):
+        return _execute(case, variants, emit)
+
+
+def _execute(case, variants: list, emit=None) -> dict:
     emit = emit or (lambda ev: None)
     ref, why = reference(case)
+    facts = error_facts(why[1]) if ref is None else None
+    if facts is not None:           # an expected-error program: every variant reports the same error
+        out = {"discard": None, "reference_checksum": error_checksum(facts), "expected_error": why[1][:500],
+               "variants": {}}
+        emit({"event": "ref", "discard": None, "reference_checksum": out["reference_checksum"]})
+        for spec in variants:
+            emit({"event": "begin", "variant": spec})
+            rec = run_variant_error(case, spec, facts)
+            out["variants"][spec] = rec
+            emit({"event": "result", "record": rec})
+        return out
     if ref is None:
         out = {"discard": {"reason": why[0], "message": why[1][:500]}, "variants": {}}
         emit({"event": "ref", **out})

@@ -14,7 +14,8 @@ an output:
 - POOL_VARIANTS run the launch on the worker pool (DESIGN §6) through
   `CompiledKernel.launch`, as a user's launch does: grain 1, a grain that
   leaves the last task partial (`ragged`, resolved per case), the runtime's
-  pick (`0`) and the even split (`legacy`), over 2 and 3 participants.
+  pick (`0`) and the even split (`legacy`), grains 2 and 3, over 2, 3 and 4 participants,
+  whole-block bodies (full_packet=on) cut into tasks too.
   Grain and workers change no code, so three of them share a build with a
   KNOB_MATRIX spec (no compile of their own when both run in one worker
   process); the fourth is the checked whole build's.
@@ -39,7 +40,11 @@ CHECK_VARIANTS = ("lanes=8,full_packet=off,predicated=on,private=thread,checked=
 POOL_VARIANTS = ("whole,grain=1,workers=2",
                  "lanes=4,full_packet=off,predicated=on,private=thread,grain=ragged,workers=3",
                  "lanes=16,full_packet=on,predicated=off,private=cohort,grain=0,workers=2",
-                 "whole,checked=on,grain=legacy,workers=3")
+                 "whole,checked=on,grain=legacy,workers=3",
+                 # issue 28: the whole-block body per task, more grains and worker counts
+                 "lanes=8,full_packet=on,predicated=on,private=thread,grain=1,workers=4",
+                 "lanes=4,full_packet=on,predicated=off,private=cohort,grain=2,workers=2",
+                 "whole,grain=3,workers=2")
 DEFAULT_VARIANTS = KNOB_MATRIX + INTERLEAVE_VARIANTS + CHECK_VARIANTS + POOL_VARIANTS
 FAST_MATH_NOTE = ("fast_math variants excluded: their contract is a per-operator ulp bound, and no bound "
                   "holds for arbitrary random programs (reassociation, no-NaN/no-inf assumptions)")

@@ -227,7 +227,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             nfull = b.trunc(b.udiv(self.n64, self.i64(self.B)), I32T)
             if inject.active("full_packet_always"):
                 nfull = nblocks
-            mid = b.select(b.icmp_signed("<", end, nfull), end, nfull)
+            mid = nfull if inject.active("whole_block_past_task") else b.select(b.icmp_signed("<", end, nfull), end, nfull)
             mid = b.select(b.icmp_signed("<", mid, begin), begin, mid)
             self.whole_block = True
             self.counted_loop(begin, mid, self.block_body, "block")
@@ -246,7 +246,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         else:
             left = b.sub(self.n32, base)
             active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
-            npk = b.udiv(b.add(active, self.i32(W - 1)), self.i32(W))
+            npk = b.udiv(active if inject.active("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
         self.emit_regions(self.regions, base, npk)
 
@@ -261,7 +261,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             self.packet_body(stmts, coll, None)
             return
         # the launch's partial block (or every block, full_packet off): masked throughout
-        launch_mask = b.icmp_signed("<=" if inject.active("tail_mask") else "<", self.gid,
+        launch_mask = b.icmp_signed("<=" if inject.active("tail_mask") else "<",
+                                    self.tid if inject.active("launch_mask_tid") else self.gid,
                                     self.splat(self.n32, DType.I32))
         self.packet_body(stmts, coll, launch_mask)
 
@@ -287,7 +288,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         b = self.b
         zero = ir.Constant(ir.VectorType(I32T, 8), None)
         for ptr, size, dt in self.privates.values():
-            nbytes = size * self.B * (1 if dt is DType.BOOL else 4)
+            nbytes = size * (self.W if inject.active("private_zero_packet") else self.B) * (1 if dt is DType.BOOL else 4)
             self.counted_loop(self.i32(0), self.i32(nbytes // 32), lambda c, ptr=ptr: b.store(
                 zero, b.gep(ptr, [b.mul(b.zext(c, I64), self.i64(32))], source_etype=I8), align=32), "zero")
             for k in range(nbytes // 32 * 32, nbytes):

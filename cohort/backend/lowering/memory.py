@@ -160,7 +160,9 @@ class MemoryLowering:
     def spread_mask(self, k: int):
         """The mask with each lane repeated k times (a span of k*W elements)."""
         return self.b.shuffle_vector(self.mask, ir.Constant(self.vty(I1), None),
-                                     vector_const(ir.VectorType(I32T, k * self.W), [j // k for j in range(k * self.W)]))
+                                     vector_const(ir.VectorType(I32T, k * self.W),
+                                                  [j % self.W if inject.active("group_spread_mask") else j // k
+                                                   for j in range(k * self.W)]))
 
     def strided_load(self, buf, first, k: int, elem):
         """Lanes at first + k*l: one masked load of the span, then a shuffle. Only
@@ -219,10 +221,12 @@ class MemoryLowering:
         uniform = self.shape(idx_node).uniform
         if self.private_order == "cohort":        # element x of thread t at x*B + t
             if uniform:
-                first = b.add(b.mul(self.lane0(idx64), self.i64(self.B)), b.sext(self.t0, I64))
+                first = b.mul(self.lane0(idx64), self.i64(self.B))
+                first = first if inject.active("private_uniform_t0") else b.add(first, b.sext(self.t0, I64))
                 self.annotate(key, what, name, Access("contiguous", 1), "cohort")
                 return b.gep(ptr, [first], source_etype=elem), True
-            flat = b.add(b.mul(idx64, self.vconst64(self.B)), t64)
+            flat = b.add(b.mul(idx64, self.vconst64(self.B)),
+                         self.splat64(b.sext(self.t0, I64)) if inject.active("private_scatter_t0") else t64)
             if what == "pload" and inject.active("private_swap"):
                 flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
             acc = Access("gather" if what == "pload" else "scatter")

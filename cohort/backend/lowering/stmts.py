@@ -123,7 +123,8 @@ class StmtLowering:
         group = [s]
         for j in range(1, k):
             t = body[i + j]
-            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, s.index) == j):
+            want = range(1, k) if inject.active("group_offset_unordered") else (j,)
+            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, s.index) in want):
                 return None
             # planted group_readback: the first store's expressions looked at, not the later one's
             reads = (s.index, s.value) if inject.active("group_readback") else (t.index, t.value)
@@ -169,7 +170,7 @@ def _split_const(e: Expr):
     """(the index without its trailing `+ c` terms, as printed, and the sum of those c): rope_pairs'
     second index is `(base + 0) + 1` after specialisation, the first `base`."""
     c = 0
-    while e.op is Op.ADD and e.src[1].op is Op.CONST:
+    while (e.op is Op.ADD or e.op is Op.SUB and inject.active("group_sub_sign")) and e.src[1].op is Op.CONST:
         c += e.src[1].arg
         e = e.src[0]
     return format_expr(e), c

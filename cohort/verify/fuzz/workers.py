@@ -232,14 +232,23 @@ class WorkerPool:
         """`deadline` (time.monotonic()): past it, the case is abandoned ({"incomplete": True}).
         `stop_on_failure`: the first failing variant ends the run (the others are not run)."""
         doc = corpus.case_to_json(case)
-        parts = [variants[i::self.jobs] for i in range(self.jobs)]
-        parts = [(i, p) for i, p in enumerate(parts) if p] or [(0, [])]
         stop = threading.Event() if stop_on_failure else None
-        if self.executor is None or len(parts) == 1:
-            results = [self._run_part(i, doc, p, deadline, stop) for i, p in parts]
+        if self.executor is None or len(variants) <= 1:
+            results = [self._run_part(0, doc, list(variants), deadline, stop)]
         else:
-            results = list(self.executor.map(lambda ip: self._run_part(ip[0], doc, ip[1], deadline, stop),
-                                             parts))
+            # one variant at a time to whichever worker is free (their costs differ several-fold;
+            # a worker keeps the program's reference between its variants: execute.reference)
+            todo, lock = list(variants), threading.Lock()
+
+            def serve(i: int) -> list:
+                got = []
+                while True:
+                    with lock:
+                        if not todo or any(r.get("incomplete") or r.get("discard") for r in got):
+                            return got
+                        v = todo.pop(0)
+                    got.append(self._run_part(i, doc, [v], deadline, stop))
+            results = [r for rs in self.executor.map(serve, range(min(self.jobs, len(variants)))) for r in rs]
         if any(r.get("incomplete") for r in results):
             return {"incomplete": True, "discard": None, "variants": {}}
         out = {"discard": None, "variants": {}}

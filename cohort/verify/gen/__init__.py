@@ -21,7 +21,10 @@ Public interface (what fuzz.py, corpus.py, the tests and campaign drivers use):
 
 What a generated kernel guarantees, by construction:
 
-- Valid (`spec.validate`) and well defined for the interpreter. Every load
+- Valid (`spec.validate`) and well defined for the interpreter, but for one access of a
+  quarter of the programs: one element past the edge of its own buffer (`xe`, `ye`), an
+  expected-error program whose one error every checking build must report (boundary.py;
+  a fifth of the programs access such a buffer exactly at its edge or one short). Every load
   index has a known range (`g + c`, `2*g + c`, `g // 3 + c`, `L-1-g`, loop
   variables of known range, `(j - d) % k + c'` with a negative dividend, ...)
   or is forced into range (`(e & 0x7fffffff) % L`, `((e % L) + L) % L`,

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from ...refimpl.ir import For, Kernel, Op, Param, ParamKind, Private, PStore, binary, cast, const, param, var
 from .base import BOOL, F32, I32, SPECIAL_F32, SPECIAL_I32, SPECIAL_U32, U32, Core, _Loop, _Private
+from .boundary import Boundary
 from .case import BufferSpec, Case
 from .coop import Cooperative
 from .draws import HypothesisDraws, SeededDraws
@@ -16,11 +17,19 @@ from .stmts import Statements
 LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
 SIZE_WEIGHTS = (3, 3, 1, 2, 1, 1, 1, 1, 1, 1)
 BLOCKS = (32, 8, 16, 64, 128)
-BLOCK_WEIGHTS = (5, 3, 3, 2, 1)       # 128: wide interleaves compile slowly (20+ s per variant seen)
+BLOCK_WEIGHTS = (12, 6, 6, 2, 1)      # 64, 128: wide interleaves compile slowly (20+ s per variant seen)
 SOURCE_PERCENT = 25        # programs that go through Python source and the frontend
 
 
-class KernelBuilder(Cooperative, Plants, Statements, Indices, Core):
+# programs with an access at the edge of its buffer (boundary.py): on it or one short (they run), and
+# one past (expected-error programs: only the error is compared, so they are kept small and cheap:
+# a third of the statements, at most one collective, no coverage plants, no cooperative section)
+EDGE_PERCENT, PAST_PERCENT = 20, 25
+NEAR_PERCENT = 40         # launch sizes k*B + d: just around block and packet multiples, several blocks
+NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, -2)
+
+
+class KernelBuilder(Boundary, Cooperative, Plants, Statements, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
 
 
@@ -71,7 +80,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     """(kernel, buffers, scalar types, consts) for a fresh builder."""
     # Blocks above 32 get proportionally less code: the packet lowering runs up to block // lanes
     # packets side by side (interleave=auto), and compile time grows with that width.
-    scale = min(1.0, 32 / gen.B)
+    # (issue 28: to the power 1.5, the programs of blocks of 64 and 128 were two thirds of the CPU time)
+    scale = min(1.0, (32 / gen.B) ** 1.5)
     gen.stmt_budget = max(4, round(max_stmts * scale))
     gen.node_budget = max(40, round(gen.node_budget * scale))
     big = 4 * gen.npad + 16
@@ -104,6 +114,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
         gen.consts["C0"] = gen.int(0, 5)
     body: list = []
     gen.atomic_buffers = []
+    gen.edge_outputs = []
     _private_decls(gen, body)
     # phases separated by collectives
     ncoll = gen.weighted([(0, 0), (2, 1), (3, 2), (3, 3)] if gen.focused("collective") else
@@ -111,6 +122,13 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if ncoll == 0 and (_missing(gen, "structure:collective") or _missing(gen, "statement:Collective")
                        or _missing(gen, "structure:read:neighbour")):
         ncoll = 1
+    edge = gen.weighted([(100 - EDGE_PERCENT - PAST_PERCENT, None), (EDGE_PERCENT, "edge"), (PAST_PERCENT, "past")])
+    edge_phase = gen.int(0, ncoll) if edge else None
+    if edge == "past":             # small: at most one collective, no plants, no cooperative section
+        gen.stmt_budget = max(3, gen.stmt_budget // 3)
+        gen.node_budget = max(30, gen.node_budget // 2)
+        ncoll = min(ncoll, 1)
+        edge_phase = gen.int(0, ncoll)
     for phase in range(ncoll + 1):
         gen.phase = phase
         gen.exchange = set()
@@ -124,13 +142,15 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
                 o = gen.pick(gen.outputs)
                 gen.exchange.add((o, gen.int(0, o.slots - 1)))
         body.extend(gen.stmts(0))
-        if phase == ncoll:
-            body.extend(gen.plants(body))
-        else:
+        if phase == edge_phase:
+            body.extend(gen.boundary(edge == "past"))
+        if phase < ncoll:
             body.append(gen.collective())
+        elif edge != "past":
+            body.extend(gen.plants(body))
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
-    if gen.maybe(40) or _missing(gen, coop):
+    if edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
         body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
@@ -141,7 +161,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             gen.outputs.append(sink)
             body.append(st_)
     out_specs = [gen._out_spec(o) for o in gen.outputs]
-    buffers = specs + ([gen.perm] if gen.perm is not None else []) + out_specs + gen.atomic_buffers
+    buffers = specs + ([gen.perm] if gen.perm is not None else []) + out_specs + gen.atomic_buffers + gen.edge_outputs
     params = [Param(b.name, ParamKind.BUFFER, b.dtype) for b in buffers]
     params += [Param(n_, ParamKind.SCALAR, dt) for n_, dt in gen.scalars.items()]
     params += [Param(n_, ParamKind.CONST, I32) for n_ in gen.consts]
@@ -169,6 +189,11 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     pick = Core(source, 1, 1)
     n = pick.weighted(list(zip(_weights(sizes, SIZE_WEIGHTS), sizes)))
     block = pick.weighted(list(zip(_weights(blocks, BLOCK_WEIGHTS), blocks)))
+    if sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
+        # k blocks and d threads: the whole-block and partial-block bodies, the last packet, and
+        # the pool's caller/task decision all change at these sizes
+        k = pick.int(1, max(1, min(5, 320 // block)))
+        n = max(1, k * block + pick.pick(NEAR_OFFSETS))
     gen = KernelBuilder(source, n, block, steer)
     gen.draw_focus()
     kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts)

@@ -102,17 +102,38 @@ class Statements:
         if not outs:
             return None
         o = self.pick(outs)
-        g, t, b = self.g(), self.t(), self.b()
         group = []
-        for j in range(o.slots):
+        order = list(range(o.slots))
+        spelled = self.maybe(45)         # slots as base + constants of any sign and split (issue 28)
+        if spelled and self.maybe(50):
+            order = self.src.permutation(o.slots) if self.maybe(70) else order + [self.int(0, o.slots - 1)]
+        for pos, j in enumerate(order):
             value = self.expr(o.dtype, depth)
-            if j and self.maybe(50):
-                back = load(o.name, self.out_address(o, self.int(0, j - 1), g, t, b), o.dtype)
+            if pos and self.maybe(50):
+                back = load(o.name, self.spelled_address(o, self.pick(order[:pos]), spelled), o.dtype)
                 value = self.combine(back, value)
-            group.append(self.own_store(o, j, value, self.out_address(o, j, g, t, b)))
+            group.append(self.own_store(o, j, value, self.spelled_address(o, j, spelled)))
         if self.maybe(35):
             group.append(self.read_back(depth, (o, self.int(0, o.slots - 1))))
         return tuple(group)
+
+    def spelled_address(self, o, j: int, spelled: bool) -> Expr:
+        """Slot j of an interleaved output at base = pi(g)*K, as `base + j` or, spelled, as
+        `(base + c) + (j - c)`, `(base + 0) + j`, `(base + c) - (c - j)`, `(base - c) + (j + c)`
+        (c of either sign): the same address, which a store-group matcher must see as base + j
+        and never as base + something else."""
+        if not spelled:
+            return self.out_address(o, j, self.g(), self.t(), self.b())
+        base = self.out_address(o, 0, self.g(), self.t(), self.b())
+        c = self.pick([1, 2, -1, -2, 3, 0, -3, 5])
+        how = self.pick(["split", "zero", "sub", "neg"])
+        if how == "zero":
+            return base + self.ci(0) + self.ci(j)
+        if how == "sub":
+            return binary(Op.SUB, base + self.ci(c), self.ci(c - j))
+        if how == "neg":
+            return binary(Op.SUB, base, self.ci(c)) + self.ci(j + c)
+        return base + self.ci(c) + self.ci(j - c)
 
     def read_back(self, depth: int, slot=None) -> Assign:
         """v = y[own address] (op) expr, for an element stored earlier in this run."""

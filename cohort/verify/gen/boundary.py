@@ -1,0 +1,177 @@
+"""Accesses at the edge of their buffer (issue 28): an index whose largest (or smallest) value
+over the launch is the buffer's last (first) element, one past it, or one short of it.
+
+One past is an expected-error program: the interpreter reports the access (DESIGN §3) and
+every build that checks must report the same kernel, statement, load or store, index, thread
+and block (`execute.run_variant_error`); the launch-time bounds proof (backend/bounds.py) must
+refuse it and the checked build find it. On the edge or one short it runs, and the proof must
+pass it (its outputs are compared as usual). So that the error is one fact whatever order the
+threads run in (packets, the pool's tasks), the generator computes every index the launch
+takes and keeps "one past" only when exactly one access of one thread reaches it; otherwise it
+stays on the edge. The buffer (`xe`, read; `ye`, written) is the access's own, its length
+chosen to put the edge where it wants.
+
+Forms (the proof's rules each): k*g + c, c - k*g (the low edge: -1), block_id() + c (every
+thread of the last block, its first the one reported), block_id()*B + thread_id() + c, a
+variable i = k*g + e guarded by i < K, i <= K, K > i, K >= i, not (i >= K), or the else
+branch of i >= K (lower edges: the converse), the same guard as a select's arm, K a literal or
+num_threads() - d; g + j + c in a loop over a uniform range (either direction) or up to a
+per-thread stop (g % m + 1, (g & 1) + 1), and (g - d) % k + c, whose C remainder is negative
+in some threads.
+"""
+from __future__ import annotations
+
+from ...refimpl.ir import Assign, For, If, Op, Store, binary, builtin, const, load, select, unary, var
+from .base import F32, I32
+from .case import BufferSpec
+
+
+def _cmod(a: int, m: int) -> int:
+    r = abs(a) % m
+    return -r if a < 0 else r
+
+
+class Boundary:
+    def boundary(self, past: bool) -> list:
+        """Top-level statements with one access at the edge of its buffer (module notes); the
+        buffer is added to the kernel's (self.inputs, or self.edge_outputs for a store). `past`:
+        one past the edge where that is one error in any order, else on it or one short."""
+        n, B = self.n, self.B
+        g, t, b, ci = self.g(), self.t(), self.b(), self.ci
+        forms = ["affine", "reverse", "block", "blockthread", "guard", "select", "loop", "loop_thread", "signed"]
+        form = self.pick(forms)
+        store = form in ("affine", "reverse", "guard") and self.maybe(35)
+        delta = 1 if past else self.weighted([(3, 0), (2, -1)])     # one past, on the edge, one short
+        side = "hi"
+        pre, wrap = [], None                                   # statements before; how the access is placed
+        if form == "affine":
+            k = self.pick([1, 2, 3])
+            base = binary(Op.SHL, g, ci(1)) if k == 2 and self.maybe(30) else (g if k == 1 else g * k)
+            side = "lo" if self.maybe(25) else "hi"
+            fn = lambda gg, c, k=k: [k * gg + c]
+            idx = lambda c, base=base: base + ci(c)
+        elif form == "reverse":
+            k = self.pick([1, 2])
+            side = "lo" if self.maybe(75) else "hi"
+            fn = lambda gg, c, k=k: [c - k * gg]
+            idx = lambda c, k=k: ci(c) - (g if k == 1 else g * k)
+        elif form == "block":
+            side = "hi"
+            fn = lambda gg, c: [gg // B + c]
+            idx = lambda c: b + ci(c)
+        elif form == "blockthread":
+            side = "hi"
+            fn = lambda gg, c: [gg + c]
+            idx = lambda c: b * B + t + ci(c)
+        elif form in ("guard", "select"):
+            k, e = self.pick([1, 1, 2]), self.int(-3, 3)
+            name = self.fresh("i")
+            self.vtypes[name] = I32
+            pre.append(Assign(name, (g if k == 1 else g * k) + ci(e)))
+            self.defined.add(name)
+            ivals = [k * gg + e for gg in range(n)]
+            i = var(name, I32)
+            K = self.int(min(ivals) + 1, max(ivals)) if max(ivals) > min(ivals) else ivals[0]
+            how = self.pick(["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt"])
+            Ke = ci(K)
+            if how in ("lt", "le", "ge", "gt") and self.maybe(30) and n - K <= 2 ** 20:
+                Ke = builtin(Op.NUM_THREADS) - ci(n - K)        # the same K, at run time
+            cond, then, pred, side = {
+                "lt": (lambda: binary(Op.LT, i, Ke), True, lambda x: x < K, "hi"),
+                "le": (lambda: binary(Op.LE, i, Ke), True, lambda x: x <= K, "hi"),
+                "gt_flip": (lambda: binary(Op.GT, Ke, i), True, lambda x: x < K, "hi"),
+                "ge_flip": (lambda: binary(Op.GE, Ke, i), True, lambda x: x <= K, "hi"),
+                "not_ge": (lambda: unary(Op.NOT, binary(Op.GE, i, Ke)), True, lambda x: x < K, "hi"),
+                "else_ge": (lambda: binary(Op.GE, i, Ke), False, lambda x: x < K, "hi"),
+                "ge": (lambda: binary(Op.GE, i, Ke), True, lambda x: x >= K, "lo"),
+                "gt": (lambda: binary(Op.GT, i, Ke), True, lambda x: x > K, "lo"),
+                "else_lt": (lambda: binary(Op.LT, i, Ke), False, lambda x: x >= K, "lo"),
+            }[how]
+            if form == "select":
+                store = False
+            fn = lambda gg, c, k=k, e=e, pred=pred: [k * gg + e + c] if pred(k * gg + e) else []
+            idx = lambda c, i=i: i + ci(c)
+            wrap = (form, cond, then)
+        elif form == "loop":
+            S = self.int(1, 4)
+            down = self.maybe(40)
+            j = self.fresh("j")
+            fn = lambda gg, c, S=S: [gg + jj + c for jj in range(S)]
+            idx = lambda c, j=j: g + var(j, I32) + ci(c)
+            wrap = ("loop", j, (ci(S - 1), ci(-1), ci(-1)) if down else (ci(0), ci(S), ci(1)))
+        elif form == "loop_thread":
+            m = self.pick([2, 3, 4])
+            j = self.fresh("j")
+            parity = self.maybe(40)
+            stop = (binary(Op.AND, g, ci(1)) if parity else binary(Op.MOD, g, ci(m))) + ci(1)
+            top = (lambda gg: (gg & 1) + 1) if parity else (lambda gg, m=m: gg % m + 1)
+            fn = lambda gg, c, top=top: [gg + jj + c for jj in range(top(gg))]
+            idx = lambda c, j=j: g + var(j, I32) + ci(c)
+            wrap = ("loop", j, (ci(0), stop, ci(1)))
+        else:   # signed: (g - d) % k + c, the low edge at the thread whose remainder is -(k-1)
+            k = self.pick([2, 3, 4, 8])
+            d = self.int(k - 1, 2 * k - 2)
+            side = "lo"
+            fn = lambda gg, c, k=k, d=d: [_cmod(gg - d, k) + c]
+            idx = lambda c, k=k, d=d: binary(Op.MOD, g - ci(d), ci(k)) + ci(c)
+        pairs = [(gg, v) for gg in range(n) for v in fn(gg, 0)]
+        vals = [v for _, v in pairs]
+        if not vals:                                           # no thread reaches it: nothing to test
+            for s in pre:
+                self.defined.discard(s.name)
+            return []
+        lo0, hi0 = min(vals), max(vals)
+        if side == "hi":
+            c = -lo0 + self.int(0, 3)
+            edge = hi0 + c
+            if delta == 1 and not self._one_fact(pairs, hi0, form):
+                delta = 0                                      # which thread fails would depend on the order
+            length = edge + 1 - delta
+        else:
+            if delta == 1 and not self._one_fact(pairs, lo0, form):
+                delta = 0
+            c = -lo0 - delta                                   # the smallest index is -delta
+            length = hi0 + c + 1 + self.int(0, 3)
+        length = max(length, 1)
+        at = idx(c)
+        if store:
+            self.edge_outputs.append(BufferSpec("ye", F32, length, "data"))
+            access = Store("ye", at, self.expr(F32, 1))
+        else:
+            dt = self.pick([F32, I32])
+            self.inputs.append(BufferSpec("xe", dt, length, self.pick(["data", "special"])))
+            vname = self.fresh("f" if dt is F32 else "i")
+            self.vtypes[vname] = dt
+            got = load("xe", at, dt)
+            zero = const(0.0, F32) if dt is F32 else ci(0)
+            if wrap is not None and wrap[0] == "select":
+                return pre + [self._define(vname, select(wrap[1](), got, zero) if wrap[2]
+                                           else select(wrap[1](), zero, got))]
+            if wrap is not None and wrap[0] == "loop":
+                pre.append(self._define(vname, zero))
+                access = Assign(vname, binary(Op.ADD, var(vname, dt), got))
+            elif wrap is not None:
+                pre.append(self._define(vname, zero))
+                access = Assign(vname, got)
+            else:
+                return pre + [self._define(vname, got)]
+        if wrap is None:
+            return pre + [access]
+        if wrap[0] == "loop":
+            _, j, (start, stop, step) = wrap
+            return pre + [For(j, start, stop, step, (access,))]
+        _, cond, then = wrap
+        return pre + [If(cond(), (access,), ()) if then else If(cond(), (), (access,))]
+
+    def _one_fact(self, pairs, edge: int, form: str) -> bool:
+        """Whether the accesses one past `edge` make one error in any order: one access, or
+        (an access once per thread) several threads of one block, whose first is reported by
+        the interpreter, by every packet width and by whichever pool task runs that block."""
+        hit = [gg for gg, v in pairs if v == edge]
+        if len(hit) == 1:
+            return True
+        return not form.startswith("loop") and len({gg // self.B for gg in hit}) == 1
+
+    def _define(self, name: str, value) -> Assign:
+        self.defined.add(name)
+        return Assign(name, value)
