@@ -19,7 +19,9 @@ WORKERS = [1, 2, 8]
 SIZES = {"attention": [(1, 4, 2, 16, 32, 16, 16), (2, 3, 3, 37, 5, 4, 4)],
          "attention_causal": [(1, 4, 2, 16, 32, 16, 16), (2, 3, 3, 37, 5, 4, 4)],
          "rope": [(17, 66), (129, 768), (300, 2)],
-         "rope_half": [(4, 17, 64, 64), (3, 41, 20, 12)], "rope_pairs": [(4, 17, 64, 64), (3, 41, 20, 12)]}
+         "rope_half": [(4, 17, 64, 64), (3, 41, 20, 12)], "rope_pairs": [(4, 17, 64, 64), (3, 41, 20, 12)],
+         "matmul": [(50, 33, 70), (5, 17, 3)], "transpose": [(3, 70, 45), (1, 1, 300)],
+         "histogram": [(20000, 300), (300, 3)]}
 DEFAULT_SIZES = [(17, 65), (129, 768), (300, 3)]
 CASES = [(name, shape) for name in ops.OPERATORS for shape in SIZES.get(name, DEFAULT_SIZES)]
 
