@@ -30,7 +30,10 @@ AUTO_GRAINS = ("auto", "joint_legacy")
 FORMS = ("stream", "private")
 # Operators whose only formulation stands for a form they do not register under its name.
 FORM_FALLBACK = {"attention": "attention has one formulation, which already keeps its accumulator "
-                              "acc[Dv] in a private array"}
+                              "acc[Dv] in a private array",
+                 # the cooperative operators' forms are not stream/private: their default runs
+                 "matmul": "matmul runs its tiled form (the wide form is for matrix-vector products)",
+                 "histogram": "histogram runs its shared-bins form"}
 
 
 def _is_auto(col: Column) -> bool:
