@@ -42,6 +42,7 @@ class Operator:
                                       # (zero-filled; attention's mask when there is none)
     form: str = "stream"              # the formulation `kernel` is (and `launch` its geometry)
     oracle_shape: bool = False        # the oracle is (inputs, shape) -> output (histogram: BINS)
+    accumulates: bool = False         # atomics add into the output: a launch wants it zeroed first
 
     def __post_init__(self):
         # A form given without a launch runs on the operator's; bind it now, so that

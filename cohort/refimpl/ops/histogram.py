@@ -98,7 +98,7 @@ OP = Operator(
     output="counts",
     launch=launch,
     make_inputs=make_inputs,
-    oracle=oracle, oracle_shape=True,
+    oracle=oracle, oracle_shape=True, accumulates=True,
     seed_sizes=None,
     rel_tol=0.0,
     definition="counts[b] = #{i : idx[i] == b}, 0 <= b < BINS; other indices not counted",
