@@ -132,11 +132,16 @@ def fma_lowering() -> str:
     """'hardware' (llvm.fma) when the target being built for has FMA instructions
     (target.current(): the host unless cross-compiling), else 'software'; the environment
     variable COHORT_FMA=software|hardware forces either."""
-    want = os.environ.get(FMA_ENV, "auto") or "auto"
+    return _choice(FMA_ENV, lambda: target.current().native_fma)
+
+
+def _choice(env: str, native) -> str:
+    """'hardware' or 'software': the environment variable `env` if set, else by `native()`."""
+    want = os.environ.get(env, "auto") or "auto"
     if want not in ("auto", "hardware", "software"):
-        raise ValueError(f"{FMA_ENV}={want!r}: expected auto, hardware or software")
+        raise ValueError(f"{env}={want!r}: expected auto, hardware or software")
     if want == "auto":
-        return "hardware" if target.current().native_fma else "software"
+        return "hardware" if native() else "software"
     return want
 
 
@@ -238,12 +243,7 @@ def f16_lowering() -> str:
     """'hardware' (fpext/fptrunc of half) when the target has exact half conversion
     instructions (target.Target.native_half), else 'software' (the integer operations);
     COHORT_F16=software|hardware forces either."""
-    want = os.environ.get(F16_ENV, "auto") or "auto"
-    if want not in ("auto", "hardware", "software"):
-        raise ValueError(f"{F16_ENV}={want!r}: expected auto, hardware or software")
-    if want == "auto":
-        return "hardware" if target.current().native_half else "software"
-    return want
+    return _choice(F16_ENV, lambda: target.current().native_half)
 
 
 def _half(cx):

@@ -240,22 +240,21 @@ def _execute(case, variants: list, emit=None) -> dict:
     if facts is not None:           # an expected-error program: every variant reports the same error
         out = {"discard": None, "reference_checksum": error_checksum(facts), "expected_error": why[1][:500],
                "variants": {}}
-        emit({"event": "ref", "discard": None, "reference_checksum": out["reference_checksum"]})
-        for spec in variants:
-            emit({"event": "begin", "variant": spec})
-            rec = run_variant_error(case, spec, facts)
-            out["variants"][spec] = rec
-            emit({"event": "result", "record": rec})
-        return out
+        return _run_variants(out, variants, emit, lambda spec: run_variant_error(case, spec, facts))
     if ref is None:
         out = {"discard": {"reason": why[0], "message": why[1][:500]}, "variants": {}}
         emit({"event": "ref", **out})
         return out
     out = {"discard": None, "reference_checksum": outputs_checksum(case.kernel, ref), "variants": {}}
+    return _run_variants(out, variants, emit, lambda spec: run_variant(case, spec, ref))
+
+
+def _run_variants(out: dict, variants: list, emit, run) -> dict:
+    """Announce the reference, then run each variant (`run(spec)` -> its record) into `out`."""
     emit({"event": "ref", "discard": None, "reference_checksum": out["reference_checksum"]})
     for spec in variants:
         emit({"event": "begin", "variant": spec})
-        rec = run_variant(case, spec, ref)
+        rec = run(spec)
         out["variants"][spec] = rec
         emit({"event": "result", "record": rec})
     return out
