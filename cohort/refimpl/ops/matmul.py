@@ -5,17 +5,17 @@ starting from +0.0 - acc = fma(a[i, k], b[k, j], acc) for k = 0, 1, ..., K-1.
 The tile sizes below are the schedule, not the definition: any tiling that
 keeps each chain in ascending k gives the same bits.
 
-The schedule is a CPU GEMM micro-kernel in GPU form. A block owns a tile of
-ROWS rows by BN columns (one column per thread). For each step of KT along k
-it stages b's KT x BN panel and a's ROWS x KT panel in shared memory (the
-packing of a GEMM: the panel b is read with stride N, the shared copy is
-contiguous), then each thread runs REG rows at a time with REG accumulators in
-registers - a register block of REG rows x one packet of columns - and keeps
-its ROWS running sums in a private array between steps. Ragged edges are
-padded with zeros in the shared panels: a padded step is fma(0, 0, acc) or
-fma(a, 0, acc) past the last column, whose result is discarded, and past the
-last k both factors are 0, which leaves acc unchanged (acc is never -0.0: it
-starts at +0.0, and an exact zero sum rounds to +0.0)."""
+The schedule is a CPU GEMM micro-kernel in GPU form. A block owns a tile of up
+to ROWS rows by BN columns (one column per thread). For each step of KT along k
+it stages b's KT x BN panel in shared memory (the packing of a GEMM: b is read
+with stride N, the shared copy is contiguous; a's rows are read in place, each
+a contiguous stream of broadcasts), then each thread runs REG rows at a time
+with REG accumulators in registers - a register block of REG rows x one packet
+of columns - and keeps its running sums in a private array between steps.
+The k loops stop at K (no padding in k); rows past M compute a copy of the
+last row and columns past N read zeros, and neither is stored. The "wide" form
+(matrix-vector products) is below.
+"""
 import numpy as np
 
 from ... import Buffer, Const, barrier, block_id, f32, fma, kernel, private, shared, thread_id
