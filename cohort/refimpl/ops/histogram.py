@@ -2,17 +2,19 @@
 torch.bincount(idx, minlength=BINS) on in-range indices; int32 in, int32 out.
 
 Indices outside [0, BINS) are not counted (as torch.histc ignores values outside
-its range); cohort.torch's op refuses them instead, as torch.bincount refuses a
-negative index. Counts wrap at 2^32 like every i32 in the language (at most
-2^30 - 1 elements per buffer, so they never do).
+its range), here and in cohort.torch's op. Counts wrap at 2^32 like every i32
+in the language (at most 2^30 - 1 elements per buffer, so they never do). A
+launch adds into counts: it must be zero first (the op allocates it zeroed).
 
 A block counts HB * items consecutive indices (items: 16, or more so that
-there are at least four per shared bin) into its own bins in shared memory (zeroed by the block, atomics on shared memory: colliding threads all
-count), then adds its non-zero bins to the output with one global atomic each.
+there are at least four per shared bin) into its own bins in shared memory
+(zeroed by the block; atomics on shared memory: colliding threads all count),
+then adds its non-zero bins to the output with one global atomic each.
 Integer addition is associative, so every order of the updates gives the same
 counts. The first SHARED_BINS bins live in shared memory; indices past them are
 counted with global atomics directly. The "global" form counts every index with
-global atomics (no shared memory)."""
+global atomics (no shared memory).
+"""
 import numpy as np
 
 from ... import Buffer, Const, atomic_add, barrier, block_id, i32, kernel, shared, thread_id
