@@ -17,6 +17,8 @@ transpose), cumsum (the reverse cumulative sum: flip, cumsum, flip) and transpos
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -50,7 +52,7 @@ def _matmul_check(a, b):
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
     _matmul_check(a, b)
     K, N = b.shape
-    M = _rows_of(a)
+    M = math.prod(int(d) for d in a.shape[:-1])
     out = torch.empty(*a.shape[:-1], N, dtype=a.dtype)
     if out.numel() == 0:
         return out
@@ -61,13 +63,6 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     launch = op.launch((M, K, N))
     build(kernel_for(op.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out
-
-
-def _rows_of(a: Tensor) -> int:
-    n = 1
-    for d in a.shape[:-1]:
-        n *= int(d)
-    return n
 
 
 @_matmul.register_fake
