@@ -187,7 +187,7 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
             for run in info["runs"]:
                 if not run["agree"]:
                     problems.append(f"{cid} {col} round {run['round']}: recorded as failing its check")
-                if info["kind"] == "variant" and run["output_checksum"] != case["reference_checksum"]:
+                if info["kind"] in ("variant", "torch") and run["output_checksum"] != case["reference_checksum"]:
                     problems.append(f"{cid} {col} round {run['round']}: recorded output checksum differs "
                                     f"from the reference")
             if info["kind"] == "variant" and rerun:
@@ -204,8 +204,11 @@ def check_directory(directory: str, rerun: bool = True, progress=None) -> tuple:
                 only_output = verdict.status == "mismatch" and set(verdict.mismatches) == {op.output}
                 if not verdict.ok and not only_output:     # (a wrong output is the problem above)
                     problems.append(f"{cid} {col}: rerun: {verdict.detail}")
-            elif info["kind"] == "inductor":
-                notes.append(f"{cid} {col}: Inductor outputs were checked against the oracle when timed "
+            elif info["kind"] == "torch":
+                notes.append(f"{cid} {col}: cohort.torch outputs matched the interpreter's checksum when timed; "
+                             f"not rerun here")
+            elif info["kind"] in ("inductor", "eager"):
+                notes.append(f"{cid} {col}: {'Inductor' if info['kind'] == 'inductor' else 'Eager torch'} outputs were checked against the oracle when timed "
                              f"({info.get('verdict', '')}); not rerun here")
     tables_path = os.path.join(directory, "tables.md")
     if os.path.exists(tables_path):

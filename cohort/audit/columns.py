@@ -191,6 +191,80 @@ class InductorColumn:
                 "agree": bool(rel <= self.tol)}
 
 
+class EagerColumn:
+    """Eager PyTorch at the suite's boundary: ATen's kernels from native code at the native
+    entry (eager.py), the Python call of the same functions at python_api. Not bit-exact
+    with cohort, so checked against the float64 oracle like Inductor."""
+    kind = "eager"
+    is_auto = False
+    code_digest = None
+    choice = None
+
+    def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int):
+        try:
+            from . import eager, inductor
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise Unavailable(f"the eager column needs torch ({e})") from None
+        reason = inductor.unavailable_reason()
+        if reason:
+            raise Unavailable(reason)
+        self.op, self.shape = op, shape
+        self.oracle = op.expected(inputs, shape)
+        self.tol = inductor.REL_TOL_FACTOR * op.rel_tol
+        self.boundary = boundary
+        self.compile_seconds = 0.0
+        if boundary == "native_entry":
+            try:
+                self.entry = eager.EagerEntry(op.name, shape, inputs, threads=1)
+            except eager.EagerUnavailable as e:
+                raise Unavailable(str(e)) from None
+            from ..backend import timer
+            e = self.entry
+            self._calibrate = lambda: timer.calibrate_iters(e.fn_address, e.arg_address)
+            self._sample = lambda k: timer.time_entry(e.fn_address, e.arg_address, self.iters, k)
+            self._output = e.output
+            self.facts = {"eager": "aten-native", "threads": e.threads, "aten_cpu_capability": e.capability}
+        elif boundary in ("python_api", "torch_api"):
+            torch = inductor._torch()
+            torch.set_num_threads(int(workers or 1))
+            fn = inductor.reference(op.name, shape)
+            tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n]).copy()) for n in op.inputs]
+            last = {}
+
+            def call():       # a plain call, as the other columns at this boundary are made
+                last["y"] = fn(*tensors)
+            call()
+            self._calibrate = lambda: calibrate_e2e(call)
+            self._sample = lambda k: e2e_loop(call, self.iters, k)
+            self._output = lambda: last["y"].numpy()
+            self.facts = {"eager": "python", "threads": torch.get_num_threads(),
+                          "aten_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+        else:
+            raise Unavailable("eager torch has no native launch entry with a worker pool here; it is timed "
+                              "at the native entry (ATen from native code) and at the python_api boundary")
+        self.iters = self._calibrate()
+        self.verdict = f"float64 oracle, rel err <= {self.tol:g}"
+
+    def calibrate(self) -> int:
+        return self._calibrate()
+
+    def rechoose(self):
+        return None
+
+    def reset(self):
+        if self.boundary == "native_entry":
+            self.entry.poison(float(POISON))
+
+    def sample(self, k: int) -> list:
+        return [float(v) for v in self._sample(k)]
+
+    def check(self) -> dict:
+        y = np.asarray(self._output(), np.float32).reshape(self.oracle.shape)
+        rel = ops.oracle_error(y, self.oracle)[1]
+        return {"output_checksum": checksum(y), "guards": {}, "rel_err_vs_oracle": rel,
+                "agree": bool(rel <= self.tol)}
+
+
 def code_digest(code) -> str:
     """sha256 of a build's LLVM IR with its entry's name replaced (the name carries a hash of the
     variant's knobs, so two knob sets that produce the same code would differ by the name alone)."""
@@ -203,6 +277,11 @@ def make_column(col, op, shape, inputs, ref, boundary: str, workers: int):
         return VariantColumn(op, shape, inputs, ref, col.spec, boundary, workers)
     if col.kind == "inductor":
         return InductorColumn(op, shape, inputs, ref, boundary, workers, col.spec)
+    if col.kind == "eager":
+        return EagerColumn(op, shape, inputs, ref, boundary, workers)
+    if col.kind == "torch":
+        from .torch_column import TorchColumn
+        return TorchColumn(op, shape, inputs, ref, boundary, workers, col.spec)
     raise ValueError(f"unknown column kind {col.kind!r}")
 
 

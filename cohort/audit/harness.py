@@ -18,7 +18,7 @@ from ..verify.checksum import checksum
 from .columns import Unavailable, describe_unavailable, make_column
 from .environment import environment
 from .measure import balanced_orders, complete_rounds, run_rounds
-from .suites import Suite, operator
+from .suites import ALL_CORES, Suite, operator
 from .validate import InvalidArtifact, bad_samples
 
 
@@ -73,6 +73,7 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
              "workers": workers, "cores": cores, "cases": {}}
     run = SuiteRun(replay, audit)
     cases = list(select_cases(suite, only_ops, only_sizes))
+    refs = {}
     if suite.roofline:
         from . import roofline
         replay["machine"] = roofline.measure()
@@ -84,12 +85,16 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
         except ops.ShapeError as e:
             op, form, form_note, missing = ops.get(name), group.form, "", str(e)
         inputs = op.make_inputs(shape, seed)
-        ref = ops.run_reference(op, shape, inputs)
+        if (name, shape) not in refs:    # groups that repeat a case (widths, thread counts) share it
+            refs[(name, shape)] = ops.run_reference(op, shape, inputs)
+        ref = refs[(name, shape)]
+        gworkers = cores if group.workers == ALL_CORES else (group.workers or workers)
         a_case = {"group": group.title, "op": name, "shape": list(shape), "seed": seed,
                   "form": None if missing else form,   # None: nothing ran in a form the checker could rebuild
                   "input_checksums": {n: checksum(v) for n, v in inputs.items()},
                   "reference_checksum": checksum(ref), "columns": {}}
         r_case = {"id": cid, "group": group.title, "op": name, "shape": list(shape), "seed": seed,
+                  **({"workers": gworkers} if group.workers else {}),
                   "boundary": suite.boundary, "form": form, "form_note": form_note, "columns": {},
                   "ratios": [vars(r) for r in group.ratios]}
         if suite.roofline:
@@ -100,7 +105,7 @@ def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int]
             try:
                 if missing:
                     raise Unavailable(missing)
-                c = make_column(col, op, shape, inputs, ref, suite.boundary, workers)
+                c = make_column(col, op, shape, inputs, ref, suite.boundary, gworkers)
             except Unavailable as e:
                 entry.update(status="unavailable", reason=describe_unavailable(e))
             else:

@@ -13,7 +13,7 @@ from ..refimpl import ops
 @dataclass(frozen=True)
 class Column:
     name: str                 # the table's column heading
-    kind: str                 # "variant" | "inductor"
+    kind: str                 # "variant" | "inductor" | "eager"
     spec: str = ""            # a variant spelling (cohort run --variant)
 
 
@@ -59,6 +59,7 @@ class Group:
     ratios: tuple             # Ratio, ...
     form: str = "stream"      # the operators' formulation (Operator.form) every case uses
     control: str = ""         # the column timed twice for the A/A control ("" : see above)
+    workers: int = 0          # threads for this group's columns (0: the suite's, ALL_CORES: the machine's)
 
     def __post_init__(self):
         if any(r.control for r in self.ratios):
@@ -101,7 +102,7 @@ class Suite:
                 "roofline": list(self.roofline), "design": self.design,
                 "strategies": [list(s) for s in self.strategies],
                 "groups": [{"title": g.title, "cases": [[op, list(s)] for op, s in g.cases], "form": g.form,
-                            "control": g.control,
+                            "control": g.control, **({"workers": g.workers} if g.workers else {}),
                             "columns": [vars(c) for c in g.columns], "ratios": [vars(r) for r in g.ratios]}
                            for g in self.groups]}
 
@@ -131,6 +132,16 @@ ALL_SEED_CASES = tuple((name, s) for name, op in ops.OPERATORS.items() for s in 
 WHOLE = Column("whole", "variant", "whole")
 PACKET = Column("packet", "variant", "packet")
 INDUCTOR = Column("inductor", "inductor")
+EAGER = Column("eager", "eager")
+
+
+def peer_ratios(candidate: str, inductor: str = "inductor", label: str = "") -> tuple:
+    """candidate against each peer and against the better of the two, round by round (issue 25:
+    a PyTorch user picks whichever of eager and torch.compile is faster)."""
+    label = label or candidate
+    ind = "Inductor" + inductor[len("inductor"):]
+    return (Ratio(candidate, inductor, f"{label}/{ind}"), Ratio(candidate, "eager", f"{label}/eager"),
+            Ratio(candidate, f"{inductor}|eager", f"{label}/best peer"))
 
 
 INDUCTOR_W8 = Column("inductor-w8", "inductor", "simdlen=256")
@@ -146,7 +157,12 @@ NATIVE_STRATEGIES = (
     ("inductor", f"TorchInductor's generated C++ kernel (this host's widest vectors: {_HOST.vector_isa}, "
                  f"{_HOST.vector_bits // 32} lanes), one thread"),
     ("inductor-w8", "the same Inductor compile with cpp.simdlen=256 (8 lanes)"),
+    ("eager", "eager PyTorch: the operator's eager torch code as the same ATen calls from C++ (through the "
+              "dispatcher, inference mode, each call allocating its output), called by the native timer; "
+              "ATen picks its vector width at run time (this host's widest)"),
 )
+EAGER_NOTE = ("eager: eager PyTorch, the same ATen calls as the eager code, from native code (no Python), "
+              "inference mode, one thread; best peer: per round the faster of Inductor and eager.")
 
 
 def _native():
@@ -154,20 +170,19 @@ def _native():
     # host's widest vectors: 16 lanes on a 512-bit machine), cohort's W8 against Inductor at 8 lanes.
     return Suite(
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
-        (Group("native, 16 lanes", ALL_SEED_CASES, (WHOLE, PACKET_W16, INDUCTOR),
-               (Ratio("packet-w16", "inductor", "packet-w16/Inductor"),
-                Ratio("packet-w16", "whole", "packet-w16/whole")),
+        (Group("native, 16 lanes", ALL_SEED_CASES, (WHOLE, PACKET_W16, INDUCTOR, EAGER),
+               peer_ratios("packet-w16") + (Ratio("packet-w16", "whole", "packet-w16/whole"),),
                control="packet-w16"),
-         Group("native, 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8),
-               (Ratio("packet", "inductor-w8", "packet/Inductor-w8"),), control="packet")),
+         Group("native, 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8, EAGER),
+               peer_ratios("packet", "inductor-w8"), control="packet")),
         notes=f"Target: {_HOST.name}, {_HOST.vector_isa} ({_HOST.vector_bits}-bit vector registers). Each group "
               f"compares equal vector widths. inductor: Inductor's default, this host's widest vectors "
               f"({_HOST.vector_bits // 32} lanes here), against packet-w16 (lanes=16, {_HOST.width_text(16)}); "
               f"inductor-w8: the same compile with cpp.simdlen=256 (8 lanes), against packet (W8, "
               f"{_HOST.width_text(8)}). Single thread. Inductor: its "
               "generated C++ kernels called through a trampoline from the same native timer; for attention "
-              "(whose graph calls ATen's SDPA) AOTInductor's whole compiled model.",
-        roofline=("packet-w16", "packet", "inductor"), strategies=NATIVE_STRATEGIES)
+              "(whose graph calls ATen's SDPA) AOTInductor's whole compiled model. " + EAGER_NOTE,
+        roofline=("packet-w16", "packet", "inductor", "eager"), strategies=NATIVE_STRATEGIES)
 
 
 def _private():
@@ -176,18 +191,19 @@ def _private():
         "private", "Cohort private access: RMSNorm, native entry", "native_entry",
         (Group("private", _rows(("rmsnorm",), sizes),
                (Column("baseline", "variant", "packet-thread-private"), Column("candidate", "variant", "packet"),
-                INDUCTOR),
-               (Ratio("candidate", "baseline", "candidate/baseline"),
-                Ratio("candidate", "inductor", "candidate/Inductor")), form="private"),),
+                INDUCTOR, EAGER),
+               (Ratio("candidate", "baseline", "candidate/baseline"),) + peer_ratios("candidate"),
+               form="private"),),
         notes="baseline: private=thread; candidate: private=cohort (the seeds' cohort private access), both "
-              "in the operators' private-state form.",
+              "in the operators' private-state form. " + EAGER_NOTE,
         strategies=(("baseline", "packet, private=thread: each lane's private array contiguous on its own, "
                                  "strided across the lanes of a packet"),
                     ("candidate", "packet, private=cohort: element-major across the cohort's lanes, so a "
                                   "packet's lanes touch consecutive private addresses (vector loads/stores)"),
-                    ("inductor", "TorchInductor's generated C++ kernel, one thread")))
+                    ("inductor", "TorchInductor's generated C++ kernel, one thread"), NATIVE_STRATEGIES[-1]))
 
 
+ALL_CORES = -1     # a group's workers: every core of the machine running the suite
 SEED_WORKERS = 8   # the seeds request 8 CPU workers for every runtime-E2E table
 
 
@@ -276,9 +292,9 @@ QUICK_PACKET_WHOLE_LIMIT = 0.5
 def _quick():
     cases = (("rmsnorm", (17, 65)), ("rope", (64, 256)), ("attention", (1, 4, 2, 16, 32, 16, 16)))
     return Suite("quick", "Quick check (CI)", "native_entry",
-                 (Group("quick", cases, (WHOLE, PACKET, INDUCTOR),
-                        (Ratio("packet", "inductor", "packet/Inductor"),
-                         Ratio("packet", "whole", "packet/whole", limit=QUICK_PACKET_WHOLE_LIMIT)),
+                 (Group("quick", cases, (WHOLE, PACKET, INDUCTOR, EAGER),
+                        peer_ratios("packet") +
+                        (Ratio("packet", "whole", "packet/whole", limit=QUICK_PACKET_WHOLE_LIMIT),),
                         control="packet"),),
                  rounds=4, samples=5, roofline=("packet",), strategies=NATIVE_STRATEGIES,
                  notes=f"A packet/whole median above {QUICK_PACKET_WHOLE_LIMIT} fails the run: the packet path "
@@ -297,7 +313,51 @@ def _safety():
               "Needs --allow-unsafe. Single thread.")
 
 
-SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _api(), _quick(), _safety())}
+# Llama-2-7B (hidden 4096, MLP 11008, 32 heads of 128) and Llama-3-8B (MLP 14336, 8 KV heads):
+# one token (decode), a batch of 32 decoding tokens, a 512-token prompt (prefill)
+LLM_CASES = (
+    ("rmsnorm", (1, 4096)), ("rmsnorm", (32, 4096)), ("rmsnorm", (512, 4096)),
+    ("layernorm", (1, 4096)), ("layernorm", (32, 4096)), ("layernorm", (512, 4096)),
+    ("swiglu", (1, 11008)), ("swiglu", (1, 14336)), ("swiglu", (512, 14336)),
+    ("gelu", (1, 16384)), ("gelu", (512, 16384)), ("gelu_tanh", (1, 16384)), ("gelu_tanh", (512, 16384)),
+    ("rope_half", (32, 1, 128, 128)), ("rope_half", (32, 512, 128, 128)),
+    ("masked_softmax", (4096, 512)),
+    ("attention", (1, 32, 8, 1, 1024, 128, 128)),           # decode, 8B's grouped KV heads
+    ("attention", (1, 32, 32, 256, 256, 128, 128)),         # an encoder's prompt: not causal
+    ("attention_causal", (1, 32, 8, 512, 512, 128, 128)),   # prefill
+)
+TORCH_STRATEGIES = (
+    ("cohort", "cohort.torch.<op>(...) in its default variant (packet: 8 lanes); on all threads "
+               "packet,workers=<cores>,grain=auto"),
+    ("torch.ops", "torch.ops.cohort.<op>.default(...): the same op through PyTorch's dispatcher"),
+    ("eager", "the operator's eager torch code (audit/inductor_refs.py), a plain call"),
+    ("compile", "torch.compile of the same code (Inductor, dynamic=False), a plain call of the compiled "
+                "function"),
+)
+
+
+def _torch_suite():
+    cols = (Column("cohort", "torch"), Column("torch.ops", "torch", "dispatch"), EAGER,
+            Column("compile", "inductor"))
+    ratios = (Ratio("cohort", "eager", "cohort/eager"), Ratio("cohort", "compile", "cohort/compile"),
+              Ratio("cohort", "compile|eager", "cohort/best peer"),
+              Ratio("torch.ops", "compile|eager", "torch.ops/best peer"))
+    return Suite(
+        "torch", "PyTorch boundary: cohort.torch against eager torch and torch.compile", "torch_api",
+        (Group("1 thread", LLM_CASES, cols, ratios, control="cohort", workers=1),
+         Group("all threads", LLM_CASES, cols, ratios, control="cohort", workers=ALL_CORES)),
+        rounds=6, samples=7, workers=1,
+        notes="LLM operators at Llama-7B/8B sizes (rows: 1 = decode, 32 = batched decode, 512 = prefill). "
+              "Every column is one Python call on the same torch tensors, returning a new tensor; "
+              "cohort's output is checked bit for bit against the interpreter after every round, eager's "
+              "and compile's against the float64 oracle. best peer: per round the faster of eager and "
+              "compile. Threads: torch.set_num_threads and cohort's workers, per group (all threads: the "
+              "machine's cores, as the header says).",
+        strategies=TORCH_STRATEGIES)
+
+
+SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _api(), _quick(), _safety(),
+                              _torch_suite())}
 
 
 def get(name: str) -> Suite:

@@ -90,20 +90,25 @@ def derive(replay: dict) -> list:
             cols[name] = {"status": "ok", "us": float(np.median(figures)) / 1e3}
         ratios = []
         for r in case["ratios"]:
-            c, b = r["candidate"], r["baseline"]
-            if c in rounds and b in rounds:
-                ic, ib = case["columns"][c].get("iters"), case["columns"][b].get("iters")
-                if ic is None or ic != ib:
-                    raise ReplayError(f"{case['id']}: {r['label']} compares {c} at {ic} calls per sample with "
-                                      f"{b} at {ib}; both sides of a ratio must make the same calls per sample")
-                if len(rounds[c]) != len(rounds[b]):
-                    raise ReplayError(f"{case['id']}: {r['label']}: {c} has {len(rounds[c])} rounds, "
-                                      f"{b} {len(rounds[b])}")
-                q = rounds[c] / rounds[b]
+            c, peers = r["candidate"], r["baseline"].split("|")
+            ran = [b for b in peers if b in rounds]   # "a|b": the better of a and b, round by round
+            if c in rounds and ran:
+                for b in ran:
+                    ic, ib = case["columns"][c].get("iters"), case["columns"][b].get("iters")
+                    if ic is None or ic != ib:
+                        raise ReplayError(f"{case['id']}: {r['label']} compares {c} at {ic} calls per sample "
+                                          f"with {b} at {ib}; both sides of a ratio must make the same calls "
+                                          f"per sample")
+                    if len(rounds[c]) != len(rounds[b]):
+                        raise ReplayError(f"{case['id']}: {r['label']}: {c} has {len(rounds[c])} rounds, "
+                                          f"{b} {len(rounds[b])}")
+                best = np.min([rounds[b] for b in ran], axis=0)
+                q = rounds[c] / best
+                extra = {"peers": ran} if len(peers) > 1 else {}
                 ratios.append({**r, "status": "ok", "ratio": float(np.median(q)), "min": float(q.min()),
-                               "max": float(q.max()), "won": int(np.sum(q < 1.0)), "rounds": int(len(q))})
+                               "max": float(q.max()), "won": int(np.sum(q < 1.0)), "rounds": int(len(q)), **extra})
             else:
-                bad = [cols[x]["status"] for x in (c, b)]
+                bad = [cols[x]["status"] for x in (c, *peers)]
                 ratios.append({**r, "status": "invalid" if "invalid" in bad else "unavailable"})
         facts = {n: i.get("facts") or {} for n, i in case["columns"].items()}
         cells.append({"id": case["id"], "group": case["group"], "op": case["op"], "shape": case["shape"],
@@ -153,7 +158,10 @@ def _header(replay: dict, cells: list) -> list:
     what = {"native_entry": "the compiled entry called in a native timing loop, one thread",
             "runtime_e2e": "the runtime's native launch entry (tasks cut by the grain policy, the worker pool, "
                            "the wait) called in the same native timing loop, no Python between launches",
-            "python_api": "CompiledKernel.launch called from a Python loop (not the seeds' runtime E2E)"}.get(b, b)
+            "python_api": "CompiledKernel.launch called from a Python loop (not the seeds' runtime E2E)",
+            "torch_api": "one Python call per op on torch tensors, as a PyTorch user makes it (cohort.torch, "
+                         "eager torch, the torch.compile'd function), each call returning a new tensor, "
+                         "in a Python loop"}.get(b, b)
     out = [f"Boundary: {b} — {what}. Every number below is at this boundary only."]
     host = (replay.get("environment") or {}).get("host") or {}
     if host.get("isa"):        # replays written before targets were recorded have no such line
@@ -274,7 +282,9 @@ def render_markdown(replay: dict) -> str:
             line = [c["op"], c["size"].replace("x", "×")] + [_fmt_us(c["columns"][n]) for n in names]
             for r in c["ratios"]:
                 if r["status"] == "ok":
-                    line += [f"{r['ratio']:.3f}", f"{r['min']:.3f}–{r['max']:.3f}", f"{r['won']}/{r['rounds']}"]
+                    partial = "peers" in r and len(r["peers"]) < len(r["baseline"].split("|"))
+                    line += [f"{r['ratio']:.3f}" + (f" (vs {', '.join(r['peers'])} only)" if partial else ""),
+                             f"{r['min']:.3f}–{r['max']:.3f}", f"{r['won']}/{r['rounds']}"]
                     if not r.get("control"):
                         line.append("no stable difference (same code, same grain)" if r["same_build"] else
                                     "stable" if r["stable"] else "no stable difference")

@@ -162,7 +162,7 @@ def variant_spelling(text, where: str):
 
 # ---------------------------------------------------------------- replays
 
-BOUNDARIES = ("native_entry", "runtime_e2e", "python_api")
+BOUNDARIES = ("native_entry", "runtime_e2e", "python_api", "torch_api")
 ARTIFACT_NAMES = ("replay.json.gz", "tables.md", "notes.md", "ratios.png")    # what an audit may account for
 STATUSES = ("ok", "unavailable")
 
@@ -256,7 +256,10 @@ def replay(doc) -> dict:
 def _ratio(r, names: list, where: str):
     _dict(r, f"{where} ratio")
     for k in ("candidate", "baseline"):
-        _need(_str(r, k, f"{where} ratio") in names, where, f"ratio {k} {r[k]!r:.40} is not a column")
+        _str(r, k, f"{where} ratio")
+        # a baseline "a|b" is the better (faster) of columns a and b, round by round
+        parts = r[k].split("|") if k == "baseline" else [r[k]]
+        _need(all(p in names for p in parts), where, f"ratio {k} {r[k]!r:.40} is not a column")
     _str(r, "label", f"{where} ratio")
     if "limit" in r:
         _number(r, "limit", f"{where} ratio")
@@ -301,7 +304,7 @@ def audit(doc) -> dict:
             w = f"{where} column {col!r:.40}"
             _dict(info, w)
             kind = _str(info, "kind", w)
-            _need(kind in ("variant", "inductor"), w, f"unknown kind {kind!r:.40}")
+            _need(kind in ("variant", "inductor", "eager", "torch"), w, f"unknown kind {kind!r:.40}")
             _need(_str(info, "status", w) in STATUSES, w, f"unknown status {info['status']!r:.40}")
             if info["status"] != "ok":
                 continue

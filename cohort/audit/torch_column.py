@@ -1,0 +1,131 @@
+"""cohort.torch as a column of the PyTorch-boundary suite (issue 25): one Python call of the op
+a PyTorch user writes, on torch tensors, against eager torch and torch.compile called the same
+way (columns.py: EagerColumn, InductorColumn at the torch_api boundary).
+
+Each operator maps to the cohort.torch call that computes it from the operator's inputs (same
+tensors, same order); `dispatch=True` calls `torch.ops.cohort.<op>` (the dispatcher, custom_op's
+layers) instead of the `cohort.torch.<op>` wrapper, which calls the implementation directly
+when nothing needs the dispatcher (plain tensors, no gradient, not tracing).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..verify.checksum import checksum
+
+# operator -> (cohort.torch function name, extra keyword arguments, shape -> positional extras)
+CALLS = {
+    "rmsnorm": ("rmsnorm", {}), "layernorm": ("layernorm", {}), "masked_softmax": ("masked_softmax", {}),
+    "swiglu": ("swiglu", {}), "gelu": ("gelu", {}), "gelu_tanh": ("gelu_tanh", {}),
+    "gelu_residual": ("gelu_residual", {}),
+    "rope_half": ("rope", {"interleaved": False}), "rope_pairs": ("rope", {"interleaved": True}),
+    "attention": ("attention", {}), "attention_causal": ("attention", {"causal": True}),
+    "matmul": ("matmul", {}), "cumsum": ("cumsum", {}), "transpose": ("transpose", {}),
+    "histogram": ("histogram", {}),
+}
+# the op's positional arguments beyond the operator's inputs, from the launch shape
+_EXTRA = {"histogram": lambda shape: (int(shape[1]),)}
+# torch.ops.cohort's schema spells every argument: the defaults the wrapper fills in
+_DISPATCH_DEFAULTS = {"rmsnorm": (1e-6,), "layernorm": (1e-5,), "cumsum": (-1,),
+                      "attention": (False, None, None, None)}
+
+
+def call_for(op_name: str, shape, tensors: list, dispatch: bool = False):
+    """A no-argument callable running the cohort.torch op of `op_name` on `tensors`."""
+    import torch
+
+    import cohort.torch as ct
+    if op_name not in CALLS:
+        raise KeyError(f"cohort.torch has no op for operator {op_name}")
+    fname, kw = CALLS[op_name]
+    extra = _EXTRA.get(op_name, lambda s: ())(shape)
+    if not dispatch:
+        fn = getattr(ct, fname)
+        return lambda: fn(*tensors, *extra, **kw)
+    packet = getattr(torch.ops.cohort, fname).default
+    args = tuple(tensors) + extra
+    if fname == "rope":
+        args += (kw["interleaved"],)
+    elif fname == "attention":
+        args += (bool(kw.get("causal", False)), None, None, None)
+    else:
+        args += _DISPATCH_DEFAULTS.get(fname, ())
+    return lambda: packet(*args)
+
+
+class TorchColumn:
+    """A cohort.torch op called from Python on torch tensors in the column's variant (spec:
+    a variant spelling, "dispatch" for torch.ops.cohort); exact, so every round's output is
+    compared bit for bit with the interpreter's."""
+    kind = "torch"
+    is_auto = False
+    code_digest = None
+    choice = None
+
+    def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int, spec: str = ""):
+        from .columns import Unavailable
+        from .measure import calibrate_e2e, e2e_loop
+        if boundary != "torch_api":
+            raise Unavailable("the cohort.torch column is timed at the torch_api boundary only")
+        try:
+            import torch
+
+            import cohort.torch as ct
+        except ImportError as e:
+            raise Unavailable(f"the cohort.torch column needs torch ({e})") from None
+        if op.name not in CALLS:
+            raise Unavailable(f"cohort.torch has no op for {op.name}")
+        parts = [p.strip() for p in spec.split(",") if p.strip()]
+        dispatch = "dispatch" in parts
+        variant = ",".join(p for p in parts if p != "dispatch") or "packet"
+        if workers > 1:
+            variant += f",workers={workers},grain=auto"
+        self.op, self.shape, self.ref = op, shape, ref
+        self.boundary = boundary
+        self.compile_seconds = 0.0
+        torch.set_num_threads(max(1, int(workers)))
+        tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n]).copy()) for n in op.inputs]
+        # the process's setting, as a user makes it once (a `with` per call would time the
+        # context switch too); set again before each sample (two columns may differ)
+        self._set = ct.variant
+        self.variant = ct.variant(variant).variant
+        fn = call_for(op.name, shape, tensors, dispatch)
+        last = {}
+
+        def call():
+            last["y"] = fn()
+        before = ct.stats()
+        call()        # the build, outside the timing
+        after = ct.stats()
+        self.compile_seconds = float(after.get("build_seconds", 0.0) - before.get("build_seconds", 0.0))
+        self._last = last
+        self._calibrate = lambda: (self._set(self.variant), calibrate_e2e(call))[1]
+        self._sample = lambda k: e2e_loop(call, self.iters, k)
+        self.facts = {"cohort_torch": "torch.ops.cohort" if dispatch else "cohort.torch",
+                      "variant": self.variant.label, "threads": int(workers),
+                      "builds": after["builds"] - before["builds"]}
+        self.iters = self._calibrate()
+        self.verdict = "bitwise vs interpreter"
+
+    def calibrate(self) -> int:
+        return self._calibrate()
+
+    def rechoose(self):
+        return None
+
+    def reset(self):
+        y = self._last.get("y")
+        if y is not None:
+            y.fill_(-1234.5 if y.is_floating_point() else -(1 << 31))
+
+    def sample(self, k: int) -> list:
+        self._set(self.variant)
+        return [float(v) for v in self._sample(k)]
+
+    def check(self) -> dict:
+        y = self._last["y"].numpy().reshape(self.ref.shape)
+        ok = y.dtype == self.ref.dtype and np.array_equal(y.view(np.uint8), self.ref.view(np.uint8))
+        return {"output_checksum": checksum(y), "guards": {}, "agree": bool(ok)}
+
+
+__all__ = ["CALLS", "TorchColumn", "call_for"]
