@@ -12,9 +12,12 @@ product of 8 query rows with one key, the register-blocked shape of a GEMM
 micro-kernel.
 
 Keys are taken in tiles of TILE = 8 (flash attention's online softmax at tile
-granularity): the tile's eight scores are eight independent accumulators over
-d, each step one fused multiply-add s = fma(q[d], k[d], s) (one load of q[d]
-feeds eight); the running max m moves once per tile, so one correction
+granularity): the tile's eight scores are independent accumulators over d,
+each step one fused multiply-add s = fma(q[d], k[d], s), in two passes of four
+(each score's chain is the same either way; four live accumulators per packet
+let two packets run side by side in sixteen vector registers, so one key
+broadcast feeds both: 1x8x8x256x256x64x64 at 8 lanes 2.77 -> 2.20 ms, AVX2,
+session 10); the running max m moves once per tile, so one correction
 exp(m - m_new) rescales l and acc per tile, not per key; the values are folded
 in as acc[e] = fma(p7, v7[e], ... fma(p0, v0[e], acc[e]*corr)), p0 first. Fused
 steps halve the rounding of a dot product and the instructions of the inner
@@ -108,6 +111,8 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32],
             s1 = fma(qd, k[c1 * D + d], s1)
             s2 = fma(qd, k[c2 * D + d], s2)
             s3 = fma(qd, k[c3 * D + d], s3)
+        for d in range(D):
+            qd = qrow[d]
             s4 = fma(qd, k[c4 * D + d], s4)
             s5 = fma(qd, k[c5 * D + d], s5)
             s6 = fma(qd, k[c6 * D + d], s6)
