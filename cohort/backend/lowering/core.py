@@ -30,6 +30,7 @@ from ...refimpl.ir import Barrier, DType, Expr, Kernel, ParamKind, Private, Shar
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
+from ..private_init import written_before_read
 from ..context import (
     ERR_PARTIAL_BLOCK,
     ERR_SCRATCH,
@@ -199,6 +200,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
                        for n in sorted(self.cross)}
         self.privates = {}
+        # arrays every thread writes whole before reading: no zeroing (private_init.py)
+        self.no_zeroing = written_before_read(k, (self.bounds or Bounds(k)).constant)
         offsets, self.scratch_bytes = private_layout(k)
         if offsets:
             scratch = b.inttoptr(slot(SLOT_SCRATCH), PTR)
@@ -287,7 +290,9 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         calls nothing outside the generated code (code facts: direct CFG)."""
         b = self.b
         zero = ir.Constant(ir.VectorType(I32T, 8), None)
-        for ptr, size, dt in self.privates.values():
+        for name, (ptr, size, dt) in self.privates.items():
+            if name in self.no_zeroing:
+                continue
             nbytes = size * (self.W if inject.active("private_zero_packet") else self.B) * (1 if dt is DType.BOOL else 4)
             self.counted_loop(self.i32(0), self.i32(nbytes // 32), lambda c, ptr=ptr: b.store(
                 zero, b.gep(ptr, [b.mul(b.zext(c, I64), self.i64(32))], source_etype=I8), align=32), "zero")
