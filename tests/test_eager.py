@@ -112,3 +112,18 @@ def test_the_torch_suite_times_cohort_torch_eager_and_compile_and_checks_cohort_
                    for n in ("cohort", "torch.ops") for r in audit["columns"][n]["runs"])
     assert run.replay["cases"][1]["workers"] == run.replay["suite"]["cores"]
     assert "torch_api — one Python call per op" in render_markdown(run.replay)
+
+
+@pytest.mark.slow     # ~70 s: an Inductor compile at 2 threads and every column's calibration
+def test_the_two_thread_suite_times_every_column_natively_at_its_threads():
+    from cohort.audit import harness, suites
+    from cohort.audit.tables import derive
+    run = harness.run_suite(suites.get("native-mt"), rounds=2, samples=2, only_ops=["cumsum"], command="test")
+    assert not run.failures
+    case = run.replay["cases"][0]
+    assert case["boundary"] == "runtime_e2e"
+    cols = case["columns"]
+    assert all(cols[n]["status"] == "ok" for n in ("packet", "packet-w16", "inductor", "eager"))
+    assert cols["inductor"]["facts"]["threads"] == 2 and cols["eager"]["facts"]["threads"] == 2
+    best = next(r for r in derive(run.replay)[0]["ratios"] if r["label"] == "packet-w16/best peer")
+    assert best["status"] == "ok" and best["peers"] == ["inductor", "eager"]

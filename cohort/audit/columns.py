@@ -142,16 +142,15 @@ class InductorColumn:
         for item in filter(None, spec.split(",")):   # e.g. "simdlen=256": Inductor's vector width in bits
             key, _, value = item.partition("=")
             config[f"cpp.{key.strip()}"] = int(value)
-        if boundary == "runtime_e2e":   # its Python call would be the python_api boundary, not this one
-            raise Unavailable("Inductor has no native launch entry with a worker pool here; its Python "
-                              "call is timed at the python_api boundary only")
+        # runtime_e2e: its generated kernels with their OpenMP regions at `workers` threads, called
+        # natively like the native entry (Inductor's own threading in place of cohort's pool)
         self.col = inductor.InductorColumn(op.name, shape, inputs, threads=1 if boundary == "native_entry"
                                            else (workers or None), inductor_config=config or None)
         self.compile_seconds = self.col.compile_seconds
-        self.facts = {"inductor": True}
+        self.facts = {"inductor": True, "threads": self.col.threads}
         self.boundary = boundary
         self.tol = inductor.REL_TOL_FACTOR * op.rel_tol
-        if boundary == "native_entry":
+        if boundary in ("native_entry", "runtime_e2e"):
             native = self.col.native()
             if native is None:
                 raise Unavailable(self.col.native_reason)
@@ -213,9 +212,10 @@ class EagerColumn:
         self.tol = inductor.REL_TOL_FACTOR * op.rel_tol
         self.boundary = boundary
         self.compile_seconds = 0.0
-        if boundary == "native_entry":
+        if boundary in ("native_entry", "runtime_e2e"):   # runtime_e2e: ATen's own threads
             try:
-                self.entry = eager.EagerEntry(op.name, shape, inputs, threads=1)
+                self.entry = eager.EagerEntry(op.name, shape, inputs,
+                                              threads=1 if boundary == "native_entry" else workers)
             except eager.EagerUnavailable as e:
                 raise Unavailable(str(e)) from None
             from ..backend import timer
@@ -240,8 +240,7 @@ class EagerColumn:
             self.facts = {"eager": "python", "threads": torch.get_num_threads(),
                           "aten_cpu_capability": torch.backends.cpu.get_cpu_capability()}
         else:
-            raise Unavailable("eager torch has no native launch entry with a worker pool here; it is timed "
-                              "at the native entry (ATen from native code) and at the python_api boundary")
+            raise Unavailable(f"eager torch is not timed at the {boundary} boundary")
         self.iters = self._calibrate()
         self.verdict = f"float64 oracle, rel err <= {self.tol:g}"
 
@@ -252,7 +251,7 @@ class EagerColumn:
         return None
 
     def reset(self):
-        if self.boundary == "native_entry":
+        if self.boundary in ("native_entry", "runtime_e2e"):
             self.entry.poison(float(POISON))
 
     def sample(self, k: int) -> list:

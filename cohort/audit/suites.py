@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..backend import target as _target
 from ..refimpl import ops
 
@@ -356,8 +358,31 @@ def _torch_suite():
         strategies=TORCH_STRATEGIES)
 
 
+# every operator at its largest seed size: the sizes where more than one thread can pay off
+MT_CASES = tuple((name, max(op.seed_sizes, key=lambda s: int(np.prod(s)))) for name, op in ops.OPERATORS.items())
+
+
+def _native_mt():
+    pk, pk16 = Column("packet", "variant", "packet,grain=0"), Column("packet-w16", "variant", "lanes=16,grain=0")
+    return Suite(
+        "native-mt", "Native launch at 2 threads: cohort's pool against Inductor and eager torch",
+        "runtime_e2e",
+        (Group("2 threads", MT_CASES, (pk, pk16, INDUCTOR, EAGER),
+               peer_ratios("packet-w16") + peer_ratios("packet")[2:], control="packet-w16"),),
+        rounds=6, samples=7, workers=2,
+        notes="Every column called natively from the same timing loop, each with its own threads: cohort's "
+              "runtime launch entry (tasks of the runtime's grain on the worker pool, and the wait), "
+              "Inductor's generated kernels with their OpenMP regions at the same thread count (cpp.threads), "
+              "eager torch's ATen calls with torch.set_num_threads the same. The largest seed size of each "
+              "operator. " + EAGER_NOTE.replace("one thread", "at the group's threads"),
+        strategies=(("packet", "lanes=8, grain 0 (ceil(blocks / (4 workers)) blocks per task) on the pool"),
+                    ("packet-w16", "lanes=16, grain 0, on the pool"),
+                    ("inductor", "TorchInductor's generated C++ kernels, OpenMP at the suite's thread count"),
+                    NATIVE_STRATEGIES[-1]))
+
+
 SUITES = {s.name: s for s in (_native(), _private(), _e2e(), _grain(), _api(), _quick(), _safety(),
-                              _torch_suite())}
+                              _torch_suite(), _native_mt())}
 
 
 def get(name: str) -> Suite:

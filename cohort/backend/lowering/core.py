@@ -30,7 +30,6 @@ from ...refimpl.ir import Barrier, DType, Expr, Kernel, ParamKind, Private, Shar
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
-from ..private_init import written_before_read
 from ..context import (
     ERR_PARTIAL_BLOCK,
     ERR_SCRATCH,
@@ -51,6 +50,7 @@ from ..context import (
     mem_type,
     private_layout,
 )
+from ..private_init import written_before_read
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
 from .atomics import AtomicLowering
 from .checks import Checks
