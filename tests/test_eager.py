@@ -127,3 +127,13 @@ def test_the_two_thread_suite_times_every_column_natively_at_its_threads():
     assert cols["inductor"]["facts"]["threads"] == 2 and cols["eager"]["facts"]["threads"] == 2
     best = next(r for r in derive(run.replay)[0]["ratios"] if r["label"] == "packet-w16/best peer")
     assert best["status"] == "ok" and best["peers"] == ["inductor", "eager"]
+
+
+def test_an_output_that_is_a_view_of_an_input_is_not_poisoned():
+    # transpose of a 1x1 matrix: contiguous() returns the input itself, as eager torch does
+    inputs = ops.get("transpose").make_inputs((1, 1, 1), 0)
+    e = eager.EagerEntry("transpose", (1, 1, 1), inputs)
+    before = e.inputs[0].copy()
+    e.poison(-1234.5)
+    e.run()
+    assert np.array_equal(e.inputs[0], before) and np.array_equal(e.output(), before)

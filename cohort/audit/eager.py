@@ -180,7 +180,8 @@ class EagerEntry:
         return out[:have].view(self.out_dtype).reshape(self.out_shape).copy()
 
     def poison(self, value: float) -> None:
-        """Overwrite the last output with `value`, so a later read sees only a new call's writes."""
+        """Overwrite the last output with `value`, so a later read sees only a new call's writes
+        (not when eager returned a view of an input, which it would overwrite: left as it is)."""
         if self._lib.cohort_eager_fill(self.state, float(value)) < 0:
             raise RuntimeError(f"eager {self.op_name}: poisoning the output failed: {self.last_error()}")
 

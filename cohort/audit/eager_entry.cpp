@@ -212,10 +212,15 @@ int64_t cohort_eager_output(void* state, void* dst, int64_t nbytes) {
   }
 }
 
-// Fill the last output with a value (a poison before timed rounds); 0 if there is none.
+// Fill the last output with a value (a poison before timed rounds); 0 if there is none, 2 if it
+// is a view of an input (not filled).
 int64_t cohort_eager_fill(void* state, double value) {
   auto* st = static_cast<State*>(state);
   if (!st->out.defined()) return 0;
+  // eager may return a view of an input (transpose of a 1x1 matrix is already contiguous):
+  // poisoning it would write into the input, so such an output is left alone
+  for (const at::Tensor& in : st->inputs)
+    if (st->out.is_alias_of(in)) return 2;
   try {
     c10::InferenceMode guard;   // the output is an inference tensor: written in inference mode only
     st->out.fill_(value);
