@@ -15,7 +15,7 @@ import time
 from typing import Optional
 
 from .. import corpus
-from ..matrix import shrink_cost, variants_for
+from ..matrix import rerun_sensitive, shrink_cost, variants_for
 from .config import CampaignConfig
 from .coverage import Coverage
 from .rotation import draw_variants
@@ -98,7 +98,7 @@ class Campaign:
             return
         self.seen.add(key[:16])
         applicable = variants_for(case, self.cfg.variants)
-        variants = draw_variants(applicable, key, self.cfg.variants_per_program)
+        variants = draw_variants(applicable, key, self.cfg.variants_per_program, rerun_sensitive(case, applicable))
         res = self.run_case(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
         if res.get("incomplete"):
             self.seen.discard(key[:16])

@@ -28,7 +28,7 @@ from typing import Optional
 
 from .. import corpus
 from ..gen import Steering
-from ..matrix import shrink_cost, variants_for
+from ..matrix import rerun_sensitive, shrink_cost, variants_for
 from .config import CampaignConfig
 from .rotation import draw_variants
 from .shrink import shrink_found
@@ -92,7 +92,8 @@ def run_seeds(seeds: list, spec: dict) -> dict:
                 continue
             t0 = time.monotonic()
             applicable = variants_for(case, spec["variants"])
-            res = pool.run(case, draw_variants(applicable, key, spec.get("per_program")))
+            res = pool.run(case, draw_variants(applicable, key, spec.get("per_program"),
+                                               rerun_sensitive(case, applicable)))
             t = Tally()
             fails = t.program(case, key, res, len(spec["variants"]) - len(applicable))
             t.seconds = time.monotonic() - t0

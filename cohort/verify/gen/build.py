@@ -12,6 +12,7 @@ from .coop import Cooperative
 from .draws import HypothesisDraws, SeededDraws
 from .index import Indices
 from .plant import Plants
+from .steer import SHAPES
 from .stmts import Statements
 
 LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
@@ -101,7 +102,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if gen.maybe(35):
         gen.perm = BufferSpec("perm", I32, gen.npad, "perm")
     # outputs: always one f32 and one integer output, sometimes a bool one
-    gen.outputs = [gen.make_output("y0", F32), gen.make_output("y1", gen.pick([I32, U32]))]
+    # a store group of a shape the campaign lacks (steer.SHAPES) needs an output of 3 or 4 slots side by side
+    groups = gen.aims("group:unordered", "group:sign-slip")
+    gen.outputs = [gen.make_output("y0", F32, interleave=3 + gen.int(0, 1) if groups else None),
+                   gen.make_output("y1", gen.pick([I32, U32]))]
     if gen.maybe(20):
         gen.outputs.append(gen.make_output("y2", BOOL))
     if gen.maybe(25):
@@ -122,7 +126,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if ncoll == 0 and (_missing(gen, "structure:collective") or _missing(gen, "statement:Collective")
                        or _missing(gen, "structure:read:neighbour")):
         ncoll = 1
-    edge = gen.weighted([(100 - EDGE_PERCENT - PAST_PERCENT, None), (EDGE_PERCENT, "edge"), (PAST_PERCENT, "past")])
+    # while the campaign lacks a one-past shape (steer.SHAPES), one-past programs are twice as common
+    past_pct = 2 * PAST_PERCENT if gen.aims(*(s for s in SHAPES if s.startswith("past:"))) else PAST_PERCENT
+    edge = gen.weighted([(100 - EDGE_PERCENT - past_pct, None), (EDGE_PERCENT, "edge"), (past_pct, "past")])
+    groups = groups if edge != "past" else []
     edge_phase = gen.int(0, ncoll) if edge else None
     if edge == "past":             # small: at most one collective, no plants, no cooperative section
         gen.stmt_budget = max(3, gen.stmt_budget // 3)
@@ -141,6 +148,9 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             if not gen.exchange and phase == ncoll and _missing(gen, "structure:read:neighbour"):
                 o = gen.pick(gen.outputs)
                 gen.exchange.add((o, gen.int(0, o.slots - 1)))
+        if phase == 0 and groups:          # a store group of the shape the campaign lacks, at the top
+            g = gen.group_store(1, aim=gen.pick(groups)[6:])
+            body.extend(g or ())
         body.extend(gen.stmts(0))
         if phase == edge_phase:
             body.extend(gen.boundary(edge == "past"))
@@ -199,7 +209,7 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}
     seed = gen.int(0, 2 ** 32 - 1)
-    case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer)
+    case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer, shapes=frozenset(gen.shapes))
     if gen.maybe(SOURCE_PERCENT):
         from .pysource import source_round_trip
         text, k2, check = source_round_trip(kernel)

@@ -60,6 +60,14 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
                       "collective:block_max", "collective:block_min", "collective:f32", "collective:i32",
                       "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write",
                       "barrier:top", "barrier:loop", "barrier:if", "atomic:global", "atomic:shared", "atomic:f32")
+# Rare shapes the generator aims at on purpose (case.shapes, recorded by the generator): one-past
+# programs of each bounds-proof rule (boundary.py; `guard-le`: a `<=` guard narrows the index,
+# `loop-thread`: a loop up to a per-thread stop whose last thread takes the longest trip) and
+# store groups built to look like another group under one slip (stmts.py; `unordered`: slot 0
+# then the other slots out of order or one twice, `sign-slip`: a slot spelled with `- c` that
+# reads as the next slot if the sign of c slips)
+SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
+          "past:signed", "group:unordered", "group:sign-slip")
 STATEMENTS = tuple(cls.__name__ for cls in STMTDEFS)
 INPUTS = ("nan", "inf", "-0", "subnormal", "huge")
 
@@ -76,6 +84,7 @@ def all_categories() -> tuple:
     out += [f"access:{a}" for a in EXPECTED_ACCESS]
     out += [f"effect:{e}" for e in EXPECTED_EFFECTS]
     out += [f"input:{i}" for i in INPUTS]
+    out += [f"shape:{s}" for s in SHAPES]
     return tuple(out)
 
 
@@ -165,6 +174,7 @@ def categories(case) -> set:
                     out.add(f"math:{node.arg}")
     out |= {f"structure:{f}" for f in structure_of(case.kernel, case.consts)}
     out |= {f"input:{i}" for i in input_categories(case)}
+    out |= {f"shape:{s}" for s in getattr(case, "shapes", ())}
     return out
 
 
@@ -226,7 +236,7 @@ class Steering:
         counts = {}
         for key, prefix in (("ops", "op"), ("math", "math"), ("statements", "statement"),
                             ("structure", "structure"), ("access_modes", "access"), ("effect_modes", "effect"),
-                            ("inputs", "input")):
+                            ("inputs", "input"), ("shapes", "shape")):
             for name, n in report.get(key, {}).items():
                 counts[f"{prefix}:{name}"] = n
         return cls.from_counts(counts)
