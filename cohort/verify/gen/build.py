@@ -32,6 +32,7 @@ NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, 
 
 class KernelBuilder(Boundary, Cooperative, Plants, Statements, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
+    stress = False             # a stress program (fuzz/stress.py): large launch, small inputs
 
 
 def _private_decls(gen: KernelBuilder, body: list):
@@ -77,15 +78,16 @@ def _missing(gen, prefix) -> bool:
     return gen.steer is not None and any(c.startswith(prefix) for c in gen.steer.missing)
 
 
-def build_kernel(gen: KernelBuilder, max_stmts: int):
-    """(kernel, buffers, scalar types, consts) for a fresh builder."""
+def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
+    """(kernel, buffers, scalar types, consts) for a fresh builder. `edge`: None, "edge" or
+    "past" (an access at its buffer's edge, boundary.py; False: drawn here)."""
     # Blocks above 32 get proportionally less code: the packet lowering runs up to block // lanes
     # packets side by side (interleave=auto), and compile time grows with that width.
     # (issue 28: to the power 1.5, the programs of blocks of 64 and 128 were two thirds of the CPU time)
     scale = min(1.0, (32 / gen.B) ** 1.5)
     gen.stmt_budget = max(4, round(max_stmts * scale))
     gen.node_budget = max(40, round(gen.node_budget * scale))
-    big = 4 * gen.npad + 16
+    big = 4 * gen.npad + 16 if not gen.stress else 64     # (stress: a million threads, small inputs)
     sp = (3 if gen.focused("collective") else 1) * gen.boost("input:nan", "input:inf", "input:-0", "input:subnormal",
                                                               "input:huge")
 
@@ -126,9 +128,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if ncoll == 0 and (_missing(gen, "structure:collective") or _missing(gen, "statement:Collective")
                        or _missing(gen, "structure:read:neighbour")):
         ncoll = 1
-    # while the campaign lacks a one-past shape (steer.SHAPES), one-past programs are twice as common
-    past_pct = 2 * PAST_PERCENT if gen.aims(*(s for s in SHAPES if s.startswith("past:"))) else PAST_PERCENT
-    edge = gen.weighted([(100 - EDGE_PERCENT - past_pct, None), (EDGE_PERCENT, "edge"), (past_pct, "past")])
+    if edge is False:
+        edge = draw_edge(gen)
     groups = groups if edge != "past" else []
     edge_phase = gen.int(0, ncoll) if edge else None
     if edge == "past":             # small: at most one collective, no plants, no cooperative section
@@ -152,15 +153,17 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             g = gen.group_store(1, aim=gen.pick(groups)[6:])
             body.extend(g or ())
         body.extend(gen.stmts(0))
-        if phase == edge_phase:
+        if phase == edge_phase and edge != "stress":
             body.extend(gen.boundary(edge == "past"))
         if phase < ncoll:
             body.append(gen.collective())
-        elif edge != "past":
+        elif edge is None or edge == "edge":
             body.extend(gen.plants(body))
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
-    if edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
+    if edge == "stress":         # fuzz/stress.py: integer atomics on global buffers, always
+        body.extend(gen.coop_stress())
+    elif edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
         body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
@@ -181,6 +184,13 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     return kernel, buffers, dict(gen.scalars), dict(gen.consts)
 
 
+def draw_edge(pick: Core):
+    """None, "edge" or "past"; while a steered campaign lacks a one-past shape (steer.SHAPES),
+    one-past programs are twice as common."""
+    past = 2 * PAST_PERCENT if pick.aims(*(s for s in SHAPES if s.startswith("past:"))) else PAST_PERCENT
+    return pick.weighted([(100 - EDGE_PERCENT - past, None), (EDGE_PERCENT, "edge"), (past, "past")])
+
+
 def scalar_value(gen: Core, dt):
     """A value for a scalar parameter: special values half the time."""
     if dt is F32:
@@ -194,19 +204,27 @@ def _weights(sizes, weights) -> list:
     return list(weights[:len(sizes)]) + [1] * (len(sizes) - len(weights))
 
 
-def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=None) -> Case:
-    """One case from a draw source (HypothesisDraws or SeededDraws)."""
-    pick = Core(source, 1, 1)
+def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=None,
+               stress: bool = False) -> Case:
+    """One case from a draw source (HypothesisDraws or SeededDraws). `stress`: a program with
+    integer atomic updates of global buffers, no edge access, no plants (fuzz/stress.py)."""
+    pick = Core(source, 1, 1, steer)
+    edge = "stress" if stress else draw_edge(pick)
     n = pick.weighted(list(zip(_weights(sizes, SIZE_WEIGHTS), sizes)))
-    block = pick.weighted(list(zip(_weights(blocks, BLOCK_WEIGHTS), blocks)))
+    # one-past programs are checked for their error only, which blocks of 64 and 128 (several CPU
+    # seconds a build) add nothing to: their blocks are at most 32
+    small = edge == "past" and min(blocks) <= 32
+    bw = [(0 if small and b > 32 else w, b) for w, b in zip(_weights(blocks, BLOCK_WEIGHTS), blocks)]
+    block = pick.weighted(bw)
     if sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
         # k blocks and d threads: the whole-block and partial-block bodies, the last packet, and
         # the pool's caller/task decision all change at these sizes
         k = pick.int(1, max(1, min(5, 320 // block)))
         n = max(1, k * block + pick.pick(NEAR_OFFSETS))
     gen = KernelBuilder(source, n, block, steer)
+    gen.stress = stress
     gen.draw_focus()
-    kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts)
+    kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts, edge)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}
     seed = gen.int(0, 2 ** 32 - 1)
     case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer, shapes=frozenset(gen.shapes))
@@ -225,9 +243,10 @@ def cases(draw, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=No
     return build_case(HypothesisDraws(draw), max_stmts, sizes, blocks, steer)
 
 
-def generate(seed: int, steer=None, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS) -> Case:
+def generate(seed: int, steer=None, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS,
+             stress: bool = False) -> Case:
     """The program of an integer seed (under a steering): the same Case in every process."""
-    return build_case(SeededDraws(seed), max_stmts, sizes, blocks, steer)
+    return build_case(SeededDraws(seed), max_stmts, sizes, blocks, steer, stress)
 
 
 def kernels(**kw):
