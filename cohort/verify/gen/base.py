@@ -190,6 +190,13 @@ class Core:
         missing = set(self.steer.missing)
         return [s for s in shapes if f"shape:{s}" in missing]
 
+    def aim(self, *shapes):
+        """One of the missing shapes among `shapes` (steer.SHAPE_WEIGHTS: the rarest by chance
+        likelier), or None."""
+        from .steer import SHAPE_WEIGHTS
+        missing = self.aims(*shapes)
+        return self.weighted([(SHAPE_WEIGHTS.get(s, 1), s) for s in missing]) if missing else None
+
     def sw(self, weight: int, *categories) -> int:
         """A table weight, steered."""
         return weight * self.boost(*categories) if weight > 0 else 0

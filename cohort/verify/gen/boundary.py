@@ -45,8 +45,8 @@ class Boundary:
         n, B = self.n, self.B
         g, t, b, ci = self.g(), self.t(), self.b(), self.ci
         forms = ["affine", "reverse", "block", "blockthread", "guard", "select", "loop", "loop_thread", "signed"]
-        aim = self.aims(*(f"past:{c}" for c in sorted(set(_SHAPE.values()) | {"guard-le"}))) if past else []
-        aim = self.pick(aim)[5:] if aim else None              # a one-past shape the campaign lacks
+        aim = self.aim(*(f"past:{c}" for c in sorted(set(_SHAPE.values()) | {"guard-le"}))) if past else None
+        aim = aim[5:] if aim else None                         # a one-past shape the campaign lacks
         if aim is not None:
             forms = [f for f in forms if _SHAPE[f] == aim or (aim == "guard-le" and f in ("guard", "select"))]
         form = self.pick(forms)
