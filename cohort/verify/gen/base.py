@@ -194,7 +194,7 @@ class Core:
         """One of the missing shapes among `shapes` (steer.SHAPE_WEIGHTS: the rarest by chance
         likelier), or None."""
         from .steer import SHAPE_WEIGHTS
-        missing = self.aims(*shapes)
+        missing = sorted(self.aims(*shapes), key=lambda s: -SHAPE_WEIGHTS.get(s, 1))   # (Hypothesis: the first)
         return self.weighted([(SHAPE_WEIGHTS.get(s, 1), s) for s in missing]) if missing else None
 
     def sw(self, weight: int, *categories) -> int:
