@@ -29,7 +29,7 @@ STRESS = "stress"                       # the pseudo-variant's name in a program
 STRESS_THREADS = 1 << 20
 STRESS_SPEC = "lanes=8,full_packet=on,predicated=on,private=cohort"
 POOL_POLICY = ",grain=1,workers=2"
-POOL_LAUNCHES = 8                       # the race is timing-dependent: a few launches, stop at a difference
+POOL_LAUNCHES = 16                      # the race is timing-dependent: several launches, stop at a difference
 
 
 def _bits(a) -> np.ndarray:
