@@ -16,7 +16,7 @@ from cohort.verify.matrix import rerun_sensitive, variants_for
 def test_a_steered_campaign_makes_every_rare_shape_early():
     """As a local steered campaign does: the steering refreshed from the coverage every 3 programs."""
     cov, made, first = Coverage(), set(), {}
-    for s in range(24):
+    for s in range(21):
         if s % 3 == 0:
             steer = Steering.from_report(cov.report())
         case = generate(s, steer)
@@ -24,7 +24,7 @@ def test_a_steered_campaign_makes_every_rare_shape_early():
         for shape in case.shapes:
             first.setdefault(shape, s)
     assert set(first) == set(SHAPES), first
-    assert first["past:guard-le"] < 6 and not {f"shape:{s}" for s in SHAPES} & set(Steering.from_report(cov.report()).missing)
+    assert first["past:guard-le"] < 6 and first["group:sign-slip"] < 6 and first["rmw:multi-task"] < 6
 
 
 def test_a_covered_shape_is_no_longer_aimed_at():

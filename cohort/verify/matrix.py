@@ -158,16 +158,8 @@ def rerun_sensitive(case, applicable: list) -> list:
     there a block run twice or skipped by a slip at a task's edge changes the outputs; a program
     that only writes what it read elsewhere hides it. Empty otherwise."""
     from ..backend.variant import parse_variant
-    from ..refimpl.ir import Atomic, AtomicOp, Op, Shared, Store, walk_expr, walk_stmts
-    from ..refimpl.printer import format_expr
-    body = case.kernel.body
-    shared = {s.name for s in body if isinstance(s, Shared)}
-    twice = (AtomicOp.ADD, AtomicOp.SUB, AtomicOp.XOR)
-    if not any(isinstance(s, Atomic) and s.target not in shared and s.op in twice
-               or isinstance(s, Store) and any(n.op is Op.LOAD and n.arg == s.buf
-                                               and format_expr(n.src[0]) == format_expr(s.index)
-                                               for n in walk_expr(s.value))
-               for s in walk_stmts(body)):
+    from .gen.steer import not_idempotent
+    if not not_idempotent(case.kernel):
         return []
     nblocks, nfull = -(-case.n // case.block), case.n // case.block
     out = []

@@ -12,7 +12,7 @@ from .coop import Cooperative
 from .draws import HypothesisDraws, SeededDraws
 from .index import Indices
 from .plant import Plants
-from .steer import SHAPES
+from .steer import SHAPES, not_idempotent
 from .stmts import Statements
 
 LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
@@ -34,6 +34,7 @@ NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, 
 class KernelBuilder(Boundary, Cooperative, Plants, Statements, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
     stress = False             # a stress program (fuzz/stress.py): large launch, small inputs
+    rerun = False              # aiming at rmw:multi-task (steer.SHAPES)
 
 
 def _private_decls(gen: KernelBuilder, body: list):
@@ -159,6 +160,9 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         if phase < ncoll:
             body.append(gen.collective())
         elif edge is None or edge == "edge":
+            if gen.rerun:          # a store that reads its own address: running a block twice shows
+                rmw = gen.src.span(gen.plant, "structure:store:read-modify-write")
+                body.extend([rmw] if rmw is not None else [])
             body.extend(gen.plants(body))
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
@@ -221,17 +225,22 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     small = edge == "past" and min(blocks) <= 32
     bw = [(0 if small and b > 32 else w, b) for w, b in zip(_weights(blocks, BLOCK_WEIGHTS), blocks)]
     block = pick.weighted(bw)
-    if sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
+    rerun = edge != "past" and sizes is LAUNCH_SIZES and pick.aim("rmw:multi-task")
+    if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below
+        n = pick.int(3, max(3, min(5, 320 // block))) * block + pick.pick([0, 1, 3, 5, 7])
+    elif sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
         # k blocks and d threads: the whole-block and partial-block bodies, the last packet, and
         # the pool's caller/task decision all change at these sizes
         k = pick.int(1, max(1, min(5, 320 // block)))
         n = max(1, k * block + pick.pick(NEAR_OFFSETS))
     gen = KernelBuilder(source, n, block, steer)
-    gen.stress = stress
+    gen.stress, gen.rerun = stress, bool(rerun)
     gen.draw_focus()
     kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts, edge)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}
     seed = gen.int(0, 2 ** 32 - 1)
+    if edge != "past" and n // block >= 3 and not_idempotent(kernel):
+        gen.shapes.add("rmw:multi-task")
     case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer, shapes=frozenset(gen.shapes))
     if gen.maybe(SOURCE_PERCENT):
         from .pysource import source_round_trip
