@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from cohort.verify.fuzz import stress
 from cohort.verify.fuzz.stress import STRESS, STRESS_THREADS, needs_stress, run_stress, stress_case
 from cohort.verify.fuzz.tally import checksum_bins
 from cohort.verify.fuzz.workers import InProcess
@@ -15,11 +16,12 @@ def _atomic_program():
     return next(c for c in (generate(s) for s in range(40)) if needs_stress(c))
 
 
-def test_a_stress_program_is_large_agrees_with_itself_and_is_not_a_checksum_bin():
+def test_a_stress_program_is_large_agrees_with_itself_and_is_not_a_checksum_bin(monkeypatch):
     case = _atomic_program()
     sc = stress_case(case)
     assert sc.n == STRESS_THREADS and needs_stress(sc)
     assert str(stress_case(case).kernel) == str(sc.kernel)          # the same in every process
+    monkeypatch.setattr(stress, "STRESS_THREADS", 1 << 16)            # (the default suite's time)
     res = InProcess().run(case, ["whole", STRESS])
     rec = res["variants"][STRESS]
     assert rec["status"] == "ok" and "skipped" not in rec and len(rec["stress"]["pool"]) >= 1
