@@ -1,5 +1,7 @@
 """CPU seconds per fuzz program: a campaign's programs, run as a campaign runs them (`whole`
-plus 3 variants each, rotation.draw_variants), in one process, this tree against another.
+plus 3 variants each, rotation.draw_variants, and the stress check where the tree has one),
+in one process, this tree against another (unsteered: a steered campaign's programs depend on
+its coverage so far).
 
 Process CPU time is what a loaded machine inflates least (the wall time of a campaign on a
 2-vCPU VM shared with other sessions varies several-fold); a campaign's programs per second
@@ -29,11 +31,22 @@ def child(seed: int):
     from cohort.verify.fuzz.rotation import draw_variants
     from cohort.verify.fuzz.state import seed_value
     from cohort.verify.matrix import DEFAULT_VARIANTS, variants_for
+    try:        # a tree with the rotation's preference and the stress check (commit 85878aa on)
+        from cohort.verify.fuzz.stress import STRESS, needs_stress
+        from cohort.verify.fuzz.workers import run_with_stress
+        from cohort.verify.matrix import rerun_sensitive
+    except ImportError:
+        STRESS, needs_stress, run_with_stress, rerun_sensitive = None, None, None, None
     rows = []
     for case in draw_seed(seed_value(0, seed), 9, 16):
         c0, w0 = time.process_time(), time.perf_counter()
-        variants = draw_variants(variants_for(case, DEFAULT_VARIANTS), case_key(case), 4)
-        res = execute(case, variants)
+        app = variants_for(case, DEFAULT_VARIANTS)
+        if STRESS is None:
+            variants = draw_variants(app, case_key(case), 4)
+            res = execute(case, variants)
+        else:
+            variants = draw_variants(app, case_key(case), 4, rerun_sensitive(case, app))
+            res = run_with_stress(case, variants + ([STRESS] if needs_stress(case) else []))
         bad = [v for v, r in res["variants"].items() if r["status"] not in ("ok", "unsupported")]
         rows.append({"variants": variants, "cpu": time.process_time() - c0, "wall": time.perf_counter() - w0, "n": case.n,
                      "block": case.block, "error": bool(res.get("expected_error")), "bad": bad,

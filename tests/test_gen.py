@@ -143,7 +143,7 @@ def test_coverage_categories_match_the_fuzzers_coverage():
         r = cov.report()
         counted = {f"op:{k}" for k, v in r["ops"].items() if v} | {f"math:{k}" for k in r["math"]}
         counted |= {f"statement:{k}" for k in r["statements"]} | {f"structure:{k}" for k in r["structure"]}
-        counted |= {f"input:{k}" for k in r["inputs"]}
+        counted |= {f"input:{k}" for k in r["inputs"]} | {f"shape:{k}" for k in r["shapes"]}
         assert categories(case) == counted
     gaps = set(Coverage().report()["gaps"])
     assert gaps == set(all_categories())

@@ -151,6 +151,26 @@ def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
     return out
 
 
+def rerun_sensitive(case, applicable: list) -> list:
+    """The variants of `applicable` that cut the whole-block body into several pool tasks, a task
+    ending before the launch's last whole block, when the program's blocks are not idempotent (a
+    store of a value read from its own address, or an atomic add, sub or xor of a global buffer):
+    there a block run twice or skipped by a slip at a task's edge changes the outputs; a program
+    that only writes what it read elsewhere hides it. Empty otherwise."""
+    from ..backend.variant import parse_variant
+    from .gen.steer import not_idempotent
+    if not not_idempotent(case.kernel):
+        return []
+    nblocks, nfull = -(-case.n // case.block), case.n // case.block
+    out = []
+    for spec in applicable:
+        v = parse_variant(spec)
+        split = pool_split(v, nblocks) if v.full_packet and v.lanes > 1 else None
+        if split is not None and split[0] < nfull:
+            out.append(spec)
+    return out
+
+
 def shrink_cost(spec: str) -> tuple:
     """Relative compile cost of a variant (shrinking recompiles its target at every step):
     whole is cheapest; full_packet=on doubles the code, predicated=off scalarises effects."""

@@ -15,12 +15,13 @@ import time
 from typing import Optional
 
 from .. import corpus
-from ..matrix import shrink_cost, variants_for
+from ..matrix import rerun_sensitive, shrink_cost, variants_for
 from .config import CampaignConfig
 from .coverage import Coverage
 from .rotation import draw_variants
 from .shrink import Internal, Shrinker, found, hypothesis_settings
 from .state import CampaignState, seed_value
+from .stress import STRESS, needs_stress
 from .summary import campaign_summary, session_report
 from .tally import Tally, checksum_bins, failures_of
 from .workers import InProcess, WorkerPool
@@ -98,7 +99,8 @@ class Campaign:
             return
         self.seen.add(key[:16])
         applicable = variants_for(case, self.cfg.variants)
-        variants = draw_variants(applicable, key, self.cfg.variants_per_program)
+        variants = draw_variants(applicable, key, self.cfg.variants_per_program, rerun_sensitive(case, applicable))
+        variants += [STRESS] if needs_stress(case) else []
         res = self.run_case(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
         if res.get("incomplete"):
             self.seen.discard(key[:16])
@@ -109,13 +111,14 @@ class Campaign:
         self.progress()
         if not fails:
             return
-        spec, rec = min(fails, key=lambda f: shrink_cost(f[0]))   # the cheapest to recompile
+        # the cheapest to recompile (a stress failure only when nothing else failed: stress.py)
+        spec, rec = min(fails, key=lambda f: (f[0] == STRESS, shrink_cost(f[0]) if f[0] != STRESS else ()))
         record = {"kind": rec["status"], "variant": spec, "description": rec.get("detail", ""),
                   "failing_variants": [v for v, _ in fails], "bins": checksum_bins(res),
                   "found_after_seconds": round(self.elapsed(), 2), "shrunk": False,
                   "seed": self.hseed, "key": key}
         self.pending_bin, first = self.keep(case, record)
-        if self.cfg.shrink and first and self.shrinks_done < self.cfg.max_shrinks:
+        if self.cfg.shrink and first and self.shrinks_done < self.cfg.max_shrinks and spec != STRESS:
             self.pending = record
             self.shrinker = Shrinker(self.run_case, spec, rec["status"], case, key, res, self.cfg.shrink_seconds,
                                      self.progress)
@@ -157,7 +160,7 @@ class Campaign:
         record["case"] = case.describe()
         record["inputs_seed"] = case.seed
         record["n"], record["block"], record["consts"] = case.n, case.block, dict(case.consts)
-        if self.cfg.corpus_dir and self.corpus_writes < self.cfg.max_corpus_writes:
+        if self.cfg.corpus_dir and self.corpus_writes < self.cfg.max_corpus_writes and record["variant"] != STRESS:
             name = f"fuzz-{record['kind']}-{corpus.case_key(case)[:10]}"
             note = (f"found by `cohort fuzz --seed {self.cfg.seed}`"
                     + (f" with injected bug(s) {', '.join(self.cfg.bugs)}" if self.cfg.bugs else ""))
@@ -206,7 +209,7 @@ class Campaign:
                 # its choices under the steering they were drawn with
                 strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering())
                 shrinks = self.shrinks_done
-                test = hypothesis_settings(self.cfg.batch, True)(seed(self.hseed)(given(strategy)(self.test)))
+                test = hypothesis_settings(self.cfg.examples(), True)(seed(self.hseed)(given(strategy)(self.test)))
                 runs += 1
                 try:
                     test()

@@ -28,11 +28,12 @@ from typing import Optional
 
 from .. import corpus
 from ..gen import Steering
-from ..matrix import shrink_cost, variants_for
+from ..matrix import rerun_sensitive, shrink_cost, variants_for
 from .config import CampaignConfig
 from .rotation import draw_variants
 from .shrink import shrink_found
 from .state import CampaignState, seed_value
+from .stress import STRESS, needs_stress
 from .summary import campaign_summary, session_report
 from .tally import Tally, checksum_bins
 
@@ -92,14 +93,16 @@ def run_seeds(seeds: list, spec: dict) -> dict:
                 continue
             t0 = time.monotonic()
             applicable = variants_for(case, spec["variants"])
-            res = pool.run(case, draw_variants(applicable, key, spec.get("per_program")))
+            res = pool.run(case, draw_variants(applicable, key, spec.get("per_program"),
+                                               rerun_sensitive(case, applicable))
+                           + ([STRESS] if needs_stress(case) else []))
             t = Tally()
             fails = t.program(case, key, res, len(spec["variants"]) - len(applicable))
             t.seconds = time.monotonic() - t0
             _seen.add(key[:16])
             failures = []
             if fails:
-                v, rec = min(fails, key=lambda f: shrink_cost(f[0]))
+                v, rec = min(fails, key=lambda f: (f[0] == STRESS, shrink_cost(f[0]) if f[0] != STRESS else ()))
                 failures.append({"kind": rec["status"], "variant": v, "description": rec.get("detail", ""),
                                  "failing_variants": [f[0] for f in fails], "bins": checksum_bins(res),
                                  "seed": hseed, "key": key, "case": corpus.case_to_json(case),
@@ -173,7 +176,7 @@ class ClusterCampaign:
         self.worker_rates: dict = {}        # Dask worker -> programs and busy seconds this run
 
     def spec(self) -> dict:
-        return {"bugs": list(self.cfg.bugs), "timeout": 120.0, "examples": self.cfg.batch,
+        return {"bugs": list(self.cfg.bugs), "timeout": 120.0, "examples": self.cfg.examples(),
                 "max_stmts": self.cfg.max_stmts, "variants": list(self.cfg.variants),
                 "per_program": self.cfg.variants_per_program, "stop_on_failure": self.cfg.stop_on_failure,
                 "deadline": time.time() + self.cfg.seconds - self.elapsed(), "stop": self.stop_name}
@@ -352,9 +355,9 @@ class ClusterCampaign:
         run = lambda case, variants, *a: client.submit(  # noqa: E731
             run_case, corpus.case_to_json(case), list(variants), spec, pure=False).result()
         for f in self.pending[:self.cfg.max_shrinks]:
-            if f.get("case") is None:
+            if f.get("case") is None or f.get("variant") == STRESS:    # another program's launch
                 continue
-            case, stats, sh = shrink_found(run, f, self.cfg.shrink_seconds, self.cfg.batch, self.cfg.max_stmts)
+            case, stats, sh = shrink_found(run, f, self.cfg.shrink_seconds, self.cfg.examples(), self.cfg.max_stmts)
             f.update(stats)
             f["description"] = sh.description(f["description"])
             res = run(case, variants_for(case, self.cfg.variants))

@@ -35,9 +35,15 @@ class CampaignConfig:
                                         # (rotation.py; docs/fuzzing.md measures why); None: all of them
     steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
                                         # off by default until its detection rates are measured (issue 17)
+    steer_batch: int = 3                # steered: Hypothesis runs of at most this many examples, the
+                                        # steering refreshed between them (a run keeps one steering)
+
+    def examples(self) -> int:
+        """Examples per Hypothesis run (per seed) in a local campaign."""
+        return min(self.batch, self.steer_batch) if self.steer else self.batch
 
     def meaning(self) -> dict:
         """What a seed of this campaign is (stored in its directory, checked on resume)."""
         return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
-                "examples_per_seed": self.batch, "bugs": sorted(self.bugs),
+                "examples_per_seed": self.examples(), "bugs": sorted(self.bugs),
                 "variants_per_program": self.variants_per_program}

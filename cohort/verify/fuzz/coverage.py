@@ -10,6 +10,7 @@ from ..gen.steer import (
     EXPECTED_ACCESS,
     EXPECTED_EFFECTS,
     EXPECTED_STRUCTURE,
+    SHAPES,
     STATEMENTS,
     input_categories,
     structure_of,
@@ -23,7 +24,7 @@ class Coverage:
     def __init__(self):
         self.ops, self.math, self.stmts, self.structure = Counter(), Counter(), Counter(), Counter()
         self.access, self.effects, self.launch, self.inputs = Counter(), Counter(), Counter(), Counter()
-        self.lowering = Counter()
+        self.lowering, self.shapes = Counter(), Counter()
 
     def program(self, case):
         """Static facts of one program that ran (counted once per program)."""
@@ -43,6 +44,8 @@ class Coverage:
             self.structure[f] += 1
         for f in input_categories(case):
             self.inputs[f] += 1
+        for f in getattr(case, "shapes", ()):
+            self.shapes[f] += 1
 
     def variant(self, rec: dict):
         for k, v in rec.get("access", {}).items():
@@ -58,7 +61,7 @@ class Coverage:
                 self.launch["pool:partial_last_task"] += 1
 
     # ------------------------------------------------------------ as data (campaign state, workers)
-    FIELDS = ("ops", "math", "stmts", "structure", "access", "effects", "launch", "inputs", "lowering")
+    FIELDS = ("ops", "math", "stmts", "structure", "access", "effects", "launch", "inputs", "lowering", "shapes")
 
     def counts(self) -> dict:
         """Every counter as plain JSON data ({field: {key: count}})."""
@@ -81,9 +84,10 @@ class Coverage:
         gaps += [f"access:{a}" for a in EXPECTED_ACCESS if not self.access[a]]
         gaps += [f"effect:{e}" for e in EXPECTED_EFFECTS if not self.effects[e]]
         gaps += [f"input:{i}" for i in ("nan", "inf", "-0", "subnormal", "huge") if not self.inputs[i]]
+        gaps += [f"shape:{s}" for s in SHAPES if not self.shapes[s]]
         srt = lambda c: dict(sorted(c.items()))
         return {"ops": {o: self.ops[o] for o in all_ops}, "math": srt(self.math), "statements": srt(self.stmts),
                 "structure": srt(self.structure), "access_modes": srt(self.access),
                 "effect_modes": srt(self.effects), "lowering": srt(self.lowering), "launch": srt(self.launch),
-                "inputs": srt(self.inputs),
+                "inputs": srt(self.inputs), "shapes": srt(self.shapes),
                 "gaps": gaps}

@@ -16,7 +16,10 @@ tail paths, and the rarer families (interleaves, checks, the pool) run on
 many programs rather than on a few. The draw is a function of the program's
 key and applicable list only: the same in every process (a cluster worker, a
 resumed campaign, a replay). A failure's minimal case is rerun on the whole
-matrix to name every variant that shares it (campaign.py).
+matrix to name every variant that shares it (campaign.py). A program whose blocks are
+not idempotent (it reads what it writes, or updates atomically) first takes a pool variant
+that cuts the whole-block body into several tasks (`prefer`, matrix.rerun_sensitive): only
+such programs show a block run twice or skipped at a task's edge.
 """
 from __future__ import annotations
 
@@ -40,9 +43,10 @@ def knob_values(spec: str) -> frozenset:
     return frozenset(values)
 
 
-def draw_variants(applicable: list, key: str, per_program: Optional[int]) -> list:
+def draw_variants(applicable: list, key: str, per_program: Optional[int], prefer=()) -> list:
     """The variants of `applicable` (matrix order kept) one program runs; all when
-    `per_program` is None or covers them."""
+    `per_program` is None or covers them. `prefer`: variants of which one is picked first after
+    `whole` (the program's hazards call for one of them: matrix.rerun_sensitive)."""
     if per_program is None or per_program >= len(applicable):
         return list(applicable)
     if per_program < 1:
@@ -50,7 +54,13 @@ def draw_variants(applicable: list, key: str, per_program: Optional[int]) -> lis
     chosen = [v for v in applicable if v == WHOLE][:per_program]
     covered = set().union(*(knob_values(v) for v in chosen))
     rest = [v for v in applicable if v != WHOLE]
-    random.Random(key).shuffle(rest)
+    rng = random.Random(key)
+    rng.shuffle(rest)
+    prefer = [v for v in rest if v in set(prefer)]
+    if prefer and len(chosen) < per_program:
+        chosen.append(prefer[0])
+        rest.remove(prefer[0])
+        covered |= knob_values(prefer[0])
     while len(chosen) < per_program:
         pick = max(rest, key=lambda v: len(knob_values(v) - covered) / len(knob_values(v)))
         rest.remove(pick)

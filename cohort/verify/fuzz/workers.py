@@ -28,6 +28,20 @@ from ..execute import FAILURE_STATUSES, execute
 WORKER_TAG = "@@"
 
 
+def run_with_stress(case, variants: list, emit=None) -> dict:
+    """`execute` for the variants, then the stress check if listed (stress.STRESS, a variant
+    run of its own; not for a program the interpreter discards)."""
+    from .stress import STRESS, run_stress
+    out = execute(case, [v for v in variants if v != STRESS], emit)
+    if STRESS in variants and not out["discard"]:
+        if emit is not None:
+            emit({"event": "begin", "variant": STRESS})
+        rec = out["variants"][STRESS] = run_stress(case)
+        if emit is not None:
+            emit({"event": "result", "record": rec})
+    return out
+
+
 def worker_main(bugs: tuple = ()):
     """Serve requests (one JSON line each) on stdin; answer with tagged JSON lines."""
     import signal
@@ -54,7 +68,7 @@ def worker_main(bugs: tuple = ()):
                 emit(ev)
                 if crash_on and ev.get("event") == "begin" and ev["variant"] == crash_on:
                     os.abort()
-            execute(case, req["variants"], hook)
+            run_with_stress(case, req["variants"], hook)
             emit({"event": "done"})
 
 
@@ -281,7 +295,7 @@ class InProcess:
             stop_on_failure: bool = False) -> dict:
         from ...backend import inject
         with inject.inject_bug_TESTING_ONLY(*self.bugs):
-            return execute(case, variants)
+            return run_with_stress(case, variants)
 
     def close(self, kill: bool = False):
         pass

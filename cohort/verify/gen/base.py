@@ -135,6 +135,7 @@ class Core:
         self.slot_uses = Counter()     # (output, slot) -> stores generated so far
         self.outer_defined: set = set()   # defined where the outermost enclosing statement starts
         self.stored_at: list = []      # (output, slot) stored in this straight-line run (read-backs)
+        self.shapes: set = set()       # rare shapes made (steer.SHAPES, without the `shape:` prefix)
 
     # ------------------------------------------------------------ choices
     def int(self, lo: int, hi: int) -> int:
@@ -179,6 +180,22 @@ class Core:
 
     def focused(self, family: str) -> bool:
         return any(c in self.focus for c in FAMILIES[family])
+
+    def aims(self, *shapes) -> list:
+        """Of these rare shapes (steer.SHAPES), the ones the steering says the campaign has not
+        made yet: the generator then makes one on purpose (an absolute choice, not a weight: at
+        a campaign's start every category is missing and weights alone would change nothing)."""
+        if self.steer is None:
+            return []
+        missing = set(self.steer.missing)
+        return [s for s in shapes if f"shape:{s}" in missing]
+
+    def aim(self, *shapes):
+        """One of the missing shapes among `shapes` (steer.SHAPE_WEIGHTS: the rarest by chance
+        likelier), or None."""
+        from .steer import SHAPE_WEIGHTS
+        missing = sorted(self.aims(*shapes), key=lambda s: -SHAPE_WEIGHTS.get(s, 1))   # (Hypothesis: the first)
+        return self.weighted([(SHAPE_WEIGHTS.get(s, 1), s) for s in missing]) if missing else None
 
     def sw(self, weight: int, *categories) -> int:
         """A table weight, steered."""

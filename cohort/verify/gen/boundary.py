@@ -25,6 +25,12 @@ from ...refimpl.ir import Assign, For, If, Op, Store, binary, builtin, const, lo
 from .base import F32, I32
 from .case import BufferSpec
 
+# the coverage shape (steer.SHAPES, `past:` omitted) of a one-past access of each form; a guard's
+# is `guard-le` when it is a `<=` (or `K >= i`)
+_SHAPE = {"affine": "affine", "reverse": "affine", "block": "block", "blockthread": "block", "guard": "guard",
+          "select": "guard", "loop": "loop", "loop_thread": "loop-thread", "signed": "signed"}
+_LE = ("le", "ge_flip")
+
 
 def _cmod(a: int, m: int) -> int:
     r = abs(a) % m
@@ -39,11 +45,16 @@ class Boundary:
         n, B = self.n, self.B
         g, t, b, ci = self.g(), self.t(), self.b(), self.ci
         forms = ["affine", "reverse", "block", "blockthread", "guard", "select", "loop", "loop_thread", "signed"]
+        aim = self.aim(*(f"past:{c}" for c in sorted(set(_SHAPE.values()) | {"guard-le"}))) if past else None
+        aim = aim[5:] if aim else None                         # a one-past shape the campaign lacks
+        if aim is not None:
+            forms = [f for f in forms if _SHAPE[f] == aim or (aim == "guard-le" and f in ("guard", "select"))]
         form = self.pick(forms)
         store = form in ("affine", "reverse", "guard") and self.maybe(35)
         delta = 1 if past else self.weighted([(3, 0), (2, -1)])     # one past, on the edge, one short
         side = "hi"
         pre, wrap = [], None                                   # statements before; how the access is placed
+        shape = None
         if form == "affine":
             k = self.pick([1, 2, 3])
             base = binary(Op.SHL, g, ci(1)) if k == 2 and self.maybe(30) else (g if k == 1 else g * k)
@@ -72,7 +83,11 @@ class Boundary:
             ivals = [k * gg + e for gg in range(n)]
             i = var(name, I32)
             K = self.int(min(ivals) + 1, max(ivals)) if max(ivals) > min(ivals) else ivals[0]
-            how = self.pick(["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt"])
+            hows = ["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt"]
+            if aim is not None:     # `<=` (also spelled K >= i) narrows to K, `<` to K - 1
+                hows = [h for h in hows if (h in _LE) == (aim == "guard-le")]
+            how = self.pick(hows)
+            shape = "guard-le" if how in _LE else "guard"
             Ke = ci(K)
             if how in ("lt", "le", "ge", "gt") and self.maybe(30) and n - K <= 2 ** 20:
                 Ke = builtin(Op.NUM_THREADS) - ci(n - K)        # the same K, at run time
@@ -103,6 +118,10 @@ class Boundary:
             m = self.pick([2, 3, 4])
             j = self.fresh("j")
             parity = self.maybe(40)
+            if aim is not None:     # the last thread takes the longest trip: the edge needs the stop's top
+                fits = [(p, mm) for p, mm in ((True, 2), (False, 2), (False, 3), (False, 4))
+                        if (n - 1) % mm == mm - 1]
+                parity, m = self.pick(fits) if fits else (parity, m)
             stop = (binary(Op.AND, g, ci(1)) if parity else binary(Op.MOD, g, ci(m))) + ci(1)
             top = (lambda gg: (gg & 1) + 1) if parity else (lambda gg, m=m: gg % m + 1)
             fn = lambda gg, c, top=top: [gg + jj + c for jj in range(top(gg))]
@@ -133,6 +152,8 @@ class Boundary:
             c = -lo0 - delta                                   # the smallest index is -delta
             length = hi0 + c + 1 + self.int(0, 3)
         length = max(length, 1)
+        if delta == 1:
+            self.shapes.add(f"past:{shape if form in ('guard', 'select') else _SHAPE[form]}")
         at = idx(c)
         if store:
             self.edge_outputs.append(BufferSpec("ye", F32, length, "data"))

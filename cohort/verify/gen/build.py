@@ -12,6 +12,7 @@ from .coop import Cooperative
 from .draws import HypothesisDraws, SeededDraws
 from .index import Indices
 from .plant import Plants
+from .steer import SHAPES, not_idempotent
 from .stmts import Statements
 
 LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
@@ -25,12 +26,15 @@ SOURCE_PERCENT = 25        # programs that go through Python source and the fron
 # one past (expected-error programs: only the error is compared, so they are kept small and cheap:
 # a third of the statements, at most one collective, no coverage plants, no cooperative section)
 EDGE_PERCENT, PAST_PERCENT = 20, 25
+AIM_PAST_PERCENT = 30      # while a steered campaign lacks a one-past shape (steer.SHAPES)
 NEAR_PERCENT = 40         # launch sizes k*B + d: just around block and packet multiples, several blocks
 NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, -2)
 
 
 class KernelBuilder(Boundary, Cooperative, Plants, Statements, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
+    stress = False             # a stress program (fuzz/stress.py): large launch, small inputs
+    rerun = False              # aiming at rmw:multi-task (steer.SHAPES)
 
 
 def _private_decls(gen: KernelBuilder, body: list):
@@ -76,15 +80,16 @@ def _missing(gen, prefix) -> bool:
     return gen.steer is not None and any(c.startswith(prefix) for c in gen.steer.missing)
 
 
-def build_kernel(gen: KernelBuilder, max_stmts: int):
-    """(kernel, buffers, scalar types, consts) for a fresh builder."""
+def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
+    """(kernel, buffers, scalar types, consts) for a fresh builder. `edge`: None, "edge" or
+    "past" (an access at its buffer's edge, boundary.py; False: drawn here)."""
     # Blocks above 32 get proportionally less code: the packet lowering runs up to block // lanes
     # packets side by side (interleave=auto), and compile time grows with that width.
     # (issue 28: to the power 1.5, the programs of blocks of 64 and 128 were two thirds of the CPU time)
     scale = min(1.0, (32 / gen.B) ** 1.5)
     gen.stmt_budget = max(4, round(max_stmts * scale))
     gen.node_budget = max(40, round(gen.node_budget * scale))
-    big = 4 * gen.npad + 16
+    big = 4 * gen.npad + 16 if not gen.stress else 64     # (stress: a million threads, small inputs)
     sp = (3 if gen.focused("collective") else 1) * gen.boost("input:nan", "input:inf", "input:-0", "input:subnormal",
                                                               "input:huge")
 
@@ -101,7 +106,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if gen.maybe(35):
         gen.perm = BufferSpec("perm", I32, gen.npad, "perm")
     # outputs: always one f32 and one integer output, sometimes a bool one
-    gen.outputs = [gen.make_output("y0", F32), gen.make_output("y1", gen.pick([I32, U32]))]
+    # a store group of a shape the campaign lacks (steer.SHAPES) needs an output of 3 or 4 slots side by side
+    groups = gen.aims("group:unordered", "group:sign-slip")
+    gen.outputs = [gen.make_output("y0", F32, interleave=3 + gen.int(0, 1) if groups else None),
+                   gen.make_output("y1", gen.pick([I32, U32]))]
     if gen.maybe(20):
         gen.outputs.append(gen.make_output("y2", BOOL))
     if gen.maybe(25):
@@ -122,7 +130,9 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     if ncoll == 0 and (_missing(gen, "structure:collective") or _missing(gen, "statement:Collective")
                        or _missing(gen, "structure:read:neighbour")):
         ncoll = 1
-    edge = gen.weighted([(100 - EDGE_PERCENT - PAST_PERCENT, None), (EDGE_PERCENT, "edge"), (PAST_PERCENT, "past")])
+    if edge is False:
+        edge = draw_edge(gen)
+    groups = groups if edge != "past" else []
     edge_phase = gen.int(0, ncoll) if edge else None
     if edge == "past":             # small: at most one collective, no plants, no cooperative section
         gen.stmt_budget = max(3, gen.stmt_budget // 3)
@@ -141,16 +151,24 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
             if not gen.exchange and phase == ncoll and _missing(gen, "structure:read:neighbour"):
                 o = gen.pick(gen.outputs)
                 gen.exchange.add((o, gen.int(0, o.slots - 1)))
+        if phase == 0 and groups:          # a store group of the shape the campaign lacks, at the top
+            g = gen.group_store(1, aim=gen.pick(groups)[6:])
+            body.extend(g or ())
         body.extend(gen.stmts(0))
-        if phase == edge_phase:
+        if phase == edge_phase and edge != "stress":
             body.extend(gen.boundary(edge == "past"))
         if phase < ncoll:
             body.append(gen.collective())
-        elif edge != "past":
+        elif edge is None or edge == "edge":
+            if gen.rerun:          # a store that reads its own address: running a block twice shows
+                rmw = gen.src.span(gen.plant, "structure:store:read-modify-write")
+                body.extend([rmw] if rmw is not None else [])
             body.extend(gen.plants(body))
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
-    if edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
+    if edge == "stress":         # fuzz/stress.py: integer atomics on global buffers, always
+        body.extend(gen.coop_stress())
+    elif edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
         body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
@@ -171,6 +189,17 @@ def build_kernel(gen: KernelBuilder, max_stmts: int):
     return kernel, buffers, dict(gen.scalars), dict(gen.consts)
 
 
+def draw_edge(pick: Core):
+    """None, "edge" or "past"; while a steered campaign lacks a one-past shape (steer.SHAPES),
+    one-past programs are 30% (25% otherwise) and drawn first."""
+    if pick.aims(*(s for s in SHAPES if s.startswith("past:"))):
+        # first in the table: Hypothesis' draws lean towards a table's first entry (a third of
+        # its programs were one past with "past" last at 50%, campaign seeds 0 and 1)
+        return pick.weighted([(AIM_PAST_PERCENT, "past"), (100 - EDGE_PERCENT - AIM_PAST_PERCENT, None),
+                              (EDGE_PERCENT, "edge")])
+    return pick.weighted([(100 - EDGE_PERCENT - PAST_PERCENT, None), (EDGE_PERCENT, "edge"), (PAST_PERCENT, "past")])
+
+
 def scalar_value(gen: Core, dt):
     """A value for a scalar parameter: special values half the time."""
     if dt is F32:
@@ -184,22 +213,35 @@ def _weights(sizes, weights) -> list:
     return list(weights[:len(sizes)]) + [1] * (len(sizes) - len(weights))
 
 
-def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=None) -> Case:
-    """One case from a draw source (HypothesisDraws or SeededDraws)."""
-    pick = Core(source, 1, 1)
+def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=None,
+               stress: bool = False) -> Case:
+    """One case from a draw source (HypothesisDraws or SeededDraws). `stress`: a program with
+    integer atomic updates of global buffers, no edge access, no plants (fuzz/stress.py)."""
+    pick = Core(source, 1, 1, steer)
+    edge = "stress" if stress else draw_edge(pick)
     n = pick.weighted(list(zip(_weights(sizes, SIZE_WEIGHTS), sizes)))
-    block = pick.weighted(list(zip(_weights(blocks, BLOCK_WEIGHTS), blocks)))
-    if sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
+    # one-past programs are checked for their error only, which blocks of 64 and 128 (several CPU
+    # seconds a build) add nothing to: their blocks are at most 32
+    small = edge == "past" and min(blocks) <= 32
+    bw = [(0 if small and b > 32 else w, b) for w, b in zip(_weights(blocks, BLOCK_WEIGHTS), blocks)]
+    block = pick.weighted(bw)
+    rerun = edge != "past" and sizes is LAUNCH_SIZES and pick.aim("rmw:multi-task")
+    if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below
+        n = pick.int(3, max(3, min(5, 320 // block))) * block + pick.pick([0, 1, 3, 5, 7])
+    elif sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
         # k blocks and d threads: the whole-block and partial-block bodies, the last packet, and
         # the pool's caller/task decision all change at these sizes
         k = pick.int(1, max(1, min(5, 320 // block)))
         n = max(1, k * block + pick.pick(NEAR_OFFSETS))
     gen = KernelBuilder(source, n, block, steer)
+    gen.stress, gen.rerun = stress, bool(rerun)
     gen.draw_focus()
-    kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts)
+    kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts, edge)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}
     seed = gen.int(0, 2 ** 32 - 1)
-    case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer)
+    if edge != "past" and n // block >= 3 and not_idempotent(kernel):
+        gen.shapes.add("rmw:multi-task")
+    case = Case(kernel, n, consts, tuple(buffers), scalars, seed, steering=steer, shapes=frozenset(gen.shapes))
     if gen.maybe(SOURCE_PERCENT):
         from .pysource import source_round_trip
         text, k2, check = source_round_trip(kernel)
@@ -215,9 +257,10 @@ def cases(draw, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, steer=No
     return build_case(HypothesisDraws(draw), max_stmts, sizes, blocks, steer)
 
 
-def generate(seed: int, steer=None, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS) -> Case:
+def generate(seed: int, steer=None, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS,
+             stress: bool = False) -> Case:
     """The program of an integer seed (under a steering): the same Case in every process."""
-    return build_case(SeededDraws(seed), max_stmts, sizes, blocks, steer)
+    return build_case(SeededDraws(seed), max_stmts, sizes, blocks, steer, stress)
 
 
 def kernels(**kw):

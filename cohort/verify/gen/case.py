@@ -40,7 +40,8 @@ class Case:
     `generate(seed, case.steering)` rebuilds the very same program. `source` is the
     Python kernel source when the kernel came through the frontend (None: built as
     IR), and `source_check` a description of how the frontend's IR differed from
-    the generated IR (None: identical, or no source). None of the three takes part
+    the generated IR (None: identical, or no source). `shapes` names the rare shapes
+    (steer.SHAPES) the generator made, for coverage and steering. None of the four takes part
     in running the case or in its corpus identity (`corpus.case_key`).
     """
     kernel: Kernel
@@ -52,6 +53,7 @@ class Case:
     steering: Optional[object] = None
     source: Optional[str] = None
     source_check: Optional[str] = None
+    shapes: frozenset = frozenset()   # the rare shapes the generator aimed at and made (steer.SHAPES)
 
     @property
     def block(self) -> int:

@@ -175,9 +175,14 @@ class Cooperative:
         m = binary(Op.MOD, e, self.ci(L))
         return binary(Op.MOD, m + self.ci(L), self.ci(L))
 
-    def coop_atomics(self) -> list:
+    def coop_stress(self) -> list:
+        """Integer updates of small global buffers only (the stress check's programs, fuzz/stress.py)."""
+        return [s for _ in range(self.int(1, 2))
+                for s in (self.coop_atomics(ints=True) if self.maybe(70) else self.coop_bins())]
+
+    def coop_atomics(self, ints: bool = False) -> list:
         """One to three updates of a small global buffer by one operation, some under a divergent if."""
-        dt = self.weighted([(3, I32), (2, U32), (self.sw(2, "structure:atomic:f32"), F32)])
+        dt = self.weighted([(3, I32), (2, U32), (0 if ints else self.sw(2, "structure:atomic:f32"), F32)])
         op = self.pick([AtomicOp.MIN, AtomicOp.MAX] if dt is F32 else _INT_OPS)
         L = self.int(1, 8)
         buf = self.atomic_buffer(dt, L)

@@ -228,11 +228,14 @@ class Indices:
     def _out_spec(self, o: _Output) -> BufferSpec:
         return BufferSpec(o.name, o.dtype, o.slots * o.region, o.fill)
 
-    def make_output(self, name: str, dt: DType) -> _Output:
-        K = self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
-        interleaved = K > 1 and self.maybe(40)
+    def make_output(self, name: str, dt: DType, interleave: Optional[int] = None) -> _Output:
+        """An output of K slots per thread; `interleave`: K slots side by side at pi(g)*K + j, pi
+        the identity (a store group's stride K, where groups fuse)."""
+        K = interleave or self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
+        interleaved = K > 1 and (interleave is not None or self.maybe(40))
         nforms = 1 if interleaved else K
-        kinds = [self.weighted([(self.sw(3, "access:store:contiguous"), "id"),
+        # (the stress check's launches are large: an affine or xor form's products would overflow)
+        kinds = ["id"] * nforms if interleave or getattr(self, "stress", False) else [self.weighted([(self.sw(3, "access:store:contiguous"), "id"),
                                 (self.sw(2, "access:store:scatter"), "affine"), (1, "rev"), (1, "xor"),
                                 (1 if self.perm is not None else 0, "perm"), (1, "transpose"),
                                 (1, "inblock")]) for _ in range(nforms)]
@@ -284,6 +287,17 @@ class Indices:
             return a + self.ci(j) if j else a
         a = self.bijection(o.forms[j], o.region, g, t, b)
         return a + self.ci(j * o.region) if j else a
+
+    def slip_address(self, o, j: int, seen_as: int) -> Expr:
+        """Slot j of an interleaved output at base = pi(g)*K, spelled `(base + c) - (c - j)` or
+        `(base - c) + (j + c)` with c chosen so that the address reads as base + seen_as when a
+        `- c` is taken as `+ c` (j + seen_as even)."""
+        base = self.out_address(o, 0, self.g(), self.t(), self.b())
+        if self.maybe(50):
+            c = (seen_as + j) // 2
+            return binary(Op.SUB, base + self.ci(c), self.ci(c - j))
+        c = (seen_as - j) // 2
+        return binary(Op.SUB, base, self.ci(c)) + self.ci(j + c)
 
     def neighbour_address(self, o: _Output, j: int) -> Expr:
         """Slot j of thread (t + d) mod B of this block: written in an earlier phase."""

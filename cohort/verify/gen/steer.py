@@ -60,11 +60,40 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
                       "collective:block_max", "collective:block_min", "collective:f32", "collective:i32",
                       "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write",
                       "barrier:top", "barrier:loop", "barrier:if", "atomic:global", "atomic:shared", "atomic:f32")
+# Rare shapes the generator aims at on purpose (case.shapes, recorded by the generator): one-past
+# programs of each bounds-proof rule (boundary.py; `guard-le`: a `<=` guard narrows the index,
+# `loop-thread`: a loop up to a per-thread stop whose last thread takes the longest trip) and
+# store groups built to look like another group under one slip (stmts.py; `unordered`: slot 0
+# then the other slots out of order or one twice, `sign-slip`: a slot spelled with `- c` that
+# reads as the next slot if the sign of c slips)
+# `rmw:multi-task`: a program whose blocks are not idempotent (not_idempotent) on a launch of at
+# least 3 whole blocks, where a pool task's edge can run a block twice or skip it
+SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
+          "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task")
+# how much likelier a missing shape is aimed at than another missing one: about the inverse of
+# its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
+# each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
+# of 9 each), so the rarest by chance come first
+SHAPE_WEIGHTS = {"past:guard-le": 8, "past:loop-thread": 4, "past:loop": 2, "past:signed": 2}
 STATEMENTS = tuple(cls.__name__ for cls in STMTDEFS)
 INPUTS = ("nan", "inf", "-0", "subnormal", "huge")
 
 
 F32_ = _DType.F32
+
+
+def not_idempotent(kernel) -> bool:
+    """A store of a value read from its own address, or an atomic add, sub or xor of a global
+    buffer: running a block twice changes the outputs."""
+    from ...refimpl.ir import AtomicOp
+    from ...refimpl.printer import format_expr
+    shared = {s.name for s in kernel.body if isinstance(s, Shared)}
+    twice = (AtomicOp.ADD, AtomicOp.SUB, AtomicOp.XOR)
+    return any(isinstance(s, Atomic) and s.target not in shared and s.op in twice
+               or isinstance(s, Store) and any(n.op is Op.LOAD and n.arg == s.buf
+                                               and format_expr(n.src[0]) == format_expr(s.index)
+                                               for n in walk_expr(s.value))
+               for s in walk_stmts(kernel.body))
 
 
 def all_categories() -> tuple:
@@ -76,6 +105,7 @@ def all_categories() -> tuple:
     out += [f"access:{a}" for a in EXPECTED_ACCESS]
     out += [f"effect:{e}" for e in EXPECTED_EFFECTS]
     out += [f"input:{i}" for i in INPUTS]
+    out += [f"shape:{s}" for s in SHAPES]
     return tuple(out)
 
 
@@ -165,6 +195,7 @@ def categories(case) -> set:
                     out.add(f"math:{node.arg}")
     out |= {f"structure:{f}" for f in structure_of(case.kernel, case.consts)}
     out |= {f"input:{i}" for i in input_categories(case)}
+    out |= {f"shape:{s}" for s in getattr(case, "shapes", ())}
     return out
 
 
@@ -181,6 +212,8 @@ def variant_categories(record: dict) -> Counter:
 # ---------------------------------------------------------------- steering
 
 MISSING_BOOST = 8          # never seen: and planted
+SHAPE_TIMES = 2            # a rare shape (SHAPES) counts as missing until made this many times (one
+                           # program of a shape may miss a bug of it: 3 of 5 sign-slip groups caught one)
 RARE_BOOSTS = ((1 / 16, 4), (1 / 4, 2))    # seen, but in under 1/16 (1/4) of the group's median count
 
 
@@ -210,7 +243,7 @@ class Steering:
             median = seen[len(seen) // 2] if seen else 0
             for c in members:
                 n = counts.get(c, 0)
-                if n <= 0:
+                if n <= 0 or c.startswith("shape:") and n < SHAPE_TIMES:
                     boosts[c] = MISSING_BOOST
                     missing.append(c)
                     continue
@@ -226,7 +259,7 @@ class Steering:
         counts = {}
         for key, prefix in (("ops", "op"), ("math", "math"), ("statements", "statement"),
                             ("structure", "structure"), ("access_modes", "access"), ("effect_modes", "effect"),
-                            ("inputs", "input")):
+                            ("inputs", "input"), ("shapes", "shape")):
             for name, n in report.get(key, {}).items():
                 counts[f"{prefix}:{name}"] = n
         return cls.from_counts(counts)

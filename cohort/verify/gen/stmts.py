@@ -91,30 +91,65 @@ class Statements:
         op = self.pick(ops)
         return binary(op, back, value) if self.maybe(50) else binary(op, value, back)
 
-    def group_store(self, depth: int) -> Optional[tuple]:
+    def group_store(self, depth: int, aim: Optional[str] = None) -> Optional[tuple]:
         """y[K*p(g)], y[K*p(g) + 1], ..., y[K*p(g) + K-1] in a row: every slot of an
         interleaved output (the packet backend may fuse them into one shuffled vector
         store). Sometimes a later store of the group, or the statement after it, reads
         back a slot the group just wrote (no fusion then; a hazard if the lowering
-        reorders the two)."""
+        reorders the two). `aim` (or a tenth of the groups unaimed): a near miss, K stores
+        that are not the group but look like it under one slip, none reading the buffer -
+        `unordered` (slot 0, then the others out of order or one twice: a matcher that
+        takes the later offsets in any order) or `sign-slip` (a slot spelled with `- c`
+        that reads as the expected next slot if the sign of c slips)."""
         outs = [o for o in self.outputs if o.interleaved and all((o, j) not in self.exchange
                                                                   for j in range(o.slots))]
         if not outs:
             return None
+        if aim is None and self.maybe(10):
+            aim = self.pick(["unordered", "sign-slip"])
+        if aim is not None:
+            outs = [o for o in outs if o.slots >= 3] or outs
         o = self.pick(outs)
-        group = []
-        order = list(range(o.slots))
+        k = o.slots
+        order = list(range(k))
         spelled = self.maybe(45)         # slots as base + constants of any sign and split (issue 28)
-        if spelled and self.maybe(50):
-            order = self.src.permutation(o.slots) if self.maybe(70) else order + [self.int(0, o.slots - 1)]
+        if aim == "unordered" and k >= 3:
+            rest = list(range(1, k))
+            if self.maybe(50):
+                rest[-1] = rest[self.int(0, k - 3)]                       # one slot twice, the last one never
+            else:
+                while rest == sorted(rest):
+                    rest = [rest[i] for i in self.src.permutation(k - 1)]
+            order = [0] + rest
+        elif aim == "sign-slip" and k >= 3:     # slots 0..k-1 in order but one, whose spelling reads as its own
+            p = self.pick([p for p in range(1, k) if any((p + j) % 2 == 0 and j != p for j in range(k))])
+            order[p] = self.pick([j for j in range(k) if (p + j) % 2 == 0 and j != p])
+        elif spelled and self.maybe(50):
+            order = self.src.permutation(k) if self.maybe(70) else order + [self.int(0, k - 1)]
+        slips = 0
+        group = []
         for pos, j in enumerate(order):
             value = self.expr(o.dtype, depth)
-            if pos and self.maybe(50):
+            if pos and aim is None and self.maybe(50):
                 back = load(o.name, self.spelled_address(o, self.pick(order[:pos]), spelled), o.dtype)
                 value = self.combine(back, value)
-            group.append(self.own_store(o, j, value, self.spelled_address(o, j, spelled)))
-        if self.maybe(35):
-            group.append(self.read_back(depth, (o, self.int(0, o.slots - 1))))
+            if aim == "sign-slip" and k >= 3 and j != pos:
+                addr = self.slip_address(o, j, pos)
+                slips += 1
+            else:
+                addr = self.spelled_address(o, j, spelled and aim is None)
+            group.append(self.own_store(o, j, value, addr))
+        if aim == "unordered" and k >= 3 or slips:
+            self.shapes.add(f"group:{aim}")
+        if aim is not None:      # every slot observed at once, in witnesses `w` nothing reassigns
+            for j in range(k):
+                name = self.fresh("w")
+                self.vtypes[name] = o.dtype
+                self.defined.add(name)
+                group.append(Assign(name, load(o.name, self.out_address(o, j, self.g(), self.t(), self.b()),
+                                               o.dtype)))
+        elif self.maybe(35):
+            group.append(self.read_back(depth, (o, self.int(0, k - 1))))
         return tuple(group)
 
     def spelled_address(self, o, j: int, spelled: bool) -> Expr:
@@ -139,7 +174,7 @@ class Statements:
         """v = y[own address] (op) expr, for an element stored earlier in this run."""
         o, j = slot if slot is not None else self.pick(self.stored_at)
         back = load(o.name, self.out_address(o, j, self.g(), self.t(), self.b()), o.dtype)
-        existing = [v for v in self.defined_vars(o.dtype) if v not in self.loopvars and not v.startswith("r")]
+        existing = [v for v in self.defined_vars(o.dtype) if v not in self.loopvars and not v.startswith(("r", "w"))]
         if existing and self.maybe(50):
             name = self.pick(existing)
         else:
@@ -152,7 +187,7 @@ class Statements:
     def assign(self, depth: int) -> Assign:
         dt = self.weighted([(5, F32), (3, I32), (2, U32), (1, BOOL)])
         existing = sorted(v for v, d in self.vtypes.items() if d is dt and v not in self.loopvars
-                          and not v.startswith("r"))
+                          and not v.startswith(("r", "w")))
         # inside a branch or loop, prefer a variable defined outside it: its new value then
         # survives the statement and reaches the outputs (a fresh name would die with the body)
         outer = [v for v in existing if v in self.outer_defined]

@@ -1,0 +1,64 @@
+"""Rare shapes (gen/steer.SHAPES): the generator makes each one on purpose while a campaign's
+steering misses it, records it in `case.shapes`, and the rotation gives programs whose blocks
+are not idempotent a pool variant that cuts the whole-block body into several tasks."""
+from __future__ import annotations
+
+import numpy as np
+
+from cohort import Buffer, f32, global_id, kernel
+from cohort.verify.fuzz import Coverage
+from cohort.verify.fuzz.rotation import draw_variants
+from cohort.verify.gen import BufferSpec, Case, Steering, generate
+from cohort.verify.gen.steer import SHAPES
+from cohort.verify.matrix import rerun_sensitive, variants_for
+
+
+def test_a_steered_campaign_makes_every_rare_shape_early():
+    """As a local steered campaign does: the steering refreshed from the coverage every 3 programs."""
+    cov, made, first = Coverage(), set(), {}
+    for s in range(21):
+        if s % 3 == 0:
+            steer = Steering.from_report(cov.report())
+        case = generate(s, steer)
+        cov.program(case)
+        for shape in case.shapes:
+            first.setdefault(shape, s)
+    assert set(first) == set(SHAPES), first
+    assert first["past:guard-le"] < 6 and first["group:sign-slip"] < 6 and first["rmw:multi-task"] < 6
+
+
+def test_a_covered_shape_is_no_longer_aimed_at():
+    covered = Steering.from_counts({f"shape:{s}": 5 for s in SHAPES} | {"shape:past:guard-le": 0})
+    assert covered.missing and all(not c.startswith("shape:") or c == "shape:past:guard-le" for c in covered.missing)
+    made = set()
+    for s in range(12):
+        made |= generate(s, covered).shapes
+    assert not {"group:sign-slip", "group:unordered"} <= made      # groups no longer forced
+
+
+@kernel(block=8)
+def _rmw(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    y[g] = y[g] + x[g]
+
+
+@kernel(block=8)
+def _copy(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    y[g] = x[g] * 2.0
+
+
+def _case(k, n=37):
+    return Case(k.ir, n, {}, tuple(BufferSpec(p.name, p.dtype, 40, "finite") for p in k.ir.params), {}, 7)
+
+
+def test_a_program_that_is_not_idempotent_runs_a_multi_task_whole_block_pool_variant():
+    case = _case(_rmw)
+    app = variants_for(case)
+    pref = rerun_sensitive(case, app)
+    assert pref and all("full_packet=on" in v and "grain=" in v for v in pref)
+    for key in ("a", "b", "c"):
+        assert set(draw_variants(app, key, 4, pref)) & set(pref)
+    assert rerun_sensitive(_case(_copy), variants_for(_case(_copy))) == []
+    assert rerun_sensitive(_case(_rmw, 9), variants_for(_case(_rmw, 9))) == []    # one whole block
+    assert np.all(np.array(draw_variants(app, "a", 4)) == np.array(draw_variants(app, "a", 4)))
