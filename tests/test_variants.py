@@ -1,6 +1,7 @@
 """Every variant of every operator is bit-identical to the interpreter, guard
-bands intact (DESIGN §3, §5). The full knob matrix runs on sizes with tails;
-the presets run on every seed size. Packet variants' lane annotations are
+bands intact (DESIGN §3, §5). The full knob matrix runs on sizes with tails
+(by default every variant on one of them and every knob value on each; the
+whole product under -m slow); the presets run on every seed size. Packet variants' lane annotations are
 checked by the interpreter on the small sizes. A launch gets the build
 specialised for whole blocks when its size allows; the matrix also runs the
 general build there (row operators launch whole blocks only)."""
@@ -71,9 +72,41 @@ def _ids(v):
 # presets on every seed size and in tests/test_coop_ops.py (six builds on 13 more sizes).
 COOPERATIVE = ("matmul", "cumsum", "histogram", "transpose")
 MATRIX_COOP = [v for v in MATRIX if "lanes=8," not in v]
-MATRIX_CASES = [(name, shape, v) for name in ops.OPERATORS
+_WHOLE_NAME = parse_variant("whole").name
+
+
+def _default_matrix(name: str) -> set:
+    """(shape, variant) of `name` that run by default: whole on every matrix size, and every packet
+    variant on one of them, the sizes taken in turn, so that each size still meets every value of
+    every knob (test_default_matrix_meets_every_knob_value_on_every_size: taking them plainly in
+    turn would give one size only private=cohort when there are two sizes). The full product, every
+    variant on every size, runs under -m slow (CI time, issue 28)."""
+    sizes = MATRIX_SIZES.get(name, MATRIX_DEFAULT_SIZES)
+    packets = [v for v in (MATRIX_COOP if name in COOPERATIVE else MATRIX) if parse_variant(v).lanes > 1]
+    return {(s, _WHOLE_NAME) for s in sizes} | {(sizes[(i + i // len(sizes)) % len(sizes)], v)
+                                                          for i, v in enumerate(packets)}
+
+
+MATRIX_CASES = [(name, shape, v) if (shape, v) in _default_matrix(name)
+                else pytest.param(name, shape, v, marks=pytest.mark.slow)
+                for name in ops.OPERATORS
                 for shape in MATRIX_SIZES.get(name, MATRIX_DEFAULT_SIZES)
                 for v in (MATRIX_COOP if name in COOPERATIVE else MATRIX)]
+
+
+def test_default_matrix_meets_every_knob_value_on_every_size():
+    knobs = ("lanes", "full_packet", "predicated", "private")
+    for name in ops.OPERATORS:
+        sizes = MATRIX_SIZES.get(name, MATRIX_DEFAULT_SIZES)
+        variants = MATRIX_COOP if name in COOPERATIVE else MATRIX
+        default = _default_matrix(name)
+        assert {v for _, v in default} == set(variants), name          # every variant runs by default
+        values = {k: {getattr(parse_variant(v), k) for v in variants if v != _WHOLE_NAME} for k in knobs}
+        for shape in sizes:
+            assert (shape, _WHOLE_NAME) in default, (name, shape)
+            here = [parse_variant(v) for s, v in default if s == shape and v != _WHOLE_NAME]
+            for k in knobs:
+                assert {getattr(v, k) for v in here} == values[k], (name, shape, k)
 
 
 @pytest.mark.parametrize("name,shape,variant", MATRIX_CASES, ids=_ids)
