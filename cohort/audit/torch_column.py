@@ -85,21 +85,24 @@ class TorchColumn:
         self.compile_seconds = 0.0
         torch.set_num_threads(max(1, int(workers)))
         tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n]).copy()) for n in op.inputs]
-        # the process's setting, as a user makes it once (a `with` per call would time the
-        # context switch too); set again before each sample (two columns may differ)
-        self._set = ct.variant
-        self.variant = ct.variant(variant).variant
+        # the variant is chosen around each sample's loop of calls (not per call: a `with` per
+        # call would time the context switch too), and never left set for the process
+        self._in = lambda: ct.variant(self.variant)
+        previous = ct.current_variant()
+        self.variant = ct.variant(variant).variant     # (parsed and checked as cohort.torch does)
+        ct.variant(previous)
         fn = call_for(op.name, shape, tensors, dispatch)
         last = {}
 
         def call():
             last["y"] = fn()
         before = ct.stats()
-        call()        # the build, outside the timing
+        with self._in():
+            call()        # the build, outside the timing
         after = ct.stats()
         self.compile_seconds = float(after.get("build_seconds", 0.0) - before.get("build_seconds", 0.0))
         self._last = last
-        self._calibrate = lambda: (self._set(self.variant), calibrate_e2e(call))[1]
+        self._calibrate = lambda: self._within(calibrate_e2e, call)
         self._sample = lambda k: e2e_loop(call, self.iters, k)
         self.facts = {"cohort_torch": "torch.ops.cohort" if dispatch else "cohort.torch",
                       "variant": self.variant.label, "threads": int(workers),
@@ -118,9 +121,12 @@ class TorchColumn:
         if y is not None:
             y.fill_(-1234.5 if y.is_floating_point() else -(1 << 31))
 
+    def _within(self, fn, *args):
+        with self._in():
+            return fn(*args)
+
     def sample(self, k: int) -> list:
-        self._set(self.variant)
-        return [float(v) for v in self._sample(k)]
+        return [float(v) for v in self._within(self._sample, k)]
 
     def check(self) -> dict:
         y = self._last["y"].numpy().reshape(self.ref.shape)

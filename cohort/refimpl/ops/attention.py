@@ -16,8 +16,8 @@ granularity): the tile's eight scores are independent accumulators over d,
 each step one fused multiply-add s = fma(q[d], k[d], s), in two passes of four
 (each score's chain is the same either way; four live accumulators per packet
 let two packets run side by side in sixteen vector registers, so one key
-broadcast feeds both: 1x8x8x256x256x64x64 at 8 lanes 2.77 -> 2.20 ms, AVX2,
-session 10); the running max m moves once per tile, so one correction
+broadcast feeds both: 1x8x8x256x256x64x64 at 8 lanes 2.77 -> 2.20 ms with 16
+256-bit registers, session 10); the running max m moves once per tile, so one correction
 exp(m - m_new) rescales l and acc per tile, not per key; the values are folded
 in as acc[e] = fma(p7, v7[e], ... fma(p0, v0[e], acc[e]*corr)), p0 first. Fused
 steps halve the rounding of a dot product and the instructions of the inner
