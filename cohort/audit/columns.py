@@ -123,21 +123,51 @@ class VariantColumn:
         return {"output_checksum": checksum(y), "guards": guards, "agree": bool(ok)}
 
 
-class InductorColumn:
-    """TorchInductor at the suite's boundary (see inductor.py); not bit-exact, so
-    its output is checked against the float64 oracle within a stated bound."""
-    kind = "inductor"
+class PeerColumn:
+    """What the peers (Inductor, eager torch) share: not bit-exact with cohort, so each round's
+    output is checked against the float64 oracle within `tol`; `_calibrate`, `_sample` and
+    `_output` are set by the subclass for its boundary."""
+    is_auto = False
+    code_digest = None
+    choice = None
 
-    def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int, spec: str = ""):
+    def _start(self, op, shape, inputs, what: str):
+        """torch present, the oracle and the bound; returns the inductor module."""
         try:
             from . import inductor
         except ImportError as e:  # pragma: no cover - depends on the environment
-            raise Unavailable(f"the Inductor column needs torch ({e})") from None
+            raise Unavailable(f"the {what} column needs torch ({e})") from None
         reason = inductor.unavailable_reason()
         if reason:
             raise Unavailable(reason)
         self.op, self.shape = op, shape
         self.oracle = op.expected(inputs, shape)
+        self.tol = inductor.REL_TOL_FACTOR * op.rel_tol
+        return inductor
+
+    def calibrate(self) -> int:
+        return self._calibrate()
+
+    def rechoose(self):
+        return None
+
+    def sample(self, k: int) -> list:
+        return [float(v) for v in self._sample(k)]
+
+    def check(self) -> dict:
+        y = np.asarray(self._output(), np.float32).reshape(self.oracle.shape)
+        rel = ops.oracle_error(y, self.oracle)[1]
+        return {"output_checksum": checksum(y), "guards": {}, "rel_err_vs_oracle": rel,
+                "agree": bool(rel <= self.tol)}
+
+
+class InductorColumn(PeerColumn):
+    """TorchInductor at the suite's boundary (see inductor.py); not bit-exact, so
+    its output is checked against the float64 oracle within a stated bound."""
+    kind = "inductor"
+
+    def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int, spec: str = ""):
+        inductor = self._start(op, shape, inputs, "Inductor")
         config = {}
         for item in filter(None, spec.split(",")):   # e.g. "simdlen=256": Inductor's vector width in bits
             key, _, value = item.partition("=")
@@ -149,7 +179,6 @@ class InductorColumn:
         self.compile_seconds = self.col.compile_seconds
         self.facts = {"inductor": True, "threads": self.col.threads}
         self.boundary = boundary
-        self.tol = inductor.REL_TOL_FACTOR * op.rel_tol
         if boundary in ("native_entry", "runtime_e2e"):
             native = self.col.native()
             if native is None:
@@ -167,49 +196,19 @@ class InductorColumn:
         self.iters = self._calibrate()
         self.verdict = f"float64 oracle, rel err <= {self.tol:g}"
 
-    is_auto = False
-    code_digest = None
-    choice = None
-
-    def calibrate(self) -> int:
-        return self._calibrate()
-
-    def rechoose(self):
-        return None
-
     def reset(self):
         self.col.reset_output(float(POISON))
 
-    def sample(self, k: int) -> list:
-        return [float(v) for v in self._sample(k)]
 
-    def check(self) -> dict:
-        y = np.asarray(self._output(), np.float32).reshape(self.oracle.shape)
-        rel = ops.oracle_error(y, self.oracle)[1]
-        return {"output_checksum": checksum(y), "guards": {}, "rel_err_vs_oracle": rel,
-                "agree": bool(rel <= self.tol)}
-
-
-class EagerColumn:
+class EagerColumn(PeerColumn):
     """Eager PyTorch at the suite's boundary: ATen's kernels from native code at the native
     entry (eager.py), the Python call of the same functions at python_api. Not bit-exact
     with cohort, so checked against the float64 oracle like Inductor."""
     kind = "eager"
-    is_auto = False
-    code_digest = None
-    choice = None
 
     def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int):
-        try:
-            from . import eager, inductor
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise Unavailable(f"the eager column needs torch ({e})") from None
-        reason = inductor.unavailable_reason()
-        if reason:
-            raise Unavailable(reason)
-        self.op, self.shape = op, shape
-        self.oracle = op.expected(inputs, shape)
-        self.tol = inductor.REL_TOL_FACTOR * op.rel_tol
+        inductor = self._start(op, shape, inputs, "eager")
+        from . import eager
         self.boundary = boundary
         self.compile_seconds = 0.0
         if boundary in ("native_entry", "runtime_e2e"):   # runtime_e2e: ATen's own threads
@@ -244,24 +243,9 @@ class EagerColumn:
         self.iters = self._calibrate()
         self.verdict = f"float64 oracle, rel err <= {self.tol:g}"
 
-    def calibrate(self) -> int:
-        return self._calibrate()
-
-    def rechoose(self):
-        return None
-
     def reset(self):
         if self.boundary in ("native_entry", "runtime_e2e"):
             self.entry.poison(float(POISON))
-
-    def sample(self, k: int) -> list:
-        return [float(v) for v in self._sample(k)]
-
-    def check(self) -> dict:
-        y = np.asarray(self._output(), np.float32).reshape(self.oracle.shape)
-        rel = ops.oracle_error(y, self.oracle)[1]
-        return {"output_checksum": checksum(y), "guards": {}, "rel_err_vs_oracle": rel,
-                "agree": bool(rel <= self.tol)}
 
 
 def code_digest(code) -> str:
