@@ -4,9 +4,8 @@ seeds 000-002). A suite names its timing boundary, its cases, its columns
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from ..backend import target as _target
 from ..refimpl import ops
@@ -359,7 +358,7 @@ def _torch_suite():
 
 
 # every operator at its largest seed size: the sizes where more than one thread can pay off
-MT_CASES = tuple((name, max(op.seed_sizes, key=lambda s: int(np.prod(s)))) for name, op in ops.OPERATORS.items())
+MT_CASES = tuple((name, max(op.seed_sizes, key=math.prod)) for name, op in ops.OPERATORS.items())
 
 
 def _native_mt():

@@ -26,8 +26,7 @@ CALLS = {
 # the op's positional arguments beyond the operator's inputs, from the launch shape
 _EXTRA = {"histogram": lambda shape: (int(shape[1]),)}
 # torch.ops.cohort's schema spells every argument: the defaults the wrapper fills in
-_DISPATCH_DEFAULTS = {"rmsnorm": (1e-6,), "layernorm": (1e-5,), "cumsum": (-1,),
-                      "attention": (False, None, None, None)}
+_DISPATCH_DEFAULTS = {"rmsnorm": (1e-6,), "layernorm": (1e-5,), "cumsum": (-1,)}
 
 
 def call_for(op_name: str, shape, tensors: list, dispatch: bool = False):
