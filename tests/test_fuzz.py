@@ -278,6 +278,24 @@ def test_in_process_execution_matches_workers():
     assert [r.get("checksum") for r in a["variants"].values()] == [r.get("checksum") for r in b["variants"].values()]
 
 
+def test_programs_queued_back_to_back_get_their_own_results():
+    """The campaign queues the next program while one runs (WorkerPool.submit): each program's
+    results are its own, in its variants' order, as if it had run alone in this process."""
+    runs = [(c, variants_for(c)[:3]) for c in collect(6, 11)]
+    runs = [(c, vs, r) for c, vs in runs for r in [execute(c, vs)] if not r["discard"]][:2]
+    cases, vss, alone = zip(*runs)
+    pool = WorkerPool(jobs=2)
+    try:
+        pending = [pool.submit(c, vs) for c, vs in zip(cases, vss)]
+        queued = [p.result() for p in pending]
+    finally:
+        pool.close()
+    for a, b, vs in zip(alone, queued, vss):
+        assert list(b["variants"]) == vs
+        assert a["reference_checksum"] == b["reference_checksum"]
+        assert [r.get("checksum") for r in a["variants"].values()] == [r.get("checksum") for r in b["variants"].values()]
+
+
 def test_cli_fuzz_json(tmp_path):
     p = subprocess.run([sys.executable, "-m", "cohort.cli", "fuzz", "--programs", "2", "--seconds", "3000",
                         "--seed", "1", "--jobs", "1", "--json", "--corpus", str(tmp_path)],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Optional
 
 from .. import corpus
@@ -25,6 +26,17 @@ from .stress import STRESS, needs_stress
 from .summary import campaign_summary, session_report
 from .tally import Tally, checksum_bins, failures_of
 from .workers import InProcess, WorkerPool
+
+
+@dataclass
+class Flight:
+    """A program on its way through the pool, with what its results are counted and shrunk by."""
+    case: object
+    key: str
+    skipped: int                 # matrix variants that do not apply to it
+    pending: object              # workers.Pending (None: run synchronously)
+    hseed: int                   # the Hypothesis run that drew it, and that run's strategy
+    strategy: object
 
 
 class Campaign:
@@ -41,6 +53,9 @@ class Campaign:
         self.shrinker: Optional[Shrinker] = None
         self.pending: Optional[dict] = None
         self.pending_bin: Optional[str] = None
+        self.inflight: list = []         # programs queued on the pool, oldest first (collect)
+        self.later: list = []            # failures to shrink once their Hypothesis run is over
+        self.strategy = None
         self.internal: Optional[BaseException] = None
         self.stopped = False
         self.interrupted = False
@@ -59,7 +74,7 @@ class Campaign:
     def time_up(self) -> bool:
         if self.stopped or self.elapsed() >= self.cfg.seconds:
             return True
-        return self.cfg.max_programs is not None and self.programs >= self.cfg.max_programs
+        return self.cfg.max_programs is not None and self.programs + len(self.inflight) >= self.cfg.max_programs
 
     def progress(self, final=False):
         if not self.cfg.progress:
@@ -101,13 +116,46 @@ class Campaign:
         applicable = variants_for(case, self.cfg.variants)
         variants = draw_variants(applicable, key, self.cfg.variants_per_program, rerun_sensitive(case, applicable))
         variants += [STRESS] if needs_stress(case) else []
+        skipped = len(self.cfg.variants) - len(applicable)
+        if hasattr(self.pool, "submit"):
+            # one program in flight while Hypothesis draws the next: the workers never wait for
+            # the generator, nor one worker for the other's last variant of a program
+            pending = self.pool.submit(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
+            self.inflight.append(Flight(case, key, skipped, pending, self.hseed, self.strategy))
+            self.collect(keep=1)
+            return
         res = self.run_case(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
+        self.result(Flight(case, key, skipped, None, self.hseed, self.strategy), res, in_test=True)
+
+    def collect(self, keep: int = 0):
+        """Results of the programs in flight, oldest first, until `keep` are left."""
+        while len(self.inflight) > keep:
+            f = self.inflight.pop(0)
+            try:
+                res = f.pending.result()
+            except Exception as e:  # noqa: BLE001 - a bug in the fuzzer, not a finding
+                self.internal = e
+                raise Internal(str(e)) from e
+            self.result(f, res)
+
+    def collect_outside(self):
+        """collect() between Hypothesis runs (a fuzzer bug raised as itself)."""
+        try:
+            self.collect()
+        except Internal:
+            raise self.internal from None
+
+    def result(self, f: "Flight", res: dict, in_test: bool = False):
+        """One program's results into the tally; a failure kept, recorded and, once per bin,
+        shrunk: at once in the Hypothesis run drawing it (`in_test`), else after that run by
+        replaying it (shrink_later)."""
+        case, key = f.case, f.key
         if res.get("incomplete"):
             self.seen.discard(key[:16])
             self.session.cut += 1
             self.seed_cut = True
             return
-        fails = self.current.program(case, key, res, len(self.cfg.variants) - len(applicable))
+        fails = self.current.program(case, key, res, f.skipped)
         self.progress()
         if not fails:
             return
@@ -116,16 +164,51 @@ class Campaign:
         record = {"kind": rec["status"], "variant": spec, "description": rec.get("detail", ""),
                   "failing_variants": [v for v, _ in fails], "bins": checksum_bins(res),
                   "found_after_seconds": round(self.elapsed(), 2), "shrunk": False,
-                  "seed": self.hseed, "key": key}
-        self.pending_bin, first = self.keep(case, record)
-        if self.cfg.shrink and first and self.shrinks_done < self.cfg.max_shrinks and spec != STRESS:
-            self.pending = record
+                  "seed": f.hseed, "key": key}
+        bin_, first = self.keep(case, record)
+        shrinks = self.shrinks_done + len(self.later)
+        if self.cfg.shrink and first and shrinks < self.cfg.max_shrinks and spec != STRESS:
+            if not in_test:
+                self.later.append((f, record, res, bin_))
+                self.stopped = self.stopped or self.cfg.stop_on_failure
+                return
+            self.pending, self.pending_bin = record, bin_
             self.shrinker = Shrinker(self.run_case, spec, rec["status"], case, key, res, self.cfg.shrink_seconds,
                                      self.progress)
             found()
         self.record(case, record)
         if self.cfg.stop_on_failure:
             self.stopped = True
+
+    def shrink_later(self):
+        """Shrink the failures found after their Hypothesis run moved on: that run is replayed
+        (its seed and steering) until the program comes round, then Hypothesis shrinks it."""
+        from hypothesis import given, seed
+        while self.later:
+            f, record, res, bin_ = self.later.pop(0)
+            sh = Shrinker(self.run_case, record["variant"], record["kind"], f.case, f.key, res,
+                          self.cfg.shrink_seconds, self.progress)
+            seeking = [True]
+
+            def body(c, sh=sh, seeking=seeking, key=f.key):
+                if seeking[0]:
+                    if corpus.case_key(c) == key:
+                        seeking[0] = False
+                        found()
+                    return
+                sh.step(c)
+            test = hypothesis_settings(self.cfg.examples(), True)(seed(f.hseed)(given(f.strategy)(body)))
+            try:
+                test()
+            except Internal:
+                raise self.internal from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
+                if self.internal is not None:
+                    raise self.internal from None
+            self.pending, self.pending_bin, self.shrinker = record, bin_, sh
+            self.finish_shrink()
 
     def keep(self, case, record: dict) -> tuple:
         """Into the campaign directory at once (never lost); (its bin, whether the bin still
@@ -207,7 +290,7 @@ class Campaign:
                 t_seed = time.monotonic()
                 # steering is refreshed between Hypothesis runs only: a run's shrinking replays
                 # its choices under the steering they were drawn with
-                strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering())
+                strategy = self.strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering())
                 shrinks = self.shrinks_done
                 test = hypothesis_settings(self.cfg.examples(), True)(seed(self.hseed)(given(strategy)(self.test)))
                 runs += 1
@@ -230,12 +313,22 @@ class Campaign:
                     self.finish_shrink()
                 if self.shrinker is not None:      # Hypothesis gave up without reporting: keep the best
                     self.finish_shrink()
+                if self.state is not None:        # a seed is committed with all of its programs
+                    self.collect_outside()
                 self.current.seconds += time.monotonic() - t_seed
                 if self.shrinks_done > shrinks and not self.time_up():
                     continue      # the shrink ended the seed's run early: run the rest (seen programs are skipped)
                 self.end_seed(index)
                 index += 1
+                self.shrink_later()
+            if self.stopped:
+                for f in self.inflight:
+                    f.pending.cancel()
+            self.collect_outside()
+            self.shrink_later()
         finally:
+            for f in self.inflight:           # Ctrl-C or an error: nothing more is wanted
+                f.pending.cancel()
             if self.current.generated or self.current.cut:
                 self.end_seed(index)
             if own_pool:

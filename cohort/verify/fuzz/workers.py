@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from .. import corpus
@@ -130,8 +129,64 @@ class Worker:
                 pass
 
 
+class Pending:
+    """A program's variant runs queued on a WorkerPool; `result()` waits for all of them."""
+
+    def __init__(self, case, variants: list, deadline: Optional[float], stop_on_failure: bool):
+        self.doc = corpus.case_to_json(case)
+        self.variants = list(variants)
+        self.deadline = deadline
+        self.stop = threading.Event() if stop_on_failure else None
+        self.parts: list = []
+        self.error: Optional[BaseException] = None
+        self.left = len(self.variants)
+        self.lock = threading.Lock()
+        self.done = threading.Event()
+        self.cancelled = False
+
+    def cut(self) -> bool:
+        """The rest need not run: a failure under stop_on_failure, the interpreter rejected the
+        program, the time box ended mid-program, or a worker could not start."""
+        if self.stop is not None and self.stop.is_set():
+            return True
+        with self.lock:
+            return self.error is not None or any(r.get("incomplete") or r.get("discard") for r in self.parts)
+
+    def cancel(self):
+        """Skip the variants not started yet: the program counts as not run (incomplete)."""
+        self.cancelled = True
+        if self.stop is None:
+            self.stop = threading.Event()
+        self.stop.set()
+
+    def finish_one(self, part: Optional[dict], error: Optional[BaseException] = None):
+        with self.lock:
+            if part is not None:
+                self.parts.append(part)
+            if error is not None and self.error is None:
+                self.error = error
+            self.left -= 1
+            if self.left == 0:
+                self.done.set()
+
+    def result(self) -> dict:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        if self.cancelled or any(r.get("incomplete") for r in self.parts):
+            return {"incomplete": True, "discard": None, "variants": {}}
+        out = {"discard": None, "variants": {}}
+        for r in self.parts:
+            if r.get("discard"):
+                return {"discard": r["discard"], "variants": {}}
+            out["reference_checksum"] = r.get("reference_checksum")
+            out["variants"].update(r["variants"])
+        out["variants"] = {v: out["variants"][v] for v in self.variants if v in out["variants"]}
+        return out
+
+
 class WorkerPool:
-    """`jobs` worker processes; a case's variants are split over them."""
+    """`jobs` worker processes, each served by a thread that takes the next queued variant."""
 
     def __init__(self, jobs: int = 1, bugs: tuple = (), recycle_compiles: int = 250,
                  timeout: float = 120.0):
@@ -141,7 +196,9 @@ class WorkerPool:
         self.restarts = 0
         self.crashes = 0
         self.closed = False
-        self.executor = ThreadPoolExecutor(self.jobs) if self.jobs > 1 else None
+        self.queue: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+        self.threads: Optional[list] = None
 
     def _worker(self, i: int) -> Worker:
         w = self.workers[i]
@@ -241,47 +298,56 @@ class WorkerPool:
                 return out
         return out
 
+    def submit(self, case, variants: list, deadline: Optional[float] = None,
+               stop_on_failure: bool = False) -> "Pending":
+        """Queue a program's variants; each goes to whichever worker is free next, after the
+        variants queued before it (their costs differ several-fold; a worker keeps the program's
+        reference between its variants: execute.reference). The campaign queues the next
+        program while this one's last variants still run, so no worker waits for the generator
+        or for the slowest variant of a program (campaign.py)."""
+        p = Pending(case, variants, deadline, stop_on_failure)
+        if not p.variants:
+            p.done.set()
+        with self.lock:
+            if self.threads is None:
+                self.threads = [threading.Thread(target=self._serve, args=(i,), daemon=True)
+                                for i in range(self.jobs)]
+                for t in self.threads:
+                    t.start()
+        for v in p.variants:
+            self.queue.put((p, v))
+        return p
+
     def run(self, case, variants: list, deadline: Optional[float] = None,
             stop_on_failure: bool = False) -> dict:
         """`deadline` (time.monotonic()): past it, the case is abandoned ({"incomplete": True}).
         `stop_on_failure`: the first failing variant ends the run (the others are not run)."""
-        doc = corpus.case_to_json(case)
-        stop = threading.Event() if stop_on_failure else None
-        if self.executor is None or len(variants) <= 1:
-            results = [self._run_part(0, doc, list(variants), deadline, stop)]
-        else:
-            # one variant at a time to whichever worker is free (their costs differ several-fold;
-            # a worker keeps the program's reference between its variants: execute.reference)
-            todo, lock = list(variants), threading.Lock()
+        return self.submit(case, variants, deadline, stop_on_failure).result()
 
-            def serve(i: int) -> list:
-                got = []
-                while True:
-                    with lock:
-                        if not todo or any(r.get("incomplete") or r.get("discard") for r in got):
-                            return got
-                        v = todo.pop(0)
-                    got.append(self._run_part(i, doc, [v], deadline, stop))
-            results = [r for rs in self.executor.map(serve, range(min(self.jobs, len(variants)))) for r in rs]
-        if any(r.get("incomplete") for r in results):
-            return {"incomplete": True, "discard": None, "variants": {}}
-        out = {"discard": None, "variants": {}}
-        for r in results:
-            if r.get("discard"):
-                return {"discard": r["discard"], "variants": {}}
-            out["reference_checksum"] = r.get("reference_checksum")
-            out["variants"].update(r["variants"])
-        out["variants"] = {v: out["variants"][v] for v in variants if v in out["variants"]}
-        return out
+    def _serve(self, i: int):
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            p, v = item
+            part, error = None, None
+            if not (self.closed or p.cut()):
+                try:
+                    part = self._run_part(i, p.doc, [v], p.deadline, p.stop)
+                except BaseException as e:  # noqa: BLE001 - handed to the waiting campaign
+                    error = e
+            p.finish_one(part, error)
 
     def close(self, kill: bool = False):
         self.closed = True
+        for _ in range(self.jobs):
+            self.queue.put(None)
         for i in range(self.jobs):
             if self.workers[i] is not None:
                 self.workers[i].kill() if kill else self.workers[i].close()
                 self.workers[i] = None
-        if self.executor is not None:
-            self.executor.shutdown()
+        for t in self.threads or ():
+            t.join(timeout=30)
 
 
 class InProcess:
