@@ -502,7 +502,7 @@ def test_planted_cooperative_bug_changes_a_small_kernel(bug):
     case = _planted_case(k)
     _agree(case, list(variants))
     with inject_bug_TESTING_ONLY(bug):
-        bad = execute(case, list(variants))
+        bad = execute(case, list(variants), full=True)
     assert all(r["status"] in ("mismatch", "annotation") for r in bad["variants"].values()), bad
 
 

@@ -322,7 +322,7 @@ def cache_key(k: Kernel, variant: Variant) -> str:
     # (an edited, reloaded module) must not reuse another kernel's statement table.
     locs = ";".join(str(s.loc) for s in walk_stmts(k.body))
     return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}\n{fma_lowering()}{f16_lowering()}"
-                          f"{'/quick' if jit.quick() else ''}".encode()).hexdigest()
+                          f"{'' if jit.level() == jit.FULL else f'/quick{jit.level()}'}".encode()).hexdigest()
 
 
 _handles: dict = {}    # cheap key -> CompiledKernel, in front of the printed-IR key
@@ -347,7 +347,7 @@ def _handle_key(k, consts, variant: Variant, n):
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
         full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-        return (k, ckey, variant, bool(full), fma_lowering() + f16_lowering(), jit.quick(),
+        return (k, ckey, variant, bool(full), fma_lowering() + f16_lowering(), jit.level(),
                 inject.key())   # inject.key() stays last
     except (TypeError, AttributeError, ValueError):
         return None

@@ -36,26 +36,38 @@ def target_machine() -> "llvm.TargetMachine":
 
 
 _quick = threading.local()
+FULL = 3      # a user's build: LLVM's O3 pipeline and its optimising code generator
 
 
 @contextlib.contextmanager
-def quick_compiles(on: bool = True):
-    """Compiles made by this thread in here run LLVM's O1 pipeline and its fast code generator
-    (FastISel and the fast register allocator, codegen level 0) instead of O3 and codegen 3:
-    about half the compile time. The semantics are the same (no fast-math flag either way), but
-    what only O3's passes or the optimising instruction selection do is not exercised (e.g.
-    fusing `contract`-flagged multiplies and adds). The fuzzer compiles most programs so
-    (verify/execute.py); the level is part of every compile cache key."""
-    old = getattr(_quick, "on", False)
-    _quick.on = bool(on)
+def quick_compiles(level=1):
+    """Compiles made by this thread in here are quicker than a user's build (level 3, `FULL`):
+    level 1 runs LLVM's O1 pipeline and level 0 none of its optimisations (the O0 pipeline),
+    both with the fast code generator (FastISel and the fast register allocator, codegen level
+    0). Measured on fuzz programs' modules: level 1 about half of level 3's time, level 0 about
+    half of level 1's (no pass at all; the unoptimised code costs code generation a little
+    more). The semantics are the same (no fast-math flag either way), but what only the
+    optimisations do is not exercised at the lower levels (e.g. fusing `contract`-flagged
+    multiplies and adds, InstCombine's folds of min/max). The fuzzer draws a level per program
+    (verify/execute.py); the level is part of every compile cache key. True means 1, False 3."""
+    level = 1 if level is True else FULL if level is False else int(level)
+    if level not in (0, 1, FULL):
+        raise ValueError(f"quick_compiles: level must be 0, 1 or {FULL}, got {level!r}")
+    old = getattr(_quick, "level", FULL)
+    _quick.level = level
     try:
         yield
     finally:
-        _quick.on = old
+        _quick.level = old
+
+
+def level() -> int:
+    """This thread's compile level (quick_compiles): 0, 1 or 3 (a user's build)."""
+    return getattr(_quick, "level", FULL)
 
 
 def quick() -> bool:
-    return getattr(_quick, "on", False)
+    return level() != FULL
 
 
 def _lljit(s, quick_: bool):
@@ -97,14 +109,15 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
     with _lock:
         s = _init()
         t0 = time.perf_counter()
-        fast = quick()
+        lvl = level()
+        fast = lvl != FULL
         tm = target.host().target_machine(opt=0, jit=True) if fast else target_machine()
         mod = llvm.parse_assembly(ir_text)
         mod.triple = s["target"].triple
         mod.data_layout = str(tm.target_data)
         mod.verify()
         t1 = time.perf_counter()
-        pto = llvm.create_pipeline_tuning_options(speed_level=1 if fast else 3)
+        pto = llvm.create_pipeline_tuning_options(speed_level=lvl)
         for key, value in (tuning or {}).items():
             setattr(pto, key, value)
         pb = llvm.create_pass_builder(tm, pto)

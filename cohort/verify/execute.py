@@ -26,11 +26,13 @@ from .matrix import pool_split
 
 FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_error", "crash", "timeout",
                     "reference_error", "specialise_mismatch", "error_mismatch")
-# Most programs compile quickly (LLVM's O1 pipeline and fast code generator, jit.quick_compiles):
-# about half the compile time. A drawn share compiles as a user's build does (O3), so what only
-# O3 does (contraction of `contract`-flagged operations, the folds of InstCombine's later runs,
-# the optimising instruction selection) is still exercised; docs/fuzzing.md measures the choice.
+# Most programs compile quickly (jit.quick_compiles): a drawn share with no LLVM optimisation at
+# all (level 0, about a quarter of a user's build's compile time), a share with the O1 pipeline
+# (level 1, about half), both with the fast code generator; the rest as a user's build is (O3),
+# so what only the optimisations do (contraction of `contract`-flagged operations, InstCombine's
+# folds, the optimising instruction selection) is still exercised. docs/fuzzing.md measures it.
 FULL_O3_PERCENT = int(os.environ.get("COHORT_FUZZ_O3_PERCENT", "25"))   # the environment: for measuring
+O0_PERCENT = int(os.environ.get("COHORT_FUZZ_O0_PERCENT", "40"))
 
 
 def program_key(case) -> str:
@@ -40,9 +42,18 @@ def program_key(case) -> str:
     return hashlib.sha256(f"{format_kernel(case.kernel)}\n{case.describe()}".encode()).hexdigest()
 
 
+def compile_level(case) -> int:
+    """The LLVM level `case` compiles at (jit.quick_compiles): a pure function of the case (every
+    process, every replay)."""
+    from ..backend.jit import FULL
+    r = int(program_key(case)[:8], 16) % 100
+    return FULL if r < FULL_O3_PERCENT else 0 if r >= 100 - O0_PERCENT else 1
+
+
 def full_o3(case) -> bool:
-    """Whether `case` compiles at O3: a pure function of the case (every process, every replay)."""
-    return int(program_key(case)[:8], 16) % 100 < FULL_O3_PERCENT
+    """Whether `case` compiles at O3, as a user's build does."""
+    from ..backend.jit import FULL
+    return compile_level(case) == FULL
 
 
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
@@ -222,14 +233,14 @@ def run_variant_error(case, spec: str, facts) -> dict:
 
 
 def execute(case, variants: list, emit=None, full: Optional[bool] = None) -> dict:
-    """The reference and every listed variant, in this process, compiled at O3 (`full`) or
-    quickly (default: `full_o3(case)`).
+    """The reference and every listed variant, in this process, compiled at O3 (`full`), at O1
+    (`full=False`) or at the case's drawn level (default: `compile_level(case)`).
 
     Returns {"discard": None | {"reason", "message"}, "reference_checksum",
     "variants": {spec: record}}; `emit(event)` sees progress events.
     """
-    from ..backend.jit import quick_compiles
-    with quick_compiles(not (full_o3(case) if full is None else full)):
+    from ..backend.jit import FULL, quick_compiles
+    with quick_compiles(compile_level(case) if full is None else FULL if full else 1):
         return _execute(case, variants, emit)
 
 
