@@ -12,12 +12,15 @@ attention itself is registered with transformers' AttentionInterface as
     python examples/llama.py --layers 4 --hidden 256 --heads 8 --kv-heads 2 --prompt 64
     python examples/llama.py --dtype bfloat16     # both models in bf16
 
-The logits agree with the eager model to ~1e-7 relative in float32 (bf16: within
-a few bf16 roundings), greedy generation is identical (also for a left-padded
-batch: transformers builds the padding mask with SDPA's mask function,
-registered for "cohort", and cohort's attention takes it), and generation
-compiles nothing after the first token: sequence lengths are runtime arguments
-of cohort's attention and rope kernels.
+The logits agree with the eager model to ~1e-7 relative in float32, greedy
+generation is identical (also for a left-padded batch: transformers builds the
+padding mask with SDPA's mask function, registered for "cohort", and cohort's
+attention takes it), and generation compiles nothing after the first token:
+sequence lengths are runtime arguments of cohort's attention and rope kernels.
+In bfloat16 the logits agree to a few bf16 roundings (cohort rounds each op's
+output once, the eager model at other places), so greedy generation can part
+where the eager model's two best logits are a bf16 step apart or tied; the
+example then prints those two logits.
 """
 from __future__ import annotations
 
@@ -73,6 +76,18 @@ def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max() / b.abs().max())
 
 
+def first_difference(reference, mask, want, got) -> str:
+    """Where two greedy generations of a padded batch first differ: the reference's logits
+    for its token and for the other one (a tie at the dtype's resolution, or not)."""
+    j = int((want != got).any(0).nonzero()[0])
+    m = torch.cat((mask, torch.ones(mask.shape[0], j - mask.shape[1], dtype=mask.dtype)), 1)
+    logits = reference(want[:, :j], attention_mask=m).logits[:, -1].float()
+    row = int((want[:, j] != got[:, j]).nonzero()[0])
+    a, b = float(logits[row, want[row, j]]), float(logits[row, got[row, j]])
+    return (f"first at row {row}, token {j - mask.shape[1] + 1}: the eager model's logits for its token and "
+            f"cohort's are {a:.4f} and {b:.4f}")
+
+
 def _time(fn, repeat: int) -> float:
     fn()
     best = float("inf")
@@ -119,9 +134,10 @@ def compare(reference, vocab: int, a) -> None:
         live = mask.bool()
         err = relative_error(model(batch, attention_mask=mask).logits[live],
                              reference(batch, attention_mask=mask).logits[live])
-        same = torch.equal(model.generate(batch, attention_mask=mask, **gen),
-                           reference.generate(batch, attention_mask=mask, **gen))
-        print(f"left-padded batch of 2: logits max relative error {err:.2e}, greedy generation identical: {same}")
+        want, got = reference.generate(batch, attention_mask=mask, **gen), model.generate(batch, attention_mask=mask, **gen)
+        same = torch.equal(got, want)
+        print(f"left-padded batch of 2: logits max relative error {err:.2e}, greedy generation identical: {same}"
+              + ("" if same else f" ({first_difference(reference, mask, want, got)})"))
         rows = [("eager PyTorch (SDPA)", lambda: reference(ids)), ("cohort", lambda: model(ids))]
         if not a.no_compile:
             compiled_ref = torch.compile(reference)

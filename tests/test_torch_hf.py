@@ -370,3 +370,18 @@ def test_inductor_compiles_the_installed_model_with_no_graph_break(family):
             assert rel(got[live[:, -n:]], want[live[:, -n:]]) <= 1e-5
     assert not counters["graph_break"]
     assert ct.stats()["launches"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example, dtype", [("llama", "bfloat16"), ("gemma", "float32"), ("gemma", "bfloat16")])
+def test_the_examples_run_and_agree(example, dtype, capsys, monkeypatch):
+    """examples/llama.py and examples/gemma.py (which imports llama.py from its directory)."""
+    import importlib
+    from pathlib import Path
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+    mod = importlib.import_module(example)
+    mod.main(["--prompt", "12", "--new-tokens", "4", "--repeat", "1", "--no-compile", "--dtype", dtype])
+    out = capsys.readouterr().out
+    assert out.startswith(f"{dtype} logits: max relative error")
+    assert "greedy generation of 4 tokens identical: True" in out
+    assert "greedy generation identical: True" in out
