@@ -235,6 +235,29 @@ def test_install_replaces_each_part_and_shares_the_parameters():
     assert [type(m).__name__ for m in mine.modules()] == kinds
 
 
+def test_a_base_model_without_a_head_installs_too():
+    ref, _ = models("qwen2")
+    base = hf.install(copy.deepcopy(ref.model))              # Qwen2Model: the same walk, no LM head
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        want = ref.model(ids, attention_mask=mask).last_hidden_state[live]
+        assert rel(base(ids, attention_mask=mask).last_hidden_state[live], want) <= 1e-5
+
+
+def test_the_attention_function_honours_is_causal_and_refuses_dropout():
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 4, 5, 16, generator=g)
+    k, v = torch.randn(1, 2, 5, 16, generator=g), torch.randn(1, 2, 5, 16, generator=g)
+    layer = type("Layer", (), {"is_causal": True})()
+    causal = hf.cohort_attention(layer, q, k, v, None)[0]
+    assert torch.equal(causal, ct.attention(q, k, v, causal=True).transpose(1, 2))
+    full = hf.cohort_attention(layer, q, k, v, None, is_causal=False)[0]      # transformers' per-call override
+    assert torch.equal(full, ct.attention(q, k, v).transpose(1, 2)) and not torch.equal(full, causal)
+    with pytest.raises(ValueError, match=r"^cohort attention: dropout=0.5 is not implemented"):
+        hf.cohort_attention(layer, q, k, v, None, dropout=0.5)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_gemma_norm_is_one_plus_w_in_float32(dtype):
     """Gemma's RMSNorm: normalized(x) * (1 + w) in float32, rounded once to the model's dtype."""

@@ -106,7 +106,9 @@ class CohortAttention(nn.Module):
 
     def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
                 past_key_values=None, layer_past=None, **kwargs):
-        cache = next((c for c in (cache, past_key_values, layer_past) if c is not None), None)
+        # the cache under any of the names transformers' layers have passed it by
+        cache = next((c for c in (cache, past_key_values, layer_past, kwargs.pop("past_key_value", None))
+                      if c is not None), None)
         if position_embeddings is None:
             raise ValueError("cohort attention: position_embeddings (the model's cos/sin tables) were not passed")
         lead = hidden_states.shape[:-1]
@@ -150,7 +152,8 @@ def cohort_attention(module, query, key, value, attention_mask, scaling=None, dr
     if attention_mask is not None:
         out = ct.attention(query, key, value, mask=attention_mask, scale=scaling)
     else:
-        causal = getattr(module, "is_causal", True)
+        causal = kwargs.get("is_causal")
+        causal = getattr(module, "is_causal", True) if causal is None else bool(causal)
         if sliding_window is not None and not causal:          # never dropped: cohort's window is causal
             raise ValueError(f"cohort attention has no bidirectional sliding window (sliding_window="
                              f"{sliding_window} on a non-causal layer)")
