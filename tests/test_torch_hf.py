@@ -290,6 +290,18 @@ def _extra_child():
     return model
 
 
+def _mlp_child():
+    model = build("gemma")
+    model.model.layers[0].mlp.dropout = torch.nn.Dropout(0.1)
+    return model
+
+
+def _layernorm_without_bias():
+    model = build("gpt_neox")
+    model.gpt_neox.final_layer_norm = torch.nn.LayerNorm(64, bias=False)
+    return model
+
+
 def _act_mismatch():
     model = build("llama")
     model.model.layers[0].mlp.act_fn = torch.nn.GELU()
@@ -319,6 +331,8 @@ def _mixed():
     (lambda: build("llama").double(), TypeError, r"the model's dtype is torch.float64; cohort's operators run"),
     (_mixed, TypeError, r"the model's parameters have several dtypes"),
     (_extra_child, ValueError, r"LlamaAttention \(layer 1\) has submodules \['q_norm'\], which cohort's"),
+    (_mlp_child, ValueError, r"GemmaMLP has submodules \['dropout'\], which cohort's MLP does not run$"),
+    (_layernorm_without_bias, ValueError, r"a LayerNorm over \(64,\) without bias: cohort's layernorm"),
     (_act_mismatch, ValueError, r"the MLP's activation is GELU, not model.config.hidden_act='silu''s SiLUActivation"),
     (lambda: build("mistral", config("mistral", sliding_window=0)), ValueError,
      r"model.config.sliding_window=0 must be a positive int"),

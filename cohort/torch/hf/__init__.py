@@ -136,9 +136,9 @@ def _activation(config, act_module: nn.Module, gated: bool) -> str:
 def _norm(fam: Family, norm: nn.Module) -> nn.Module:
     if fam.norm == "layer":
         if len(norm.normalized_shape) != 1 or norm.weight is None or norm.bias is None:
-            _fail(f"a LayerNorm over {tuple(norm.normalized_shape)} with weight "
-                  f"{'and bias' if norm.bias is not None else 'but no bias'}: cohort's layernorm takes the last "
-                  f"dimension with both")
+            missing = [n for n in ("weight", "bias") if getattr(norm, n) is None]
+            _fail(f"a LayerNorm over {tuple(norm.normalized_shape)}{' without ' + ' and '.join(missing) if missing else ''}"
+                  f": cohort's layernorm normalizes the last dimension and takes a weight and a bias")
         return CohortLayerNorm(norm.weight, norm.bias, norm.eps)
     eps = norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
     return CohortRMSNorm(norm.weight, eps, offset=fam.norm == "rms_offset")
@@ -146,6 +146,9 @@ def _norm(fam: Family, norm: nn.Module) -> nn.Module:
 
 def _mlp(fam: Family, mlp: nn.Module, config) -> nn.Module:
     kind, *names = fam.mlp
+    extra = {n for n, _ in mlp.named_children()} - set(names)
+    if extra:
+        _fail(f"{type(mlp).__name__} has submodules {sorted(extra)}, which cohort's MLP does not run")
     act = _activation(config, getattr(mlp, names[-1]), kind == "gated")
     if kind == "gated":
         gate, up, down, _ = (getattr(mlp, n) for n in names)
