@@ -134,7 +134,8 @@ def compare(reference, vocab: int, a) -> None:
         live = mask.bool()
         err = relative_error(model(batch, attention_mask=mask).logits[live],
                              reference(batch, attention_mask=mask).logits[live])
-        want, got = reference.generate(batch, attention_mask=mask, **gen), model.generate(batch, attention_mask=mask, **gen)
+        gen["attention_mask"] = mask
+        want, got = reference.generate(batch, **gen), model.generate(batch, **gen)
         same = torch.equal(got, want)
         print(f"left-padded batch of 2: logits max relative error {err:.2e}, greedy generation identical: {same}"
               + ("" if same else f" ({first_difference(reference, mask, want, got)})"))

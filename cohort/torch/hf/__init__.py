@@ -136,9 +136,9 @@ def _activation(config, act_module: nn.Module, gated: bool) -> str:
 def _norm(fam: Family, norm: nn.Module) -> nn.Module:
     if fam.norm == "layer":
         if len(norm.normalized_shape) != 1 or norm.weight is None or norm.bias is None:
-            missing = [n for n in ("weight", "bias") if getattr(norm, n) is None]
-            _fail(f"a LayerNorm over {tuple(norm.normalized_shape)}{' without ' + ' and '.join(missing) if missing else ''}"
-                  f": cohort's layernorm normalizes the last dimension and takes a weight and a bias")
+            missing = " and ".join(n for n in ("weight", "bias") if getattr(norm, n) is None)
+            _fail(f"a LayerNorm over {tuple(norm.normalized_shape)}{' without ' + missing if missing else ''}: "
+                  f"cohort's layernorm normalizes the last dimension and takes a weight and a bias")
         return CohortLayerNorm(norm.weight, norm.bias, norm.eps)
     eps = norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
     return CohortRMSNorm(norm.weight, eps, offset=fam.norm == "rms_offset")
