@@ -121,7 +121,7 @@ def test_the_sliding_window_is_applied_and_matters(family):
     windows = [layer.self_attn.window for layer in mine.model.layers]
     assert windows == ([5, 5] if family == "mistral" else [None, 4])
     full = build(family, config(family, sliding_window=None, use_sliding_window=False))
-    ids, mask = padded()
+    ids, _ = padded()
     with torch.no_grad():
         assert rel(full(ids).logits, ref(ids).logits) > 1e-3
 
