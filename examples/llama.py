@@ -1,20 +1,26 @@
 """A small Llama on cohort's operators.
 
-Builds transformers' LlamaForCausalLM from a config (random weights, float32,
-nothing downloaded), then runs its RMSNorms, its MLP's SwiGLU, its rotary
-embedding (rotate-half) and its causal attention on cohort.torch: the norms,
-MLPs and attention layers are replaced by modules that call cohort.torch
-(module replacement), and the attention itself is registered with
-transformers' AttentionInterface as "cohort". transformers is not edited.
+Builds transformers' LlamaForCausalLM from a config (random weights, float32
+or bfloat16, nothing downloaded), then runs its RMSNorms, its MLP's SwiGLU, its
+rotary embedding (rotate-half) and its causal attention on cohort.torch, by
+`cohort.torch.hf.install(model)`: the norms, MLPs and attention layers are
+replaced by modules that call cohort.torch (module replacement), and the
+attention itself is registered with transformers' AttentionInterface as
+"cohort". transformers is not edited. examples/gemma.py does the same for Gemma.
 
     python examples/llama.py                      # compare with eager PyTorch, time forward passes
     python examples/llama.py --layers 4 --hidden 256 --heads 8 --kv-heads 2 --prompt 64
+    python examples/llama.py --dtype bfloat16     # both models in bf16
 
-The logits agree with the eager model to ~1e-7 relative, greedy generation is
-identical (also for a left-padded batch: transformers builds the padding mask
-with SDPA's mask function, registered for "cohort", and cohort's attention
-takes it), and generation compiles nothing after the first token: sequence
-lengths are runtime arguments of cohort's attention and rope kernels.
+The logits agree with the eager model to ~1e-7 relative in float32, greedy
+generation is identical (also for a left-padded batch: transformers builds the
+padding mask with SDPA's mask function, registered for "cohort", and cohort's
+attention takes it), and generation compiles nothing after the first token:
+sequence lengths are runtime arguments of cohort's attention and rope kernels.
+In bfloat16 the logits agree to a few bf16 roundings (cohort rounds each op's
+output once, the eager model at other places), so greedy generation can part
+where the eager model's two best logits are a bf16 step apart or tied; the
+example then prints those two logits.
 """
 from __future__ import annotations
 
@@ -23,11 +29,11 @@ import copy
 import time
 
 import torch
-from torch import nn
-from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
-from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers import LlamaConfig, LlamaForCausalLM
 
 import cohort.torch as ct
+import cohort.torch.hf as hf
+from cohort.torch.hf import cohort_attention  # noqa: F401  (the attention function "cohort", for tests)
 
 
 def config(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=176, vocab=256, max_positions=256,
@@ -46,98 +52,10 @@ def build_model(cfg: LlamaConfig = None, seed: int = 0) -> LlamaForCausalLM:
     return model.eval()
 
 
-# ---------------------------------------------------------------- the cohort modules
-
-class CohortRMSNorm(nn.Module):
-    """LlamaRMSNorm on cohort (shares the original's weight)."""
-
-    def __init__(self, norm: nn.Module):
-        super().__init__()
-        self.weight = norm.weight
-        self.eps = norm.variance_epsilon
-
-    def forward(self, x):
-        return ct.rmsnorm(x, self.weight, self.eps)
-
-
-class CohortMLP(nn.Module):
-    """down_proj(silu(gate_proj(x)) * up_proj(x)) with cohort's fused swiglu."""
-
-    def __init__(self, mlp: nn.Module):
-        super().__init__()
-        if mlp.config.hidden_act != "silu":
-            raise ValueError(f"CohortMLP runs SwiGLU; this model's activation is {mlp.config.hidden_act!r}")
-        self.gate_proj, self.up_proj, self.down_proj = mlp.gate_proj, mlp.up_proj, mlp.down_proj
-
-    def forward(self, x):
-        return self.down_proj(ct.swiglu(self.gate_proj(x), self.up_proj(x)))
-
-
-class CohortAttention(nn.Module):
-    """LlamaAttention with cohort's rope (rotate-half) and the "cohort" attention function."""
-
-    def __init__(self, attn: nn.Module):
-        super().__init__()
-        self.config, self.layer_idx, self.head_dim = attn.config, attn.layer_idx, attn.head_dim
-        self.scaling, self.is_causal = attn.scaling, attn.is_causal
-        self.q_proj, self.k_proj, self.v_proj, self.o_proj = attn.q_proj, attn.k_proj, attn.v_proj, attn.o_proj
-
-    def forward(self, hidden_states, position_embeddings=None, attention_mask=None, cache=None,
-                past_key_values=None, **kwargs):
-        cache = cache if cache is not None else past_key_values
-        shape = (*hidden_states.shape[:-1], -1, self.head_dim)
-        q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
-        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
-        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
-        cos, sin = position_embeddings                    # transformers' [B, S, D], the two halves equal
-        q, k = ct.rope_hf(q, k, cos, sin)
-        if cache is not None:
-            k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
-        attend = AttentionInterface().get_interface(self.config._attn_implementation, None)
-        out, weights = attend(self, q, k, v, attention_mask, scaling=self.scaling, dropout=0.0, **kwargs)
-        return self.o_proj(out.reshape(*hidden_states.shape[:-1], -1).contiguous()), weights
-
-
-def cohort_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, sliding_window=None,
-                     **kwargs):
-    """transformers' attention-function signature on cohort.torch.attention. The KV heads are
-    passed ungrouped (cohort reads head h from KV head h*Hkv/H). transformers builds the mask
-    with SDPA's mask function (registered below): a boolean [B, 1, Sq, Skv] with causality,
-    padding and any sliding window in it, or None where causality alone is enough; then the
-    causal mask aligns the last query with the last key, which is what a KV cache needs."""
-    if dropout:
-        raise ValueError("cohort attention has no dropout (inference only)")
-    for name in ("softcap", "s_aux", "sinks", "head_mask"):       # would change the result: never dropped
-        if kwargs.get(name) is not None:
-            raise ValueError(f"cohort attention does not implement {name}={kwargs[name]!r}")
-    if attention_mask is not None:
-        out = ct.attention(query, key, value, mask=attention_mask, scale=scaling)
-    else:
-        causal = getattr(module, "is_causal", True)
-        if sliding_window is not None and not causal:         # never dropped: cohort's window is causal
-            raise ValueError(f"cohort attention has no bidirectional sliding window (sliding_window="
-                             f"{sliding_window} on a non-causal layer)")
-        out = ct.attention(query, key, value, causal=causal, scale=scaling, window=sliding_window)
-    return out.transpose(1, 2), None
-
-
-AttentionInterface.register("cohort", cohort_attention)
-# Without a mask function of its own an attention name gets no mask at all (padding would be
-# silently ignored); SDPA's is the layout cohort.torch.attention takes.
-AttentionMaskInterface.register("cohort", sdpa_mask)
-
-
 def use_cohort(model: LlamaForCausalLM) -> LlamaForCausalLM:
-    """Replace the norms, MLPs and attention layers by cohort modules (in place; weights shared)."""
-    inner = model.model
-    for layer in inner.layers:
-        layer.input_layernorm = CohortRMSNorm(layer.input_layernorm)
-        layer.post_attention_layernorm = CohortRMSNorm(layer.post_attention_layernorm)
-        layer.mlp = CohortMLP(layer.mlp)
-        layer.self_attn = CohortAttention(layer.self_attn)
-    inner.norm = CohortRMSNorm(inner.norm)
-    model.config._attn_implementation = "cohort"     # its mask function is SDPA's (registered above)
-    return model
+    """Replace the norms, MLPs and attention layers by cohort modules (in place; weights shared):
+    cohort.torch.hf.install, which also registers the "cohort" attention and its mask function."""
+    return hf.install(model)
 
 
 def padded_batch(vocab: int, lengths, seed: int = 2, pad: int = 0):
@@ -153,8 +71,21 @@ def padded_batch(vocab: int, lengths, seed: int = 2, pad: int = 0):
 
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a - b| / max |b|."""
+    """max |a - b| / max |b| (in float32)."""
+    a, b = a.float(), b.float()
     return float((a - b).abs().max() / b.abs().max())
+
+
+def first_difference(reference, mask, want, got) -> str:
+    """Where two greedy generations of a padded batch first differ: the reference's logits
+    for its token and for the other one (a tie at the dtype's resolution, or not)."""
+    j = int((want != got).any(0).nonzero()[0])
+    m = torch.cat((mask, torch.ones(mask.shape[0], j - mask.shape[1], dtype=mask.dtype)), 1)
+    logits = reference(want[:, :j], attention_mask=m).logits[:, -1].float()
+    row = int((want[:, j] != got[:, j]).nonzero()[0])
+    a, b = float(logits[row, want[row, j]]), float(logits[row, got[row, j]])
+    return (f"first at row {row}, token {j - mask.shape[1] + 1}: the eager model's logits for its token and "
+            f"cohort's are {a:.4f} and {b:.4f}")
 
 
 def _time(fn, repeat: int) -> float:
@@ -167,39 +98,47 @@ def _time(fn, repeat: int) -> float:
     return best
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def arguments(description: str, intermediate: int = 176) -> argparse.ArgumentParser:
+    """The examples' command line: the model's size, the prompt, the dtype, the timing."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
-    ap.add_argument("--intermediate", type=int, default=176)
+    ap.add_argument("--intermediate", type=int, default=intermediate)
     ap.add_argument("--prompt", type=int, default=32, help="prompt length (tokens)")
     ap.add_argument("--new-tokens", type=int, default=8)
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="the model's dtype (both models are cast to it)")
     ap.add_argument("--repeat", type=int, default=20, help="timed forward passes (the best is reported)")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile timings")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def compare(reference, vocab: int, a) -> None:
+    """Install cohort into a copy of `reference`; print logits' agreement, greedy generation
+    (one prompt, and a left-padded batch of two), builds, and forward times."""
     torch.set_num_threads(1)
-    cfg = config(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads, intermediate=a.intermediate)
-    reference = build_model(cfg)
-    model = use_cohort(copy.deepcopy(reference))
-    ids = torch.randint(0, cfg.vocab_size, (1, a.prompt), generator=torch.Generator().manual_seed(1))
+    reference = reference.to(getattr(torch, a.dtype))
+    model = hf.install(copy.deepcopy(reference))
+    ids = torch.randint(0, vocab, (1, a.prompt), generator=torch.Generator().manual_seed(1))
+    gen = dict(max_new_tokens=a.new_tokens, do_sample=False, pad_token_id=0)
     with torch.no_grad():
         ref_logits, logits = reference(ids).logits, model(ids).logits
         builds = ct.stats()["builds"]
-        ref_tokens = reference.generate(ids, max_new_tokens=a.new_tokens, do_sample=False)
-        tokens = model.generate(ids, max_new_tokens=a.new_tokens, do_sample=False)
-        print(f"logits: max relative error {relative_error(logits, ref_logits):.2e}")
-        print(f"greedy generation of {a.new_tokens} tokens identical: {torch.equal(tokens, ref_tokens)}")
+        same = torch.equal(model.generate(ids, **gen), reference.generate(ids, **gen))
+        print(f"{a.dtype} logits: max relative error {relative_error(logits, ref_logits):.2e}")
+        print(f"greedy generation of {a.new_tokens} tokens identical: {same}")
         print(f"builds after the first forward: {builds}; after generating: {ct.stats()['builds']}")
-        batch, mask = padded_batch(cfg.vocab_size, (a.prompt, max(1, a.prompt // 2)))
+        batch, mask = padded_batch(vocab, (a.prompt, max(1, a.prompt // 2)))
         live = mask.bool()
         err = relative_error(model(batch, attention_mask=mask).logits[live],
                              reference(batch, attention_mask=mask).logits[live])
-        same = torch.equal(model.generate(batch, attention_mask=mask, max_new_tokens=a.new_tokens, do_sample=False),
-                           reference.generate(batch, attention_mask=mask, max_new_tokens=a.new_tokens,
-                                              do_sample=False))
-        print(f"left-padded batch of 2: logits max relative error {err:.2e}, greedy generation identical: {same}")
+        gen["attention_mask"] = mask
+        want, got = reference.generate(batch, **gen), model.generate(batch, **gen)
+        same = torch.equal(got, want)
+        print(f"left-padded batch of 2: logits max relative error {err:.2e}, greedy generation identical: {same}"
+              + ("" if same else f" ({first_difference(reference, mask, want, got)})"))
         rows = [("eager PyTorch (SDPA)", lambda: reference(ids)), ("cohort", lambda: model(ids))]
         if not a.no_compile:
             compiled_ref = torch.compile(reference)
@@ -209,6 +148,12 @@ def main(argv=None):
         print(f"forward of {a.prompt} tokens, best of {a.repeat} (one thread):")
         for name, fn in rows:
             print(f"  {name:40s} {_time(fn, a.repeat) * 1e3:8.3f} ms")
+
+
+def main(argv=None):
+    a = arguments(__doc__.split("\n\n")[0]).parse_args(argv)
+    cfg = config(layers=a.layers, hidden=a.hidden, heads=a.heads, kv_heads=a.kv_heads, intermediate=a.intermediate)
+    compare(build_model(cfg), cfg.vocab_size, a)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,213 @@
+"""cohort.torch.hf: cohort's operators inside a transformers model, in one call.
+
+    import cohort.torch.hf as hf
+    model = hf.install(model)          # in place; returns the model
+
+For the Llama, Mistral, Qwen2, Gemma, GPT-NeoX and Phi families (`config.model_type`
+llama, mistral, qwen2, gemma, gpt_neox, phi), any head on top (ForCausalLM, the base model,
+...), float32, bfloat16 or float16 weights on the CPU. `install` replaces
+
+- the norms: RMSNorm by cohort's rmsnorm; Gemma's (1 + w) RMSNorm by rmsnorm on x in
+  float32 with the float32 weight 1 + w, rounded once to the model's dtype, as Gemma
+  computes it; nn.LayerNorm (GPT-NeoX, Phi; weight and bias) by layernorm;
+- the MLP's activation: SwiGLU (silu) by the fused swiglu; GeGLU (Gemma's gelu_pytorch_tanh)
+  by gelu_tanh, then one multiply; GPT-NeoX's gelu by gelu (erf); Phi's gelu_new by gelu_tanh
+  (the same tanh formula);
+- the attention layer: cohort's rope_hf on the model's own cos/sin tables (rotate-half;
+  partial rotary as GPT-NeoX's rotary_pct and Phi's partial_rotary_factor give it) and
+  cohort's attention (grouped KV heads, causal, Mistral's and Qwen2's sliding windows where
+  the config has them), registered as the attention implementation "cohort" with SDPA's mask
+  function, so padding masks always arrive and are applied.
+
+Projections, embeddings, residuals, the rotary tables and the LM head stay the model's own,
+and every replacement shares the original's parameters (training updates the model's
+weights). Gradients flow through cohort's backward kernels.
+
+Anything it cannot honour raises a one-line ValueError/TypeError naming it: another family,
+an activation without a cohort operator, a config option that changes the computation
+(logit soft-capping, alibi, qk-norm, bidirectional attention, ...), an attention layer with
+submodules it does not know, a dtype or device the operators do not run, and at run time
+attention dropout while training. Nothing is copied from transformers: the modules are
+cohort's own (modules.py) and follow the models' parameter layouts.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import import_module
+
+import torch
+from torch import nn
+
+from .modules import PLAIN, CohortAttention, CohortLayerNorm, CohortMLP, CohortRMSNorm, cohort_attention
+
+__all__ = ["FAMILIES", "CohortAttention", "CohortLayerNorm", "CohortMLP", "CohortRMSNorm", "cohort_attention",
+           "install"]
+
+NAME = "cohort"                 # the attention implementation's name in transformers' registries
+
+
+@dataclass(frozen=True)
+class Family:
+    prefix: str                 # the modeling module's class prefix: LlamaRMSNorm, LlamaMLP, LlamaAttention
+    module: str                 # transformers.models.<module>.modeling_<module>
+    norm: str                   # "rms", "rms_offset" (Gemma's 1 + w) or "layer" (nn.LayerNorm)
+    mlp: tuple                  # ("gated", gate, up, down, act) or ("plain", in, out, act): attribute names
+    qkv: str                    # "separate" (q_proj, k_proj, v_proj) or "fused" (query_key_value)
+    out: str                    # the attention's output projection
+    window: str                 # where a sliding window comes from: "config", "layer" or "none"
+
+
+_GATED = ("gated", "gate_proj", "up_proj", "down_proj", "act_fn")
+FAMILIES = {
+    "llama": Family("Llama", "llama", "rms", _GATED, "separate", "o_proj", "none"),
+    "mistral": Family("Mistral", "mistral", "rms", _GATED, "separate", "o_proj", "config"),
+    "qwen2": Family("Qwen2", "qwen2", "rms", _GATED, "separate", "o_proj", "layer"),
+    "gemma": Family("Gemma", "gemma", "rms_offset", _GATED, "separate", "o_proj", "none"),
+    "gpt_neox": Family("GPTNeoX", "gpt_neox", "layer", ("plain", "dense_h_to_4h", "dense_4h_to_h", "act"),
+                       "fused", "dense", "none"),
+    "phi": Family("Phi", "phi", "layer", ("plain", "fc1", "fc2", "activation_fn"), "separate", "dense", "none"),
+}
+
+# config.hidden_act -> cohort's activation. gelu_new (GPT-2's, Phi's) is the tanh formula
+# 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as torch's gelu(approximate="tanh") is.
+ACTIVATIONS = {"silu": "silu", "swish": "silu", "gelu": "gelu", "gelu_pytorch_tanh": "gelu_tanh",
+               "gelu_new": "gelu_tanh"}
+
+# config options that change what a layer computes, and what the computation would need
+# (value -> True when it is set to something install cannot honour)
+_OPTIONS = {
+    "attn_logit_softcapping": ("attention logit soft-capping", lambda v: v is not None),
+    "final_logit_softcapping": ("final logit soft-capping", lambda v: v is not None),
+    "alibi": ("alibi position biases", bool),
+    "qk_layernorm": ("qk-norm (a LayerNorm on queries and keys)", bool),
+    "use_qk_norm": ("qk-norm", bool),
+    "use_bidirectional_attention": ("bidirectional attention", bool),
+    "pretraining_tp": ("tensor-parallel slicing of the projections", lambda v: v is not None and v > 1),
+}
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# the attention's child modules install knows, by layout (anything else - a q_norm, a
+# k_layernorm - would be skipped silently: refused)
+_ATTENTION_CHILDREN = {"separate": {"q_proj", "k_proj", "v_proj"}, "fused": {"query_key_value"}}
+
+
+def _fail(what: str, exc=ValueError):
+    raise exc(f"cohort.torch.hf.install: {what}")
+
+
+def _family(model) -> Family:
+    if not isinstance(model, nn.Module):
+        _fail(f"model must be a transformers model (torch.nn.Module), got {type(model).__name__}", TypeError)
+    config = getattr(model, "config", None)
+    kind = getattr(config, "model_type", None)
+    if kind not in FAMILIES:
+        _fail(f"model.config.model_type={kind!r} is not a family it knows ({', '.join(sorted(FAMILIES))})")
+    for name, (what, bad) in _OPTIONS.items():
+        value = getattr(config, name, None)
+        if value is not None and bad(value):
+            _fail(f"model.config.{name}={value!r}: {what} is not implemented by cohort's operators")
+    params = list(model.parameters())
+    dtypes = {p.dtype for p in params}
+    if len(dtypes) > 1:
+        _fail(f"the model's parameters have several dtypes ({sorted(map(str, dtypes))}); cast it to one of "
+              f"float32, bfloat16, float16", TypeError)
+    if dtypes and next(iter(dtypes)) not in _DTYPES:
+        _fail(f"the model's dtype is {next(iter(dtypes))}; cohort's operators run float32, bfloat16 and float16",
+              TypeError)
+    devices = {p.device.type for p in params}
+    if devices - {"cpu"}:
+        _fail(f"the model is on {sorted(devices)}; cohort's operators run on the CPU")
+    return FAMILIES[kind]
+
+
+def _activation(config, act_module: nn.Module, gated: bool) -> str:
+    name = getattr(config, "hidden_act", None)
+    mine = ACTIVATIONS.get(name) if isinstance(name, str) else None
+    if mine is None or (not gated and PLAIN[mine] is None):
+        known = sorted(ACTIVATIONS) if gated else sorted(k for k, v in ACTIVATIONS.items() if PLAIN[v])
+        _fail(f"model.config.hidden_act={name!r} has no cohort operator in {'a gated' if gated else 'an'} MLP "
+              f"(it runs {', '.join(known)})")
+    from transformers.activations import ACT2FN
+    if type(act_module) is not type(ACT2FN[name]):       # the module is not what the config says
+        _fail(f"the MLP's activation is {type(act_module).__name__}, not model.config.hidden_act={name!r}'s "
+              f"{type(ACT2FN[name]).__name__}")
+    return mine
+
+
+def _norm(fam: Family, norm: nn.Module) -> nn.Module:
+    if fam.norm == "layer":
+        if len(norm.normalized_shape) != 1 or norm.weight is None or norm.bias is None:
+            missing = " and ".join(n for n in ("weight", "bias") if getattr(norm, n) is None)
+            _fail(f"a LayerNorm over {tuple(norm.normalized_shape)}{' without ' + missing if missing else ''}: "
+                  f"cohort's layernorm normalizes the last dimension and takes a weight and a bias")
+        return CohortLayerNorm(norm.weight, norm.bias, norm.eps)
+    eps = norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
+    return CohortRMSNorm(norm.weight, eps, offset=fam.norm == "rms_offset")
+
+
+def _mlp(fam: Family, mlp: nn.Module, config) -> nn.Module:
+    kind, *names = fam.mlp
+    extra = {n for n, _ in mlp.named_children()} - set(names)
+    if extra:
+        _fail(f"{type(mlp).__name__} has submodules {sorted(extra)}, which cohort's MLP does not run")
+    act = _activation(config, getattr(mlp, names[-1]), kind == "gated")
+    if kind == "gated":
+        gate, up, down, _ = (getattr(mlp, n) for n in names)
+        return CohortMLP(act, gate=gate, up=up, down=down)
+    fc_in, fc_out, _ = (getattr(mlp, n) for n in names)
+    return CohortMLP(act, fc_in=fc_in, fc_out=fc_out)
+
+
+def _attention(fam: Family, attn: nn.Module, config) -> nn.Module:
+    children = {n for n, _ in attn.named_children()} - {fam.out}
+    extra = children - _ATTENTION_CHILDREN[fam.qkv]
+    if extra or not getattr(attn, "is_causal", True):
+        what = f"submodules {sorted(extra)}" if extra else "is_causal=False"
+        _fail(f"{type(attn).__name__} (layer {attn.layer_idx}) has {what}, which cohort's attention layer does "
+              f"not run")
+    head_dim = attn.head_size if fam.qkv == "fused" else attn.head_dim
+    window = {"none": None, "config": getattr(config, "sliding_window", None),
+              "layer": getattr(attn, "sliding_window", None)}[fam.window]
+    if window is not None and (type(window) is not int or window < 1):
+        _fail(f"model.config.sliding_window={window!r} must be a positive int")
+    return CohortAttention(attn, qkv=fam.qkv, out=fam.out, head_dim=head_dim, window=window, config=config)
+
+
+def register() -> str:
+    """Register cohort's attention function, and SDPA's mask function for it, under the name
+    "cohort" (transformers gives an attention name without a mask function of its own no mask
+    at all: padding would be ignored). Idempotent; returns the name."""
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    AttentionInterface.register(NAME, cohort_attention)
+    AttentionMaskInterface.register(NAME, sdpa_mask)
+    return NAME
+
+
+def install(model: nn.Module) -> nn.Module:
+    """Run `model`'s norms, MLP activations, rope and attention on cohort.torch (in place; the
+    parameters are shared). Returns the model. Raises, naming the cause, for anything it
+    cannot honour (see the module's docstring); a model it has already installed into is
+    returned unchanged."""
+    fam = _family(model)
+    config = model.config
+    modeling = import_module(f"transformers.models.{fam.module}.modeling_{fam.module}")
+    norms = (nn.LayerNorm,) if fam.norm == "layer" else (getattr(modeling, f"{fam.prefix}RMSNorm"),)
+    mlp_cls, attn_cls = getattr(modeling, f"{fam.prefix}MLP"), getattr(modeling, f"{fam.prefix}Attention")
+    plan = []                                           # (parent, name, replacement): built before any change
+    for parent in model.modules():
+        for name, child in parent.named_children():
+            if type(child) in norms:
+                plan.append((parent, name, _norm(fam, child)))
+            elif type(child) is mlp_cls:
+                plan.append((parent, name, _mlp(fam, child, config)))
+            elif type(child) is attn_cls:
+                plan.append((parent, name, _attention(fam, child, config)))
+    attention = sum(isinstance(new, CohortAttention) for _, _, new in plan)
+    if not attention and not any(isinstance(m, CohortAttention) for m in model.modules()):
+        _fail(f"found no {attn_cls.__name__} in the model: its structure is not the {fam.prefix} family's")
+    for parent, name, new in plan:
+        new.train(getattr(parent, name).training)          # a new module is in training mode: keep the model's
+        setattr(parent, name, new)
+    register()
+    model.config._attn_implementation = NAME
+    return model

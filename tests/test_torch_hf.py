@@ -1,0 +1,425 @@
+"""cohort.torch.hf.install (issue 26) on six transformers families - Llama, Mistral (sliding
+window), Qwen2 (a sliding layer beside a full one), Gemma ((1 + w) RMSNorm, GeGLU, one KV
+head), GPT-NeoX (fused qkv, LayerNorm, gelu, rotary_pct 0.5) and Phi (LayerNorm, gelu_new,
+partial_rotary_factor 0.5) - built from small random configs (nothing downloaded), against
+the same model in eager PyTorch (SDPA attention).
+
+Tolerances. float32 logits: within 1e-5 of the largest |logit| (measured <= 3e-7): cohort's
+operators are float32 with their own summation orders, so each op differs from torch's by a
+few float32 ulps (6e-8 each) and two layers add them up; a wrong mask, window, rotary half or
+norm offset moves logits by 1e-2 to 1. bfloat16: cohort's error against the float32 model at
+most twice eager bf16's (measured 0.8-1.2x), and cohort within 2^-6 of the largest |logit| of
+eager bf16 (two models each a few bf16 roundings (2^-8) from float32; measured <= 7.4e-3);
+greedy generation identical (Llama, Gemma) or, for the other families under -m slow, identical
+up to a first difference that is a tie of eager's logits within that bound.
+Training: losses of four SGD steps within 1e-6 relative (measured <= 1.3e-7): cohort's
+gradients agree with PyTorch's to float32 rounding (tests/test_autograd.py) and three updates
+of lr 0.1 carry that difference into the loss. Greedy generation in float32: identical tokens.
+"""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch")
+T = pytest.importorskip("transformers")
+
+import cohort.torch as ct  # noqa: E402
+import cohort.torch.hf as hf  # noqa: E402
+
+VOCAB = 128
+_COMMON = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+               max_position_embeddings=128, tie_word_embeddings=False)
+
+
+_FAMILY = {
+    "llama": ("LlamaConfig", dict(num_key_value_heads=2)),
+    "mistral": ("MistralConfig", dict(num_key_value_heads=2, sliding_window=5)),
+    "qwen2": ("Qwen2Config", dict(num_key_value_heads=2, use_sliding_window=True, sliding_window=4,
+                                  max_window_layers=1)),                    # layer 0 full, layer 1 sliding
+    "gemma": ("GemmaConfig", dict(num_key_value_heads=1, head_dim=16)),
+    "gpt_neox": ("GPTNeoXConfig", dict(rotary_pct=0.5)),
+    "phi": ("PhiConfig", dict(num_key_value_heads=2, partial_rotary_factor=0.5)),
+}
+
+
+def config(family: str, **kw):
+    """A small random config of the family (2 layers, hidden 64, head_dim 16); kw overrides."""
+    cls, own = _FAMILY[family]
+    return getattr(T, cls)(**{**_COMMON, **own, **kw})
+
+
+CLASSES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+           "gemma": "GemmaForCausalLM", "gpt_neox": "GPTNeoXForCausalLM", "phi": "PhiForCausalLM"}
+FAMILIES = tuple(CLASSES)
+
+
+def build(family: str, cfg=None, seed: int = 0):
+    """The eager reference: seeded random weights, the norms' weights moved off their
+    initial 1 (or Gemma's 0) so that a wrong norm weight shows, float32, eval mode, SDPA."""
+    torch.manual_seed(seed)
+    cls = getattr(T, CLASSES[family])
+    model = cls._from_config(cfg or config(family), attn_implementation="sdpa", dtype=torch.float32).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(torch.randn_like(p) * 0.1)
+    return model
+
+
+_MODELS: dict = {}
+
+
+def models(family: str):
+    """(eager, cohort) for the family, built once per test session."""
+    if family not in _MODELS:
+        ref = build(family)
+        _MODELS[family] = ref, hf.install(copy.deepcopy(ref))
+    return _MODELS[family]
+
+
+def padded(lengths=(13, 8), seed=1):
+    """(input_ids, attention_mask): random prompts left-padded to the longest (pad id 0)."""
+    g = torch.Generator().manual_seed(seed)
+    n = max(lengths)
+    ids = torch.zeros((len(lengths), n), dtype=torch.long)
+    mask = torch.zeros((len(lengths), n), dtype=torch.long)
+    for row, length in enumerate(lengths):
+        ids[row, n - length:] = torch.randint(1, VOCAB, (length,), generator=g)
+        mask[row, n - length:] = 1
+    return ids, mask
+
+
+def rel(a, b) -> float:
+    """max |a - b| / max |b|, in float32."""
+    a, b = a.detach().float(), b.detach().float()
+    return float((a - b).abs().max() / b.abs().max())
+
+
+GEN = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_and_left_padded_greedy_generation_agree_with_eager(family):
+    ref, mine = models(family)
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        want, got = ref(ids, attention_mask=mask).logits, mine(ids, attention_mask=mask).logits
+        assert rel(got[live], want[live]) <= 1e-5
+        assert rel(mine(ids[:1]).logits, ref(ids[:1]).logits) <= 1e-5            # no mask at all: causal
+        # the short row alone, unpadded, gives the logits it has inside the padded batch
+        assert rel(got[1:, -8:], mine(ids[1:, -8:]).logits) <= 1e-5
+        kw = dict(attention_mask=mask, **GEN)
+        assert torch.equal(mine.generate(ids, **kw), ref.generate(ids, **kw))
+
+
+@pytest.mark.parametrize("family", ["mistral", "qwen2"])
+def test_the_sliding_window_is_applied_and_matters(family):
+    """The window changes these models' logits (so dropping it would fail the test above);
+    cohort's layers carry the config's window (Qwen2: on its sliding layer only)."""
+    ref, mine = models(family)
+    windows = [layer.self_attn.window for layer in mine.model.layers]
+    assert windows == ([5, 5] if family == "mistral" else [None, 4])
+    full = build(family, config(family, sliding_window=None, use_sliding_window=False))
+    ids, _ = padded()
+    with torch.no_grad():
+        assert rel(full(ids).logits, ref(ids).logits) > 1e-3
+
+
+BF16 = 2.0 ** -6            # cohort bf16 against eager bf16, relative to the largest |logit|
+
+
+def _first_divergence_is_a_tie(ref, ids, mask, want, got) -> bool:
+    """Where greedy generations first differ, eager's logit for cohort's token is within BF16
+    (relative to the largest |logit|) of eager's own choice: a tie at bf16's resolution, which
+    rounding in a different place may break either way."""
+    j = int((want != got).any(0).nonzero()[0])
+    prefix = want[:, :j]
+    m = torch.cat((mask, torch.ones(mask.shape[0], j - mask.shape[1], dtype=mask.dtype)), 1)
+    logits = ref(prefix, attention_mask=m).logits[:, -1].float()
+    for row in (want[:, j] != got[:, j]).nonzero()[:, 0]:
+        gap = logits[row, want[row, j]] - logits[row, got[row, j]]
+        if not 0 <= gap <= BF16 * logits[row].abs().max():
+            return False
+    return True
+
+
+@pytest.mark.parametrize("family", ["llama", "gemma"])
+def test_bf16_logits_and_generation(family, exact=True):
+    """bf16 logits within the stated bounds; greedy generation of a left-padded batch identical
+    (exact=True: Llama, Gemma), or else identical up to a first difference that is a tie of
+    eager's logits at bf16's resolution (the other families: their tiny random models have
+    near-ties that rounding in another place breaks the other way)."""
+    ref32, _ = models(family)
+    ref = copy.deepcopy(ref32).to(torch.bfloat16)
+    mine = hf.install(copy.deepcopy(ref))
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        f32 = ref32(ids, attention_mask=mask).logits[live]
+        want, got = ref(ids, attention_mask=mask).logits[live], mine(ids, attention_mask=mask).logits[live]
+        assert got.dtype == torch.bfloat16
+        assert rel(got, f32) <= 2 * rel(want, f32)
+        assert rel(got, want) <= BF16
+        gen = dict(GEN, max_new_tokens=8)
+        want, got = ref.generate(ids, attention_mask=mask, **gen), mine.generate(ids, attention_mask=mask, **gen)
+        assert torch.equal(got, want) or (not exact and _first_divergence_is_a_tie(ref, ids, mask, want, got))
+
+
+def test_f16_logits():
+    """float16: the same rules with f16's rounding (2^-11): cohort within 2^-9 of eager f16's
+    largest |logit| (measured 8.9e-4) and no further from float32 than twice eager f16."""
+    ref32, _ = models("phi")
+    ref = copy.deepcopy(ref32).half()
+    mine = hf.install(copy.deepcopy(ref))
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        f32 = ref32(ids, attention_mask=mask).logits[live]
+        want, got = ref(ids, attention_mask=mask).logits[live], mine(ids, attention_mask=mask).logits[live]
+    assert got.dtype == torch.float16
+    assert rel(got, f32) <= 2 * rel(want, f32) and rel(got, want) <= 2.0 ** -9
+
+
+def _losses(model, steps=4):
+    ids, mask = padded()
+    labels = ids.masked_fill(~mask.bool(), -100)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    out = []
+    for _ in range(steps):
+        loss = model(ids, attention_mask=mask, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out.append(loss.item())
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt_neox"])
+def test_training_steps_match_eager(family):
+    ref = build(family)
+    mine = hf.install(copy.deepcopy(ref))
+    want, got = _losses(ref), _losses(mine)
+    assert want[-1] < want[0] - 0.5                     # it trains
+    assert max(abs(a - b) / abs(a) for a, b in zip(got, want)) <= 1e-6, (got, want)
+    # the updates reached the model's own parameters (shared with the cohort modules, not copied)
+    assert rel(dict(mine.named_parameters())["lm_head.weight"], dict(ref.named_parameters())["lm_head.weight"]) < 1e-5
+
+
+def test_compiles_fullgraph_with_no_graph_break():
+    """Dynamo traces the installed model whole (backend "eager": the graph capture is what
+    is tested here; Inductor under -m slow)."""
+    from torch._dynamo.utils import counters
+    _, mine = models("gpt_neox")
+    torch._dynamo.reset()
+    counters.clear()
+    f = torch.compile(mine, fullgraph=True, backend="eager")
+    ids, mask = padded()
+    with torch.no_grad():
+        assert torch.equal(f(ids, attention_mask=mask).logits, mine(ids, attention_mask=mask).logits)
+    assert not counters["graph_break"]
+
+
+def test_install_replaces_each_part_and_shares_the_parameters():
+    ref = build("phi")
+    params = {id(p) for p in ref.parameters()}
+    mine = hf.install(ref)
+    kinds = [type(m).__name__ for m in mine.modules()]
+    assert kinds.count("CohortAttention") == 2 and kinds.count("CohortMLP") == 2
+    assert kinds.count("CohortLayerNorm") == 3                      # input_layernorm x2, final_layernorm
+    assert not any(k.startswith("Phi") and k.endswith(("Attention", "MLP")) for k in kinds)
+    assert "LayerNorm" not in kinds
+    assert {id(p) for p in mine.parameters()} == params
+    assert mine.config._attn_implementation == "cohort"
+    assert hf.install(mine) is mine                                  # again: unchanged
+    assert [type(m).__name__ for m in mine.modules()] == kinds
+
+
+def test_a_base_model_without_a_head_installs_too():
+    ref, _ = models("qwen2")
+    base = hf.install(copy.deepcopy(ref.model))              # Qwen2Model: the same walk, no LM head
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        want = ref.model(ids, attention_mask=mask).last_hidden_state[live]
+        assert rel(base(ids, attention_mask=mask).last_hidden_state[live], want) <= 1e-5
+
+
+def test_the_attention_function_honours_is_causal_and_refuses_dropout():
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(1, 4, 5, 16, generator=g)
+    k, v = torch.randn(1, 2, 5, 16, generator=g), torch.randn(1, 2, 5, 16, generator=g)
+    layer = type("Layer", (), {"is_causal": True})()
+    causal = hf.cohort_attention(layer, q, k, v, None)[0]
+    assert torch.equal(causal, ct.attention(q, k, v, causal=True).transpose(1, 2))
+    full = hf.cohort_attention(layer, q, k, v, None, is_causal=False)[0]      # transformers' per-call override
+    assert torch.equal(full, ct.attention(q, k, v).transpose(1, 2)) and not torch.equal(full, causal)
+    with pytest.raises(ValueError, match=r"^cohort attention: dropout=0.5 is not implemented"):
+        hf.cohort_attention(layer, q, k, v, None, dropout=0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_gemma_norm_is_one_plus_w_in_float32(dtype):
+    """Gemma's RMSNorm: normalized(x) * (1 + w) in float32, rounded once to the model's dtype."""
+    from transformers.models.gemma.modeling_gemma import GemmaRMSNorm
+    g = torch.Generator().manual_seed(3)
+    norm = GemmaRMSNorm(96, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(96, generator=g) * 0.3)
+    norm = norm.to(dtype)
+    x = (torch.randn(5, 96, generator=g) * 2).to(dtype)
+    mine = hf.CohortRMSNorm(norm.weight, norm.eps, offset=True)
+    want, got = norm(x), mine(x)
+    assert got.dtype == dtype
+    # float32: the sums differ in order only; bf16: at most one rounding step apart
+    bound = 1e-6 if dtype == torch.float32 else 2.0 ** -8
+    assert ((got.float() - want.float()).abs() <= bound * want.float().abs().amax(-1, keepdim=True)).all()
+    plain = hf.CohortRMSNorm(norm.weight, norm.eps)                    # without the offset: far off
+    assert rel(plain(x), want) > 0.5
+
+
+# ---------------------------------------------------------------- what install refuses
+
+def _gpt2():
+    return T.GPT2LMHeadModel(T.GPT2Config(n_embd=32, n_layer=1, n_head=2, vocab_size=64, n_positions=32))
+
+
+def _extra_child():
+    model = build("llama")
+    model.model.layers[1].self_attn.q_norm = torch.nn.Identity()       # an attention part it does not know
+    return model
+
+
+def _mlp_child():
+    model = build("gemma")
+    model.model.layers[0].mlp.dropout = torch.nn.Dropout(0.1)
+    return model
+
+
+def _layernorm_without_bias():
+    model = build("gpt_neox")
+    model.gpt_neox.final_layer_norm = torch.nn.LayerNorm(64, bias=False)
+    return model
+
+
+def _act_mismatch():
+    model = build("llama")
+    model.model.layers[0].mlp.act_fn = torch.nn.GELU()
+    return model
+
+
+def _mixed():
+    model = build("llama")
+    model.lm_head.to(torch.bfloat16)
+    return model
+
+
+@pytest.mark.parametrize("make, exc, match", [
+    (lambda: torch.nn.Linear(2, 2), ValueError, r"model.config.model_type=None is not a family"),
+    (lambda: "llama", TypeError, r"model must be a transformers model \(torch.nn.Module\), got str"),
+    (_gpt2, ValueError, r"model.config.model_type='gpt2' is not a family it knows \(gemma, gpt_neox, llama"),
+    (lambda: build("llama", config("llama", hidden_act="relu")), ValueError,
+     r"model.config.hidden_act='relu' has no cohort operator in a gated MLP"),
+    (lambda: build("gpt_neox", config("gpt_neox", hidden_act="silu")), ValueError,
+     r"model.config.hidden_act='silu' has no cohort operator in an MLP \(it runs gelu, gelu_new"),
+    (lambda: build("llama", config("llama", attn_logit_softcapping=30.0)), ValueError,
+     r"model.config.attn_logit_softcapping=30.0: attention logit soft-capping is not implemented"),
+    (lambda: build("phi", config("phi", qk_layernorm=True)), ValueError, r"model.config.qk_layernorm=True: qk-norm"),
+    (lambda: build("gemma", config("gemma", use_bidirectional_attention=True)), ValueError,
+     r"model.config.use_bidirectional_attention=True: bidirectional attention"),
+    (lambda: build("llama", config("llama", alibi=True)), ValueError, r"model.config.alibi=True: alibi"),
+    (lambda: build("llama").double(), TypeError, r"the model's dtype is torch.float64; cohort's operators run"),
+    (_mixed, TypeError, r"the model's parameters have several dtypes"),
+    (_extra_child, ValueError, r"LlamaAttention \(layer 1\) has submodules \['q_norm'\], which cohort's"),
+    (_mlp_child, ValueError, r"GemmaMLP has submodules \['dropout'\], which cohort's MLP does not run$"),
+    (_layernorm_without_bias, ValueError, r"a LayerNorm over \(64,\) without bias: cohort's layernorm"),
+    (_act_mismatch, ValueError, r"the MLP's activation is GELU, not model.config.hidden_act='silu''s SiLUActivation"),
+    (lambda: build("mistral", config("mistral", sliding_window=0)), ValueError,
+     r"model.config.sliding_window=0 must be a positive int"),
+])
+def test_what_install_cannot_honour_is_a_one_line_error(make, exc, match):
+    model = make()
+    with pytest.raises(exc, match=r"^cohort.torch.hf.install: " + match) as e:
+        hf.install(model)
+    assert "\n" not in str(e.value)
+    if isinstance(model, torch.nn.Module):                 # nothing replaced before the error
+        assert not any(type(m).__name__.startswith("Cohort") for m in model.modules())
+
+
+def test_attention_dropout_while_training_is_an_error_at_run_time():
+    mine = hf.install(build("llama", config("llama", attention_dropout=0.1)))
+    ids, mask = padded()
+    with torch.no_grad():
+        mine(ids, attention_mask=mask)                        # eval: no dropout, runs
+    mine.train()
+    with pytest.raises(ValueError, match=r"^cohort attention: dropout=0.1 is not implemented") as e:
+        mine(ids, attention_mask=mask)
+    assert "\n" not in str(e.value)
+
+
+def test_a_rotary_table_that_is_not_rotate_half_is_an_error():
+    """A model whose tables' two halves differ (a layout cohort's rope_hf does not take) fails
+    at the first forward, not silently."""
+    _, mine = models("llama")
+    rotary = copy.deepcopy(mine.model.rotary_emb)
+
+    class Interleaved(torch.nn.Module):
+        def forward(self, x, position_ids):
+            cos, sin = rotary(x, position_ids)              # GPT-J's layout: each frequency twice in a row
+            half = cos.shape[-1] // 2
+            return cos[..., :half].repeat_interleave(2, -1), sin[..., :half].repeat_interleave(2, -1)
+
+    model = copy.deepcopy(mine)
+    model.model.rotary_emb = Interleaved()
+    with torch.no_grad(), pytest.raises(ValueError, match="rope_hf: the two halves of cos"):
+        model(padded()[0])
+
+
+# ---------------------------------------------------------------- slow: every family, Inductor
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gpt_neox", "phi"])
+def test_bf16_logits_and_generation_every_family(family):
+    test_bf16_logits_and_generation(family, exact=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["mistral", "qwen2", "gemma", "phi"])
+def test_training_steps_match_eager_every_family(family):
+    test_training_steps_match_eager(family)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["llama", "gemma", "gpt_neox"])
+def test_inductor_compiles_the_installed_model_with_no_graph_break(family):
+    """Inductor compiles the rest of the model (projections, residuals, the rotary tables)
+    with its own code: close to the eager logits, not the same bits."""
+    from torch._dynamo.utils import counters
+    _, mine = models(family)
+    torch._dynamo.reset()
+    counters.clear()
+    f = torch.compile(mine, fullgraph=True)
+    ids, mask = padded()
+    with torch.no_grad():
+        for n in (13, 9):
+            x, m = ids[:, -n:], mask[:, -n:]
+            got, want = f(x, attention_mask=m).logits, mine(x, attention_mask=m).logits
+            assert rel(got[m.bool()], want[m.bool()]) <= 1e-5
+    assert not counters["graph_break"]
+    assert ct.stats()["launches"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example, dtype", [("llama", "bfloat16"), ("gemma", "float32"), ("gemma", "bfloat16")])
+def test_the_examples_run_and_agree(example, dtype, capsys, monkeypatch):
+    """examples/llama.py and examples/gemma.py (which imports llama.py from its directory)."""
+    import importlib
+    from pathlib import Path
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
+    mod = importlib.import_module(example)
+    mod.main(["--prompt", "12", "--new-tokens", "4", "--repeat", "1", "--no-compile", "--dtype", dtype])
+    out = capsys.readouterr().out
+    assert out.startswith(f"{dtype} logits: max relative error")
+    assert "greedy generation of 4 tokens identical: True" in out
+    assert "greedy generation identical: True" in out
