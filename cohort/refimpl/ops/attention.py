@@ -35,7 +35,12 @@ SKV - SQ. When SQ > SKV the first SQ - SKV rows see no key and are 0. (SDPA's
 is_causal aligns top-left, j <= s; the two agree when SQ == SKV.) A sliding
 window W (CAUSAL = 2, W the scalar WIN >= 1) also hides keys j <= i - W, as
 Mistral and Qwen2 define it; tiles wholly before the block's first visible key
-are skipped.
+are skipped. A tile every row of the block takes (before the block's first
+row's diagonal) updates the state directly, in a block-uniform branch; only
+the diagonal's tiles select per row (a row past its diagonal keeps its state).
+A select of an element's old value stored back is a masked store once code
+generation sees it, slow on some CPUs: 1x4x1x64x128x32x32 causal at 16 lanes
+took 1.2x Inductor's time with it on every tile (session 11).
 
 A mask (MASK = 1) is SDPA's float attn_mask: bias[b, h, s, j] is added to the
 scaled score (after the dot product, before the max), the bias read through
@@ -72,6 +77,7 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32],
     # keys a row sees: all, or (causal) up to its diagonal aligned bottom-right
     kend = min(max(s + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
     kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+    kend_lo = min(max(first + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV   # the block's first row's
     # and (sliding window) from i - WIN + 1 on; the block's first row starts first
     kbeg = min(max(s + SKV - SQ - WIN + 1, 0), SKV) if CAUSAL == 2 else 0
     kbeg_lo = min(max(first + SKV - SQ - WIN + 1, 0), SKV) if CAUSAL == 2 else 0
@@ -148,15 +154,24 @@ def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32],
         p5 = w[5]
         p6 = w[6]
         p7 = w[7]
-        # a row whose keys end before this tile keeps its state (a select, not a branch: the
-        # packet stays unmasked; causal only, the condition is True otherwise)
-        take = j0 < kend if CAUSAL >= 1 else True
-        l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) if take else l
-        for e in range(DV):
-            acc[e] = fma(p7, v[c7 * DV + e], fma(p6, v[c6 * DV + e], fma(p5, v[c5 * DV + e], fma(
-                p4, v[c4 * DV + e], fma(p3, v[c3 * DV + e], fma(p2, v[c2 * DV + e], fma(
-                    p1, v[c1 * DV + e], fma(p0, v[c0 * DV + e], acc[e] * corr)))))))) if take else acc[e]
-        m = m_new if take else m
+        if CAUSAL == 0 or j0 < kend_lo:
+            # every row of the block takes this tile (a block-uniform branch): no per-row select
+            l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)))
+            for e in range(DV):
+                acc[e] = fma(p7, v[c7 * DV + e], fma(p6, v[c6 * DV + e], fma(p5, v[c5 * DV + e], fma(
+                    p4, v[c4 * DV + e], fma(p3, v[c3 * DV + e], fma(p2, v[c2 * DV + e], fma(
+                        p1, v[c1 * DV + e], fma(p0, v[c0 * DV + e], acc[e] * corr))))))))
+            m = m_new
+        else:
+            # the diagonal's tiles: a row whose keys end before this tile keeps its state (a
+            # select, not a branch: the packet stays unmasked)
+            take = j0 < kend
+            l = l * corr + (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) if take else l
+            for e in range(DV):
+                acc[e] = fma(p7, v[c7 * DV + e], fma(p6, v[c6 * DV + e], fma(p5, v[c5 * DV + e], fma(
+                    p4, v[c4 * DV + e], fma(p3, v[c3 * DV + e], fma(p2, v[c2 * DV + e], fma(
+                        p1, v[c1 * DV + e], fma(p0, v[c0 * DV + e], acc[e] * corr)))))))) if take else acc[e]
+            m = m_new if take else m
     if s < SQ:
         for e in range(DV):
             o[(bh * SQ + s) * DV + e] = acc[e] / l if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0.0
