@@ -118,18 +118,20 @@ class Campaign:
         variants += [STRESS] if needs_stress(case) else []
         skipped = len(self.cfg.variants) - len(applicable)
         if hasattr(self.pool, "submit"):
-            # one program in flight while Hypothesis draws the next: the workers never wait for
-            # the generator, nor one worker for the other's last variant of a program
+            # programs in flight while Hypothesis draws the next: the workers wait neither for the
+            # generator nor for one slow variant of an earlier program (two per worker: one, and
+            # a worker idled behind a program of a few seconds, a block of 128 at O3, say)
             pending = self.pool.submit(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
             self.inflight.append(Flight(case, key, skipped, pending, self.hseed, self.strategy))
-            self.collect(keep=1)
+            self.collect(keep=2 * getattr(self.pool, "jobs", 1))
             return
         res = self.run_case(case, variants, self.t0 + self.cfg.seconds, self.cfg.stop_on_failure)
         self.result(Flight(case, key, skipped, None, self.hseed, self.strategy), res, in_test=True)
 
     def collect(self, keep: int = 0):
-        """Results of the programs in flight, oldest first, until `keep` are left."""
-        while len(self.inflight) > keep:
+        """Results of the programs in flight, oldest first: every finished one, then waiting
+        until `keep` are left (a failure is seen as soon as its program is done)."""
+        while self.inflight and (len(self.inflight) > keep or self.inflight[0].pending.done.is_set()):
             f = self.inflight.pop(0)
             try:
                 res = f.pending.result()
