@@ -53,9 +53,9 @@ def _pool(bugs: tuple, timeout: float):
     return pool
 
 
-def draw_seed(hseed: int, examples: int, max_stmts: int, steer=None) -> list:
+def draw_seed(hseed: int, examples: int, max_stmts: int, steer=None, each=None) -> list:
     """The programs of one seed: the campaign's Hypothesis run for it (under `steer`, a
-    gen.Steering or None), drawn without running them."""
+    gen.Steering or None), drawn without running them; `each(case)` sees each as it is drawn."""
     from hypothesis import given, seed
     from hypothesis.errors import HypothesisDeprecationWarning
 
@@ -65,6 +65,8 @@ def draw_seed(hseed: int, examples: int, max_stmts: int, steer=None) -> list:
 
     def keep(case):
         out.append(case)
+        if each is not None:
+            each(case)
     with warnings.catch_warnings():
         # the Dask worker's own threads use the `random` module while Hypothesis draws
         warnings.simplefilter("ignore", HypothesisDeprecationWarning)
@@ -77,7 +79,9 @@ def worker_name() -> str:
 
 
 def run_seeds(seeds: list, spec: dict) -> dict:
-    """A Dask task: every program of each (index, seed), checked; one result per program."""
+    """A Dask task: every program of each (index, seed), checked; one result per program.
+    Each program goes to the compile process as soon as Hypothesis has drawn it, so the
+    drawing of the next ones overlaps its run (workers.WorkerPool.submit)."""
     pool = _pool(tuple(spec["bugs"]), spec["timeout"])
     delay = float(os.environ.get("COHORT_FUZZ_TEST_SEED_DELAY", 0))   # tests: a worker to kill mid-task
     out = []
@@ -85,19 +89,26 @@ def run_seeds(seeds: list, spec: dict) -> dict:
         time.sleep(delay)
         programs = []
         steer = Steering.from_json(spec.get("steer"))
-        for case in draw_seed(hseed, spec["examples"], spec["max_stmts"], steer):
-            if abandoned(spec):          # the campaign is over: a seed cut short is not a result
-                return {"worker": worker_name(), "seeds": out, "abandoned": True}
+        queued = []                  # (case, key, skipped matrix variants, pending run, when queued)
+
+        def submit(case):
             key = corpus.case_key(case)
-            if key[:16] in _seen:
-                continue
-            t0 = time.monotonic()
+            if key[:16] in _seen or any(q[1] == key for q in queued):
+                return
             applicable = variants_for(case, spec["variants"])
-            res = pool.run(case, draw_variants(applicable, key, spec.get("per_program"),
-                                               rerun_sensitive(case, applicable))
-                           + ([STRESS] if needs_stress(case) else []))
+            variants = (draw_variants(applicable, key, spec.get("per_program"), rerun_sensitive(case, applicable))
+                        + ([STRESS] if needs_stress(case) else []))
+            queued.append((case, key, len(spec["variants"]) - len(applicable), pool.submit(case, variants),
+                           time.monotonic()))
+        draw_seed(hseed, spec["examples"], spec["max_stmts"], steer, each=submit)
+        for i, (case, key, skipped, pending, t0) in enumerate(queued):
+            if abandoned(spec):          # the campaign is over: a seed cut short is not a result
+                for q in queued[i:]:
+                    q[3].cancel()
+                return {"worker": worker_name(), "seeds": out, "abandoned": True}
+            res = pending.result()
             t = Tally()
-            fails = t.program(case, key, res, len(spec["variants"]) - len(applicable))
+            fails = t.program(case, key, res, skipped)
             t.seconds = time.monotonic() - t0
             _seen.add(key[:16])
             failures = []
@@ -109,6 +120,8 @@ def run_seeds(seeds: list, spec: dict) -> dict:
                                  "found_by": worker_name(), "shrunk": False})
             programs.append({"key": key[:16], "tally": t.to_json(), "failures": failures})
             if failures and spec.get("stop_on_failure"):   # report now, not when the task ends;
+                for q in queued[i + 1:]:
+                    q[3].cancel()
                 return {"worker": worker_name(), "seeds": out,  # the seed stays undone
                         "partial": {"index": index, "seed": hseed, "programs": programs}}
         out.append({"index": index, "seed": hseed, "programs": programs})
