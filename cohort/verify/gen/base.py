@@ -82,6 +82,8 @@ class _Loop:
     hi: int
     uniform: bool
     unit: bool                # the loop variable is affine with stride 1 across lanes
+    start: Optional[int] = None   # a literal start, else None
+    step: Optional[int] = None    # a literal step, else None
 
 
 @dataclass(eq=False)

@@ -154,6 +154,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         if phase == 0 and groups:          # a store group of the shape the campaign lacks, at the top
             g = gen.group_store(1, aim=gen.pick(groups)[6:])
             body.extend(g or ())
+        if phase == 0 and edge != "past" and (gen.aims("wrap:loop") or gen.maybe(4)):
+            body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
         body.extend(gen.stmts(0))
         if phase == edge_phase and edge != "stress":
             body.extend(gen.boundary(edge == "past"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 from math import gcd
 from typing import Optional
 
-from ...refimpl.ir import DType, Expr, Op, binary, builtin, cast, const, load, param, var
-from .base import BOOL, I32, MASK31, U32, _Output, _Private, _Range
+from ...refimpl.ir import Assign, DType, Expr, For, Op, binary, builtin, cast, const, load, param, var
+from .base import BOOL, F32, I32, MASK31, U32, _Output, _Private, _Range
 from .case import BufferSpec
 
 
@@ -86,19 +86,51 @@ class Indices:
     def _in_index(self, buf: BufferSpec) -> Expr:
         L = buf.length
         sw = self.sw
-        form = self.weighted([(sw(3, "access:load:uniform"), "uniform"),
-                              (sw(4, "access:load:contiguous"), "contiguous"),
-                              (sw(3, "access:load:strided"), "strided"), (3, "divided"), (1, "reversed"),
-                              (sw(3, "access:load:gather", "effect:per-lane"), "gather"), (1, "gather_u32"),
-                              (1, "clamp"), (sw(2, "access:load:contiguous", "op:MOD"), "wrapped"),
-                              (sw(3, "op:MOD", "op:DIV", "op:SHR"), "signed"),
-                              (1 if self.perm is not None else 0, "perm")])
+        if self.wrap_loops(L) and self.aims("wrap:loop") and self.maybe(60):
+            form = "wrapped"
+        else:
+            form = self.weighted([(sw(3, "access:load:uniform"), "uniform"),
+                                  (sw(4, "access:load:contiguous"), "contiguous"),
+                                  (sw(3, "access:load:strided"), "strided"), (3, "divided"), (1, "reversed"),
+                                  (sw(3, "access:load:gather", "effect:per-lane"), "gather"), (1, "gather_u32"),
+                                  (1, "clamp"), (sw(2, "access:load:contiguous", "op:MOD"), "wrapped"),
+                                  (sw(3, "op:MOD", "op:DIV", "op:SHR"), "signed"),
+                                  (1 if self.perm is not None else 0, "perm")])
         idx = self.index_form(form, buf.name, L)
         if idx is None:
             idx = self.forced(self.g() * self.int(1, 9) + self.ci(self.int(0, 5)), buf.name, L)
         if idx.dtype is I32 and self.maybe(8):
             idx = cast(idx, U32)                                     # a u32 index, same value
         return idx
+
+    def wrap_probe(self) -> list:
+        """`wrap:loop` made on purpose (steer.SHAPES): w = 0; for j in range(0, T): w = w +
+        x[(t + j) % k + c], k 8 or 16, on an f32 input; w is a witness (nothing reassigns it)
+        that the hash output takes. On most trips the packet's lanes wrap inside it, so only a
+        right alignment of j (from its start and its step) lowers the load as the interpreter
+        reads it."""
+        xs = [b for b in self.inputs if b.dtype is F32 and b.length >= 8]
+        ks = [k for k in (8, 16) if k <= self.B]
+        if not xs or not ks:
+            return []
+        x = self.pick(xs)
+        k = self.pick([k for k in ks if k <= x.length] or ks[:1])
+        j, w = self.fresh("j"), self.fresh("w")
+        idx = binary(Op.MOD, self.t() + var(j, I32), self.ci(k)) + self.ci(self.int(0, x.length - k))
+        loop = For(j, self.ci(0), self.ci(self.int(2, 5)), self.ci(1),
+                   (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, idx, F32))),))
+        self.vtypes[w] = F32
+        self.defined.add(w)
+        self.shapes.add("wrap:loop")
+        return [Assign(w, const(0.0, F32)), loop]
+
+    def wrap_loops(self, L: int) -> list:
+        """Uniform loops from 0 by 1 that take a second trip: (t + j) % k with such a j wraps
+        inside a packet whenever j is not a multiple of the packet (`wrap:loop`, steer.SHAPES;
+        a loop variable's alignment must come from its start and its step)."""
+        if min(L, self.B) < 8:
+            return []
+        return [x for x in self.loops if x.uniform and x.start == 0 and x.step == 1 and x.hi >= 1]
 
     def shifted(self, e: Expr, lo: int, hi: int, L: int) -> Optional[Expr]:
         """e + c for a literal c that brings [lo, hi] inside [0, L), or None."""
@@ -140,14 +172,23 @@ class Indices:
         if form == "wrapped":
             # (t [+ j] + c) % k, k a multiple of the packet: contiguous inside a packet unless
             # it wraps there, which depends on what divides t + j (a loop from 0 adds 1, 2, ...)
+            wl = self.wrap_loops(L)
+            if wl and self.aims("wrap:loop"):      # made on purpose: (t + j) % k, j from 0 by 1
+                k = self.pick([k for k in (8, 16) if k <= min(L, self.B)])
+                self.shapes.add("wrap:loop")
+                return self.shifted(binary(Op.MOD, self.t() + var(self.pick(wl).name, I32), self.ci(k)), 0, k - 1, L)
             k = self.pick([8, 16, 32, 64])
             if k > L:
                 return None
             e = self.t() if self.maybe(60) else self.g()
             lp = [x for x in self.loops if x.uniform and x.lo >= 0]
-            if lp and self.maybe(70):
-                e = e + var(self.pick(lp).name, I32)
-            e = binary(Op.MOD, e + self.ci(self.int(1, 3)) if self.maybe(40) else e, self.ci(k))
+            j = self.pick(lp) if lp and self.maybe(70) else None
+            if j is not None:
+                e = e + var(j.name, I32)
+            inner = self.maybe(40)
+            if j in wl and not inner and k <= self.B:
+                self.shapes.add("wrap:loop")       # the same shape by chance
+            e = binary(Op.MOD, e + self.ci(self.int(1, 3)) if inner else e, self.ci(k))
             return self.shifted(e, 0, k - 1, L)
         if form == "gather":
             how = self.weighted([(2, "affine"), (3, "any")])

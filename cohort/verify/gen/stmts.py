@@ -365,7 +365,8 @@ class Statements:
     def for_stmt(self, depth: int) -> For:
         name = self.fresh("j")
         start_e, stop_e, step_e, lo, hi, uniform, unit = self.loop_bounds(self.loop_kind())
-        self.loops.append(_Loop(name, lo, hi, uniform, unit))
+        lit = lambda e: e.arg if e.op is Op.CONST else None
+        self.loops.append(_Loop(name, lo, hi, uniform, unit, lit(start_e), lit(step_e)))
         self.loopvars.add(name)
         self.vtypes[name] = I32
         before = set(self.defined)
