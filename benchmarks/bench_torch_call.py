@@ -1,0 +1,285 @@
+"""The fixed cost of a cohort.torch call: eager, through the dispatcher, and inside a
+torch.compile'd graph; and the Llama example's model compiled, cohort against eager.
+
+    python benchmarks/bench_torch_call.py                              # this checkout
+    python benchmarks/bench_torch_call.py --before /work/main          # paired before/after
+    python benchmarks/bench_torch_call.py --before /work/main --part llama
+
+Each checkout (this one, and OTHER_ROOT with --before: another checkout of the
+package) runs in a child process of its own, put on PYTHONPATH; the children
+stay alive and take turns, one round at a time, in alternating order, so the
+two are paired under the same load (one process measures while the other
+waits). Every figure is the median over rounds, with the range of the rounds'
+figures. One thread (torch's intra-op threads and cohort's caller variant).
+
+calls (per op, at a shape): the native entry alone (the JIT timer's loop, no
+Python: the kernel, its prologue and bounds proof); `cohort.torch.<op>` (eager);
+`torch.ops.cohort.<op>` (the dispatcher); a torch.compile'd function (Inductor,
+fullgraph) calling the op once and one calling it twice in a chain, so that
+in-graph = twice - once is one more op inside a compiled graph and its fixed
+cost is in-graph minus the native entry; eager PyTorch's expression, and its
+compiled twins likewise. A figure is the median of batches of --calls calls
+(per-call mean in a batch), under torch.no_grad().
+
+llama: examples/llama.py's model, one forward of --prompt tokens, eager model
+(SDPA) and cohort model each under torch.compile (cohort's fullgraph), at the
+example's size and at hidden 2048 / 16 heads (4 KV heads, intermediate 5632).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = {"default": dict(layers=2, hidden=64, heads=4, kv_heads=2, intermediate=176),
+           "h2048": dict(layers=2, hidden=2048, heads=16, kv_heads=4, intermediate=5632)}
+
+
+# ---------------------------------------------------------------- the child: measures one checkout
+
+def cases():
+    import torch
+    import torch.nn.functional as F
+
+    import cohort.torch as ct
+    g = torch.Generator().manual_seed(0)
+    r = lambda *s: torch.randn(*s, generator=g)
+    x4, w4, b4 = r(1, 4096), r(4096), r(4096)
+    g11, u11 = r(1, 11008), r(1, 11008)
+    x16 = r(1, 16384)
+    q, k, v = r(1, 4, 32, 16), r(1, 2, 32, 16), r(1, 2, 32, 16)
+    rep = lambda t: t.repeat_interleave(2, dim=1)
+    rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+    # (label, op name, args, chain: args of the second call given the first's output, eager expression)
+    return [
+        ("rmsnorm 1x4096", "rmsnorm", (x4, w4), lambda y, a: (y, a[1]), rms),
+        ("layernorm 1x4096", "layernorm", (x4, w4, b4), lambda y, a: (y,) + a[1:],
+         lambda x, w, b: F.layer_norm(x, (4096,), w, b, 1e-5)),
+        ("swiglu 1x11008", "swiglu", (g11, u11), lambda y, a: (y, a[1]), lambda g_, u: F.silu(g_) * u),
+        ("gelu 1x16384", "gelu", (x16,), lambda y, a: (y,), lambda x: F.gelu(x)),
+        ("attention 1x4/2x32x32x16 causal", "attention", (q, k, v, True), lambda y, a: (y,) + a[1:],
+         lambda q_, k_, v_, c: F.scaled_dot_product_attention(q_, rep(k_), rep(v_), is_causal=c)),
+    ], ct
+
+
+def per_call_us(fn, calls: int, batches: int = 3) -> float:
+    import numpy as np
+    for _ in range(max(20, calls // 20)):
+        fn()
+    ts = []
+    for _ in range(batches):
+        t0 = time.perf_counter_ns()
+        for _ in range(calls):
+            fn()
+        ts.append((time.perf_counter_ns() - t0) / calls / 1e3)
+    return float(np.median(ts))
+
+
+class Calls:
+    def __init__(self, calls: int):
+        import torch
+
+        from cohort.backend.timer import calibrate_iters, time_entry
+        from cohort.torch import launch
+        self.calls = calls
+        self.cols = {}
+        cs, ct = cases()
+        for label, name, args, chain, eager in cs:
+            fn, op = getattr(ct, name), getattr(torch.ops.cohort, name)
+            with launch.recording() as launches:
+                fn(*args)
+            launcher, n, tensors, scalars = launches[-1]
+            prep = launcher.prepare(n, tensors, scalars)
+
+            def native(p=prep):
+                import numpy as np
+                iters = calibrate_iters(p.entry, p.address, target_ns=2e5)
+                return float(np.median(time_entry(p.entry, p.address, iters, 7))) / 1e3
+
+            one = lambda *a, fn=fn: fn(*a)
+            two = lambda *a, fn=fn, chain=chain: fn(*chain(fn(*a), a))
+            e_two = lambda *a, e=eager, chain=chain: e(*chain(e(*a), a))
+            c1, c2 = torch.compile(one, fullgraph=True), torch.compile(two, fullgraph=True)
+            e1, e2 = torch.compile(eager), torch.compile(e_two)
+            ref = fn(*args)
+            with torch.no_grad():
+                for f in (c1, e1, e2):
+                    f(*args)
+                assert torch.equal(c1(*args), ref) and torch.equal(c2(*args), fn(*chain(ref, args)))
+            self.cols[label] = {
+                "native entry": native,
+                "cohort.torch (eager)": lambda f=fn, a=args: f(*a),
+                "torch.ops.cohort (dispatcher)": lambda f=op, a=args: f(*a),
+                "compiled, 1 op": lambda f=c1, a=args: f(*a),
+                "compiled, 2 ops": lambda f=c2, a=args: f(*a),
+                "eager PyTorch": lambda f=eager, a=args: f(*a),
+                "compiled PyTorch, 1": lambda f=e1, a=args: f(*a),
+                "compiled PyTorch, 2": lambda f=e2, a=args: f(*a),
+            }
+
+    def round(self, r: int) -> dict:
+        import torch
+        out = {}
+        with torch.no_grad():
+            for label, cols in self.cols.items():
+                names = list(cols) if r % 2 == 0 else list(cols)[::-1]
+                out[label] = {c: (cols[c]() if c == "native entry" else per_call_us(cols[c], self.calls))
+                              for c in names}
+        return out
+
+
+class Llama:
+    def __init__(self, prompt: int, repeat: int, which):
+        import copy
+        import importlib.util
+
+        import torch
+        torch.set_num_threads(1)
+        spec = importlib.util.spec_from_file_location("cohort_example_llama", ROOT / "examples" / "llama.py")
+        ex = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = ex                  # torch.compile looks modules up by name
+        spec.loader.exec_module(ex)
+        self.repeat, self.models = repeat, {}
+        for name in which:
+            cfg = ex.config(**CONFIGS[name])
+            ref = ex.build_model(cfg)
+            model = ex.use_cohort(copy.deepcopy(ref))
+            ids = torch.randint(0, cfg.vocab_size, (1, prompt), generator=torch.Generator().manual_seed(1))
+            cr, cm = torch.compile(ref), torch.compile(model, fullgraph=True)
+            with torch.no_grad():
+                for m in (cr, cm):
+                    m(ids)
+                    m(ids)
+            self.models[name] = {"compiled eager model": lambda m=cr, i=ids: m(i),
+                                 "compiled cohort model": lambda m=cm, i=ids: m(i)}
+
+    def round(self, r: int) -> dict:
+        import numpy as np
+        import torch
+        out = {}
+        with torch.no_grad():
+            for name, cols in self.models.items():
+                out[name] = {}
+                for c in (list(cols) if r % 2 == 0 else list(cols)[::-1]):
+                    ts = []
+                    for _ in range(self.repeat):
+                        t0 = time.perf_counter()
+                        cols[c]()
+                        ts.append((time.perf_counter() - t0) * 1e3)
+                    out[name][c] = float(np.median(ts))
+        return out
+
+
+def child(a):
+    import torch
+    torch.set_num_threads(1)
+    torch._dynamo.config.cache_size_limit = 64
+    bench = Calls(a.calls) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
+    print("@@ready", flush=True)
+    for line in sys.stdin:
+        r = int(line)
+        print("@@" + json.dumps(bench.round(r)), flush=True)
+
+
+# ---------------------------------------------------------------- the parent: pairs the checkouts
+
+def spawn(root: str, a):
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--part", a.part, "--calls", str(a.calls),
+           "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs]
+    p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
+    read(p)
+    return p
+
+
+def read(p):
+    for line in p.stdout:
+        if line.startswith("@@"):
+            return None if line.startswith("@@ready") else json.loads(line[2:])
+    raise RuntimeError(f"child exited with {p.wait()}")
+
+
+def summary(rounds: list) -> dict:
+    """{row: {column: (median, min, max)}} over rounds, and the derived columns."""
+    import numpy as np
+    out = {}
+    for row in rounds[0]:
+        cols = {}
+        for c in rounds[0][row]:
+            vals = [rr[row][c] for rr in rounds]
+            cols[c] = vals
+        if "compiled, 2 ops" in cols:
+            one, two, nat = cols["compiled, 1 op"], cols["compiled, 2 ops"], cols["native entry"]
+            cols["in-graph op"] = [b - o for o, b in zip(one, two)]
+            cols["in-graph fixed"] = [b - o - n for o, b, n in zip(one, two, nat)]
+            cols["eager fixed"] = [e - n for e, n in zip(cols["cohort.torch (eager)"], nat)]
+            cols["dispatcher fixed"] = [e - n for e, n in zip(cols["torch.ops.cohort (dispatcher)"], nat)]
+            cols["in-graph PyTorch op"] = [b - o for o, b in zip(cols["compiled PyTorch, 1"],
+                                                                   cols["compiled PyTorch, 2"])]
+        out[row] = {c: (float(np.median(v)), min(v), max(v)) for c, v in cols.items()}
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--part", choices=("calls", "llama"), default="calls")
+    ap.add_argument("--before", default=None, help="another checkout to pair with this one")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--calls", type=int, default=2000, help="calls per batch (calls)")
+    ap.add_argument("--prompt", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=10, help="forwards per round (llama)")
+    ap.add_argument("--configs", default="default,h2048", help="llama sizes: default, h2048")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child:
+        return child(a)
+    trees = {"after": str(ROOT)}
+    if a.before:
+        trees = {"before": str(Path(a.before).resolve()), "after": str(ROOT)}
+    load0 = os.getloadavg()
+    kids = {name: spawn(root, a) for name, root in trees.items()}
+    res = {name: [] for name in trees}
+    for r in range(a.rounds):
+        for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
+            kids[name].stdin.write(f"{r}\n")
+            kids[name].stdin.flush()
+            res[name].append(read(kids[name]))
+    for p in kids.values():
+        p.stdin.close()
+        p.wait()
+    load1 = os.getloadavg()
+    print(f"# {a.part}: {a.rounds} rounds, paired ({', '.join(f'{k}={v}' for k, v in trees.items())}); "
+          f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end (2-core machine)\n")
+    sums = {name: summary(rr) for name, rr in res.items()}
+    fmt = lambda t: f"{t[0]:.2f} ({t[1]:.2f}–{t[2]:.2f})"
+    rows = list(next(iter(sums.values())))
+    if a.part == "calls":
+        cols = ["native entry", "cohort.torch (eager)", "eager fixed", "torch.ops.cohort (dispatcher)",
+                "dispatcher fixed", "in-graph op", "in-graph fixed", "eager PyTorch", "in-graph PyTorch op",
+                "compiled, 1 op", "compiled PyTorch, 1"]
+        print("µs per call, median over rounds (range). fixed = the figure minus the native entry; in-graph op ="
+              " compiled(2 ops) - compiled(1 op)\n")
+    else:
+        cols = ["compiled eager model", "compiled cohort model"]
+        print(f"ms per forward of {a.prompt} tokens, median of {a.repeat} per round, median over rounds (range)\n")
+    print("| case | checkout | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---:|" * len(cols))
+    for row in rows:
+        for name in trees:
+            print(f"| {row} | {name} | " + " | ".join(fmt(sums[name][row][c]) for c in cols) + " |")
+    if a.part == "llama":
+        print()
+        for row in rows:
+            for name in trees:
+                s = sums[name][row]
+                print(f"{row} {name}: compiled cohort / compiled eager = "
+                      f"{s['compiled cohort model'][0] / s['compiled eager model'][0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
