@@ -18,6 +18,7 @@ constants as a tuple of (name, value) pairs, one dictionary look-up.
 from __future__ import annotations
 
 import contextvars
+import ctypes
 import math
 import struct
 import threading
@@ -178,7 +179,7 @@ class Launcher:
         self.f32 = tuple(dt is DType.F32 for _, _, dt in self.scalars)
         self.pointer_slots = tuple(ps for ps, _ in self.buffer_slots)
         self._f32_pos = tuple(i for i, f in enumerate(self.f32) if f)
-        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, args, err, entry)
+        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, args, err, entry, address)
         self._code = ck.code                 # the build of a launch of whole blocks (or of any size)
         self._any_size = not ck.code.full_blocks
         v = ck.variant
@@ -202,7 +203,7 @@ class Launcher:
                 key += (i, _copysign(1.0, scalars[i]))
         pool = self._ready.get(key)
         if pool:
-            p, mv, err, fn = pool.pop()
+            p, mv, err, fn, address = pool.pop()
             for slot, t in zip(self.pointer_slots, tensors):
                 mv[slot] = t.data_ptr()
         else:
@@ -213,11 +214,12 @@ class Launcher:
             code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
             p = PreparedLaunch(self.ck, code)
             mv, err, fn = memoryview(p.args), memoryview(p.err), code.entry_fn
+            address = ctypes.c_void_p(p.address)    # (ctypes takes one faster than an int)
             self._fill(p, mv, n, tensors, scalars)
         if _recording:
             _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))
         if self._caller:
-            fn(p.address)                    # the entry, as PreparedLaunch.run calls it
+            fn(address)                      # the entry, as PreparedLaunch.run calls it
             if err[0]:                       # an error recorded, or a launch the proof did not cover:
                 p.raise_error(rerun=p.run)   # raised, or rerun with the checked build
                 fn = p._fn                   # (the checked build from now on, for this shape)
@@ -226,7 +228,7 @@ class Launcher:
             fn = p._fn
         _stats["launches"] += 1
         if len(pool) < POOL:
-            pool.append((p, mv, err, fn))
+            pool.append((p, mv, err, fn, address))
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the
