@@ -12,7 +12,12 @@ written. Gradients: autograd.py (register_autograd; backward kernels).
 The functions (`cohort.torch.rmsnorm`, ...) call the op; in eager mode, on
 plain tensors with no gradient to record, they run its implementation
 directly and skip the dispatcher's layers (custom_op's Python autograd and
-aliasing wrappers cost several microseconds per call).
+aliasing wrappers cost several microseconds per call). Through the dispatcher
+(and so in a torch.compile'd graph, which calls torch.ops.cohort.X.default)
+the CPU implementation is registered directly and an AutogradCPU kernel runs
+it at once for plain tensors with no gradient to record (`fast_autograd`, at
+the end of this module); launches reuse argument blocks per launch shape
+(launch.py).
 """
 from __future__ import annotations
 
