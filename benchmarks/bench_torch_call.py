@@ -8,9 +8,9 @@ torch.compile'd graph; and the Llama example's model compiled, cohort against ea
 
 Each checkout (this one, and OTHER_ROOT with --before: another checkout of the
 package) runs in a child process of its own, put on PYTHONPATH; the children
-stay alive and take turns, one round at a time, in alternating order, so the
-two are paired under the same load (one process measures while the other
-waits). Every figure is the median over rounds, with the range of the rounds'
+stay alive and take turns, so the two are paired under the same load: each
+figure is measured in one checkout and at once in the other (which goes first
+alternates), one process measuring while the other waits. Every figure is the median over rounds, with the range of the rounds'
 figures. One thread (torch's intra-op threads and cohort's caller variant).
 
 calls (per op, at a shape): the native entry alone (the JIT timer's loop, no
@@ -167,15 +167,11 @@ class Calls:
                 "compiled PyTorch, 1+K": lambda f=e2, a=args: f(*a),
             }
 
-    def round(self, r: int) -> dict:
+    def measure(self, row: str, col: str) -> float:
         import torch
-        out = {}
         with torch.no_grad():
-            for label, cols in self.cols.items():
-                names = list(cols) if r % 2 == 0 else list(cols)[::-1]
-                out[label] = {c: (cols[c]() if c == "native entry" else per_call_us(cols[c], self.calls))
-                              for c in names}
-        return out
+            f = self.cols[row][col]
+            return f() if col == "native entry" else per_call_us(f, self.calls)
 
 
 class Llama:
@@ -203,21 +199,18 @@ class Llama:
             self.models[name] = {"compiled eager model": lambda m=cr, i=ids: m(i),
                                  "compiled cohort model": lambda m=cm, i=ids: m(i)}
 
-    def round(self, r: int) -> dict:
+        self.cols = self.models
+
+    def measure(self, row: str, col: str) -> float:
         import numpy as np
         import torch
-        out = {}
         with torch.no_grad():
-            for name, cols in self.models.items():
-                out[name] = {}
-                for c in (list(cols) if r % 2 == 0 else list(cols)[::-1]):
-                    ts = []
-                    for _ in range(self.repeat):
-                        t0 = time.perf_counter()
-                        cols[c]()
-                        ts.append((time.perf_counter() - t0) * 1e3)
-                    out[name][c] = float(np.median(ts))
-        return out
+            ts = []
+            for _ in range(self.repeat):
+                t0 = time.perf_counter()
+                self.models[row][col]()
+                ts.append((time.perf_counter() - t0) * 1e3)
+        return float(np.median(ts))
 
 
 class Layers:
@@ -290,11 +283,11 @@ class Layers:
             "F.layer_norm": lambda: F.layer_norm(x, (4096,), w, b, 1e-5),
         }
 
-    def round(self, r: int) -> dict:
-        names = list(self.cols) if r % 2 == 0 else list(self.cols)[::-1]
-        timed = ("native entry", "fake implementation")
-        return {"layernorm 1x4096": {c: (self.cols[c]() if c.startswith(timed) else
-                                         per_call_us(self.cols[c], self.calls)) for c in names}}
+        self.cols = {"layernorm 1x4096": self.cols}
+
+    def measure(self, row: str, col: str) -> float:
+        f = self.cols[row][col]
+        return f() if col.startswith(("native entry", "fake implementation")) else per_call_us(f, self.calls)
 
 
 def child(a):
@@ -305,10 +298,10 @@ def child(a):
         bench = Layers(a.calls)
     else:
         bench = Calls(a.calls) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
-    print("@@ready", flush=True)
+    print("@@" + json.dumps({row: list(cols) for row, cols in bench.cols.items()}), flush=True)
     for line in sys.stdin:
-        r = int(line)
-        print("@@" + json.dumps(bench.round(r)), flush=True)
+        row, col = line.rstrip("\n").split("\t")
+        print("@@" + json.dumps(bench.measure(row, col)), flush=True)
 
 
 # ---------------------------------------------------------------- the parent: pairs the checkouts
@@ -318,14 +311,14 @@ def spawn(root: str, a):
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--part", a.part, "--calls", str(a.calls),
            "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs]
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
-    read(p)
+    p.cells = read(p)
     return p
 
 
 def read(p):
     for line in p.stdout:
         if line.startswith("@@"):
-            return None if line.startswith("@@ready") else json.loads(line[2:])
+            return json.loads(line[2:])
     raise RuntimeError(f"child exited with {p.wait()}")
 
 
@@ -369,11 +362,18 @@ def main(argv=None):
     load0 = os.getloadavg()
     kids = {name: spawn(root, a) for name, root in trees.items()}
     res = {name: [] for name in trees}
-    for r in range(a.rounds):
-        for name in (list(trees) if r % 2 == 0 else list(trees)[::-1]):
-            kids[name].stdin.write(f"{r}\n")
-            kids[name].stdin.flush()
-            res[name].append(read(kids[name]))
+    cells = kids["after"].cells
+    for r in range(a.rounds):                  # each figure: the checkouts back to back, in turn first
+        for name in trees:
+            res[name].append({row: {} for row in cells})
+        i = r
+        for row, cols in cells.items():
+            for col in (cols if r % 2 == 0 else cols[::-1]):
+                i += 1
+                for name in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
+                    kids[name].stdin.write(f"{row}\t{col}\n")
+                    kids[name].stdin.flush()
+                    res[name][-1][row][col] = read(kids[name])
     for p in kids.values():
         p.stdin.close()
         p.wait()
