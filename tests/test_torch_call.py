@@ -182,3 +182,18 @@ def test_a_pooled_block_reads_the_new_tensors(name, args):
     cold = impl(*other)
     assert np.array_equal(warm.numpy().view(np.uint8), cold.numpy().view(np.uint8))
     assert not np.array_equal(warm.numpy().view(np.uint8), impl(*args).numpy().view(np.uint8))
+
+
+@pytest.mark.parametrize("lead", [(), (1,), (2,)], ids=["[S,R]", "[1,S,R]", "[B,S,R]"])
+def test_rope_hf_makes_its_table_once_and_rotates_as_rope(lead):
+    g = torch.Generator().manual_seed(5)
+    q, k = torch.randn(2, 4, 6, 16, generator=g), torch.randn(2, 2, 6, 16, generator=g)
+    half = torch.randn(*lead, 6, 6, generator=g)
+    cos, sin = torch.cat([half, half], -1), torch.cat([half.neg(), half.neg()], -1) * 0.5   # R = 12 < D: partial
+    c, s = cos[..., :6], sin[..., :6]
+    if lead:
+        c, s = c.unsqueeze(1), s.unsqueeze(1)             # [B, 1, S, R/2]: broadcast over the heads
+    for fn in (ct.rope_hf, torch.ops.cohort.rope_hf):
+        got_q, got_k = fn(q, k, cos, sin)
+        assert torch.equal(got_q, ct.rope(q, c, s, interleaved=False))
+        assert torch.equal(got_k, ct.rope(k, c, s, interleaved=False))

@@ -386,6 +386,9 @@ def rope_hf_impl(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor):
         raise ValueError("rope_hf: the two halves of cos (or sin) differ; transformers' rotate-half tables "
                          "repeat the same R/2 frequencies twice. For a table of R/2 columns use "
                          "rope(x, cos, sin, interleaved=...)")
+    if c.dim() == 2 or c.shape[0] == 1:   # one table for every row: [S, R/2], made contiguous once for q and k
+        S, half = c.shape[-2], c.shape[-1]
+        c, s = c.reshape(S, half).contiguous(), s.reshape(S, half).contiguous()
     return rope_impl(q, c, s, False), rope_impl(k, c, s, False)
 
 
