@@ -9,16 +9,23 @@ block range, each buffer's data pointer and length, each scalar's 32 bits,
 and slot 6 = 0 (the bounds proof is redone for the new arguments: a launch
 the safe build cannot prove runs the checked build, as everywhere). Inputs
 may share memory with each other (they are only read); the output is a fresh
-tensor and shares memory with nothing. Argument blocks are pooled per build;
-a block whose launch fell back to the checked build is not reused.
+tensor and shares memory with nothing. Argument blocks are pooled per build
+and launch shape (n, lengths, scalars): a launch of a shape seen before
+writes only the data pointers and keeps the block's proof, which never reads
+a pointer (Launcher.__call__). `launcher` is `build` for the ops' calls: the
+constants as a tuple of (name, value) pairs, one dictionary look-up.
 """
 from __future__ import annotations
 
 import contextvars
+import ctypes
+import math
 import struct
 import threading
 import time
 from typing import Optional
+
+import torch
 
 from ..backend.compiler import CompiledKernel, PreparedLaunch, compile_kernel
 from ..backend.context import SLOT_BEGIN, SLOT_END, SLOT_N, SLOT_PROOF, abi_slots
@@ -118,6 +125,21 @@ def build(kernel, consts: dict, v: Optional[Variant] = None, whole_blocks: bool 
     return launcher
 
 
+def launcher(kernel, consts: tuple = (), whole_blocks: bool = False) -> "Launcher":
+    """build(kernel, dict(consts), whole_blocks=whole_blocks) in the current variant, found
+    with one look-up when it was built before (consts: (name, value) pairs, in a fixed order)."""
+    v = _current.get() or _default[0]
+    hit = _launchers.get((kernel, id(v), consts))
+    if hit is not None and hit[0] is v:
+        return hit[1]
+    found = build(kernel, dict(consts), v, whole_blocks)
+    if len(_launchers) > 4096:
+        _launchers.clear()
+    _launchers[(kernel, id(v), consts)] = (v, found)
+    return found
+
+
+_launchers: dict = {}   # (kernel, id(variant), consts) -> (variant, launcher)
 _recording: list = []
 
 
@@ -135,8 +157,12 @@ class recording:
         return False
 
 
+MAX_SHAPES = 256     # launch shapes with pooled argument blocks, per build (then the pools start over)
+POOL = 4             # idle blocks kept per shape (more exist only while launches overlap)
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
+_copysign = math.copysign
+_numel = torch.Tensor.numel
 
 
 class Launcher:
@@ -151,7 +177,9 @@ class Launcher:
         self.buffer_slots = tuple(slots[name] for name in self.buffers)
         self.scalars = tuple((p.name, slots[p.name][0], p.dtype) for p in k.params if p.kind is ParamKind.SCALAR)
         self.f32 = tuple(dt is DType.F32 for _, _, dt in self.scalars)
-        self._pools: dict = {}               # id(build) -> idle [PreparedLaunch, memoryview]
+        self.pointer_slots = tuple(ps for ps, _ in self.buffer_slots)
+        self._f32_pos = tuple(i for i, f in enumerate(self.f32) if f)
+        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, args, err, entry, address)
         self._code = ck.code                 # the build of a launch of whole blocks (or of any size)
         self._any_size = not ck.code.full_blocks
         v = ck.variant
@@ -160,28 +188,47 @@ class Launcher:
 
     def __call__(self, n: int, tensors, scalars=()):
         """Run a launch of n threads; `tensors`: every buffer in parameter order (contiguous
-        CPU tensors of the parameters' dtypes); `scalars`: every scalar in parameter order."""
-        code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
-        pool = self._pools.get(id(code))          # builds live as long as the process (compiler.py)
-        if pool is None:
-            pool = self._pools.setdefault(id(code), [])
-        try:
-            p, mv, err, fn = pool.pop()
-        except IndexError:
+        CPU tensors of the parameters' dtypes); `scalars`: every scalar in parameter order.
+
+        Argument blocks are pooled per launch shape: (n, scalars, each buffer's length; the
+        sign of each float scalar, since 0.0 == -0.0 as keys). A pooled block already holds
+        n, the block range, the lengths and the scalars, so a launch of that shape writes
+        only the data pointers. It keeps the block's bounds proof: the proof reads n, the
+        lengths and the scalars, never a pointer (backend/lowering/checks.py), so it holds
+        for every block of the same shape. A block that fell back to the checked build keeps
+        running the checked build for its shape (the safe build could not prove it)."""
+        key = (n, scalars, *map(_numel, tensors))
+        for i in self._f32_pos:
+            if not scalars[i]:                   # a zero: its sign too
+                key += (i, _copysign(1.0, scalars[i]))
+        pool = self._ready.get(key)
+        if pool:
+            p, mv, err, fn, address = pool.pop()
+            for slot, t in zip(self.pointer_slots, tensors):
+                mv[slot] = t.data_ptr()
+        else:
+            if pool is None:
+                if len(self._ready) >= MAX_SHAPES:
+                    self._ready.clear()
+                pool = self._ready[key] = []
+            code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
             p = PreparedLaunch(self.ck, code)
             mv, err, fn = memoryview(p.args), memoryview(p.err), code.entry_fn
-        self._fill(p, mv, n, tensors, scalars)
+            address = ctypes.c_void_p(p.address)    # (ctypes takes one faster than an int)
+            self._fill(p, mv, n, tensors, scalars)
         if _recording:
             _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))
         if self._caller:
-            fn(p.address)                    # the entry, as PreparedLaunch.run calls it
+            fn(address)                      # the entry, as PreparedLaunch.run calls it
             if err[0]:                       # an error recorded, or a launch the proof did not cover:
                 p.raise_error(rerun=p.run)   # raised, or rerun with the checked build
+                fn = p._fn                   # (the checked build from now on, for this shape)
         else:
             self.ck.run_prepared(p)
+            fn = p._fn
         _stats["launches"] += 1
-        if p.fallback is None:
-            pool.append((p, mv, err, fn))
+        if len(pool) < POOL:
+            pool.append((p, mv, err, fn, address))
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the

@@ -12,7 +12,12 @@ written. Gradients: autograd.py (register_autograd; backward kernels).
 The functions (`cohort.torch.rmsnorm`, ...) call the op; in eager mode, on
 plain tensors with no gradient to record, they run its implementation
 directly and skip the dispatcher's layers (custom_op's Python autograd and
-aliasing wrappers cost several microseconds per call).
+aliasing wrappers cost several microseconds per call). Through the dispatcher
+(and so in a torch.compile'd graph, which calls torch.ops.cohort.X.default)
+the CPU implementation is registered directly and an AutogradCPU kernel runs
+it at once for plain tensors with no gradient to record (`fast_autograd`, at
+the end of this module); launches reuse argument blocks per launch shape
+(launch.py).
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from ..refimpl.ops import attention as attention_op
 from . import checks
 from .checks import FLOATS
 from .dtypes import kernel_for
-from .launch import build
+from .launch import launcher
 
 # The formulation each op launches (all forms of an operator are bit-identical, DESIGN §4).
 FORMS = {"rmsnorm": "private", "layernorm": "private", "masked_softmax": "private"}
@@ -39,7 +44,8 @@ _KERNELS = {name: registry.get(name, FORMS.get(name)).kernel
 
 def _kernel(name: str, dtype=torch.float32):
     """The op's kernel for tensors of `dtype` (bf16/f16: re-typed, dtypes.py)."""
-    return kernel_for(_KERNELS[name], dtype)
+    k = _KERNELS[name]
+    return k if dtype is torch.float32 else kernel_for(k, dtype)
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -60,7 +66,9 @@ _dispatch_modes = torch._C._len_torch_dispatch_stack
 def direct(*tensors) -> bool:
     """Run the implementation directly: eager mode, plain tensors, no gradient to record,
     no dispatch mode active (then the dispatcher's path would do nothing else). Also for an
-    argument that is no tensor at all: the implementation's check names it (TypeError)."""
+    argument that is no tensor at all: the implementation's check names it (TypeError).
+    A negative view (torch._neg_view: its data are the negated values) goes through the
+    dispatcher, whose fallback materialises it; the kernels read the data as stored."""
     if _is_compiling() or _dispatch_modes():
         return False
     grad = _grad_enabled()
@@ -69,7 +77,7 @@ def direct(*tensors) -> bool:
             if isinstance(t, torch.Tensor):
                 return False                        # a subclass (FakeTensor, ...): the dispatcher's
             return True
-        if grad and t.requires_grad:
+        if (grad and t.requires_grad) or t.is_neg():
             return False
     return True
 
@@ -104,7 +112,7 @@ def rmsnorm_impl(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
     R, C = _rows(x)
     if R:
         k = _kernel("rmsnorm", x.dtype)
-        build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, weight, y), (eps,))
+        launcher(k, (("cols", C),), True)(R * k.block, (x, weight, y), (eps,))
     return y
 
 
@@ -146,7 +154,7 @@ def layernorm_impl(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -
     R, C = _rows(x)
     if R:
         k = _kernel("layernorm", x.dtype)
-        build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, weight, bias, y), (eps,))
+        launcher(k, (("cols", C),), True)(R * k.block, (x, weight, bias, y), (eps,))
     return y
 
 
@@ -185,7 +193,7 @@ def masked_softmax_impl(x: Tensor, mask: Tensor) -> Tensor:
     R, C = _rows(x)
     if R:
         k = _kernel("masked_softmax", x.dtype)
-        build(k, {"cols": C}, whole_blocks=True)(R * k.block, (x, mask, y))
+        launcher(k, (("cols", C),), True)(R * k.block, (x, mask, y))
     return y
 
 
@@ -219,7 +227,7 @@ def _launch_elementwise(name: str, *inputs) -> Tensor:
     y = torch.empty_like(inputs[0])
     n = y.numel()
     if n:
-        build(_kernel(name, y.dtype), {})(n, inputs + (y,))
+        launcher(_kernel(name, y.dtype))(n, inputs + (y,))
     return y
 
 
@@ -342,8 +350,8 @@ def rope_impl(x: Tensor, cos: Tensor, sin: Tensor, interleaved: bool) -> Tensor:
     y = torch.empty_like(x)
     if N * S:
         k = _kernel("rope_pairs" if interleaved else "rope_half", x.dtype)
-        consts = {"D": D, "R": R, "HALF": 0 if interleaved else 1}
-        build(k, consts, whole_blocks=True)(N * k.block, (x, cos, sin, y), (N, S, 0 if cos_rows == S else S))
+        consts = (("D", D), ("R", R), ("HALF", 0 if interleaved else 1))
+        launcher(k, consts, True)(N * k.block, (x, cos, sin, y), (N, S, 0 if cos_rows == S else S))
     return y
 
 
@@ -378,6 +386,9 @@ def rope_hf_impl(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor):
         raise ValueError("rope_hf: the two halves of cos (or sin) differ; transformers' rotate-half tables "
                          "repeat the same R/2 frequencies twice. For a table of R/2 columns use "
                          "rope(x, cos, sin, interleaved=...)")
+    if c.dim() == 2 or c.shape[0] == 1:   # one table for every row: [S, R/2], made contiguous once for q and k
+        S, half = c.shape[-2], c.shape[-1]
+        c, s = c.reshape(S, half).contiguous(), s.reshape(S, half).contiguous()
     return rope_impl(q, c, s, False), rope_impl(k, c, s, False)
 
 
@@ -451,9 +462,8 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
         n = B * H * -(-SQ // attention_op.BLOCK) * attention_op.BLOCK
         mode = 2 if window is not None else (1 if causal else 0)
         kernel = kernel_for(attention_op.attention, q.dtype, keep=("bias",))
-        launcher = build(kernel, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(shape4 is not None)},
-                         whole_blocks=True)
-        launcher(n, (q, k, v, bias, o), (scale, H, HKV, SQ, SKV, *strides, window or 0))
+        run = launcher(kernel, (("D", D), ("DV", DV), ("CAUSAL", mode), ("MASK", int(shape4 is not None))), True)
+        run(n, (q, k, v, bias, o), (scale, H, HKV, SQ, SKV, *strides, window or 0))
     return o
 
 
@@ -495,3 +505,34 @@ OPS = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu", "gelu_tanh", 
 _cpu = torch.library.Library("cohort", "IMPL")
 for _name in OPS:
     _cpu.impl(_name, globals()[f"{_name}_impl"], "CPU")
+
+# What a call through the dispatcher (torch.ops.cohort.X, and so every call a torch.compile'd
+# graph makes) meets first on CPU tensors: the autograd key. custom_op's kernel there is
+# Python that, with no gradient to record, enters a guard and redispatches to the CPU kernel
+# (a second trip through the dispatcher and Python, ~5 us). This one, registered for
+# AutogradCPU (which takes precedence over custom_op's "Autograd" alias), calls the CPU
+# kernel itself when the call's dispatch keys are exactly CPU and AutogradCPU (plain CPU
+# tensors: no subclass, FakeTensor, dispatch mode, functorch level or negative/conjugate
+# view, any of which adds a key) and no argument needs a gradient; that is the kernel the
+# redispatch would reach. Anything else goes to custom_op's own kernel, unchanged.
+_PLAIN_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU).add(torch._C.DispatchKey.AutogradCPU)
+_any_requires_grad = torch._C._any_requires_grad
+
+
+def fast_autograd(lib, name: str, op, impl):
+    """Register for `op` (a custom_op, cohort::`name`) the AutogradCPU kernel described above."""
+    from torch._library.autograd import make_autograd_impl
+    slow = make_autograd_impl(op._opoverload, op)     # custom_op's own kernel (reads its backward when called)
+
+    def kernel(keyset, *args):
+        if keyset == _PLAIN_KEYS and not (_grad_enabled() and _any_requires_grad(*args)):
+            return impl(*args)
+        return slow(keyset, *args)
+
+    kernel.__name__ = f"{name}_autograd_cpu"
+    lib.impl(name, kernel, "AutogradCPU", with_keyset=True)
+    return kernel
+
+
+for _name in OPS:
+    fast_autograd(_cpu, _name, globals()[f"_{_name}"], globals()[f"{_name}_impl"])
