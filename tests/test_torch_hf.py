@@ -150,33 +150,34 @@ def test_bf16_logits_and_generation(family, exact=True):
     (exact=True: Llama, Gemma), or else identical up to a first difference that is a tie of
     eager's logits at bf16's resolution (the other families: their tiny random models have
     near-ties that rounding in another place breaks the other way)."""
+    f32, want, got, ref, mine, ids, mask = _low_precision(family, torch.bfloat16)
+    assert got.dtype == torch.bfloat16
+    assert rel(got, f32) <= 2 * rel(want, f32)
+    assert rel(got, want) <= BF16
+    gen = dict(GEN, max_new_tokens=8)
+    with torch.no_grad():
+        want, got = ref.generate(ids, attention_mask=mask, **gen), mine.generate(ids, attention_mask=mask, **gen)
+    assert torch.equal(got, want) or (not exact and _first_divergence_is_a_tie(ref, ids, mask, want, got))
+
+
+def _low_precision(family: str, dtype):
+    """The padded batch's live logits of the float32 model, the eager model in `dtype` and
+    cohort's in `dtype`; then those two models and the batch."""
     ref32, _ = models(family)
-    ref = copy.deepcopy(ref32).to(torch.bfloat16)
+    ref = copy.deepcopy(ref32).to(dtype)
     mine = hf.install(copy.deepcopy(ref))
     ids, mask = padded()
     live = mask.bool()
     with torch.no_grad():
         f32 = ref32(ids, attention_mask=mask).logits[live]
         want, got = ref(ids, attention_mask=mask).logits[live], mine(ids, attention_mask=mask).logits[live]
-        assert got.dtype == torch.bfloat16
-        assert rel(got, f32) <= 2 * rel(want, f32)
-        assert rel(got, want) <= BF16
-        gen = dict(GEN, max_new_tokens=8)
-        want, got = ref.generate(ids, attention_mask=mask, **gen), mine.generate(ids, attention_mask=mask, **gen)
-        assert torch.equal(got, want) or (not exact and _first_divergence_is_a_tie(ref, ids, mask, want, got))
+    return f32, want, got, ref, mine, ids, mask
 
 
 def test_f16_logits():
     """float16: the same rules with f16's rounding (2^-11): cohort within 2^-9 of eager f16's
     largest |logit| (measured 8.9e-4) and no further from float32 than twice eager f16."""
-    ref32, _ = models("phi")
-    ref = copy.deepcopy(ref32).half()
-    mine = hf.install(copy.deepcopy(ref))
-    ids, mask = padded()
-    live = mask.bool()
-    with torch.no_grad():
-        f32 = ref32(ids, attention_mask=mask).logits[live]
-        want, got = ref(ids, attention_mask=mask).logits[live], mine(ids, attention_mask=mask).logits[live]
+    f32, want, got, *_ = _low_precision("phi", torch.float16)
     assert got.dtype == torch.float16
     assert rel(got, f32) <= 2 * rel(want, f32) and rel(got, want) <= 2.0 ** -9
 

@@ -20,7 +20,7 @@ from ..matrix import rerun_sensitive, shrink_cost, variants_for
 from .config import CampaignConfig
 from .coverage import Coverage
 from .rotation import draw_variants
-from .shrink import Internal, Shrinker, found, hypothesis_settings
+from .shrink import Internal, Shrinker, found, hypothesis_settings, replay_and_shrink
 from .state import CampaignState, seed_value
 from .stress import STRESS, needs_stress
 from .summary import campaign_summary, session_report
@@ -185,30 +185,16 @@ class Campaign:
     def shrink_later(self):
         """Shrink the failures found after their Hypothesis run moved on: that run is replayed
         (its seed and steering) until the program comes round, then Hypothesis shrinks it."""
-        from hypothesis import given, seed
         while self.later:
             f, record, res, bin_ = self.later.pop(0)
             sh = Shrinker(self.run_case, record["variant"], record["kind"], f.case, f.key, res,
                           self.cfg.shrink_seconds, self.progress)
-            seeking = [True]
-
-            def body(c, sh=sh, seeking=seeking, key=f.key):
-                if seeking[0]:
-                    if corpus.case_key(c) == key:
-                        seeking[0] = False
-                        found()
-                    return
-                sh.step(c)
-            test = hypothesis_settings(self.cfg.examples(), True)(seed(f.hseed)(given(f.strategy)(body)))
             try:
-                test()
+                replay_and_shrink(sh, f.hseed, f.strategy, f.key, self.cfg.examples())
             except Internal:
                 raise self.internal from None
-            except KeyboardInterrupt:
-                raise
-            except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
-                if self.internal is not None:
-                    raise self.internal from None
+            if self.internal is not None:      # raised inside, and wrapped by Hypothesis
+                raise self.internal from None
             self.pending, self.pending_bin, self.shrinker = record, bin_, sh
             self.finish_shrink()
 

@@ -121,30 +121,36 @@ def hypothesis_settings(examples: int, shrink: bool):
 
 def shrink_found(run, record: dict, seconds: float, examples: int, max_stmts: int, on_step=None):
     """Shrink a failure record (case JSON, variant, kind, seed) found elsewhere; (case, stats, shrinker)."""
-    from hypothesis import given
-    from hypothesis import seed as hseed
-
     from ..gen import cases
     case = corpus.case_from_json(record["case"])
     key = corpus.case_key(case)
     sh = Shrinker(run, record["variant"], record["kind"], case, key, None, seconds, on_step)
     if record.get("seed") is not None:
-        seeking = [True]
-
-        def body(c):
-            if seeking[0]:
-                if corpus.case_key(c) == key:
-                    seeking[0] = False
-                    found()
-                return
-            sh.step(c)
-        test = hypothesis_settings(examples, True)(hseed(record["seed"])(given(cases(max_stmts=max_stmts))(body)))
-        try:
-            test()
-        except Internal:
-            raise
-        except BaseException as e:  # noqa: BLE001 - Found, or Hypothesis' wrappers of it
-            if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                raise
+        replay_and_shrink(sh, record["seed"], cases(max_stmts=max_stmts), key, examples)
     best, stats = sh.finish()
     return best, stats, sh
+
+
+def replay_and_shrink(sh: Shrinker, hseed: int, strategy, key: str, examples: int):
+    """Replay the Hypothesis run of `hseed` over `strategy` until the program `key` comes round,
+    then let Hypothesis shrink it with `sh.step` as the test body (a program that does not come
+    round is left to the IR reducer, Shrinker.finish). Internal, KeyboardInterrupt and SystemExit
+    propagate; Found, BudgetOver and Hypothesis' wrappers of them end the replay."""
+    from hypothesis import given
+    from hypothesis import seed as hseed_
+    seeking = [True]
+
+    def body(c):
+        if seeking[0]:
+            if corpus.case_key(c) == key:
+                seeking[0] = False
+                found()
+            return
+        sh.step(c)
+    test = hypothesis_settings(examples, True)(hseed_(hseed)(given(strategy)(body)))
+    try:
+        test()
+    except (Internal, KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
+        pass
