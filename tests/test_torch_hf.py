@@ -330,6 +330,8 @@ def _mixed():
     (lambda: build("gemma", config("gemma", use_bidirectional_attention=True)), ValueError,
      r"model.config.use_bidirectional_attention=True: bidirectional attention"),
     (lambda: build("llama", config("llama", alibi=True)), ValueError, r"model.config.alibi=True: alibi"),
+    (lambda: build("qwen2", config("qwen2", output_attentions=True)), ValueError,
+     r"model.config.output_attentions=True: attention weights as outputs"),
     (lambda: build("llama").double(), TypeError, r"the model's dtype is torch.float64; cohort's operators run"),
     (_mixed, TypeError, r"the model's parameters have several dtypes"),
     (_extra_child, ValueError, r"LlamaAttention \(layer 1\) has submodules \['q_norm'\], which cohort's"),

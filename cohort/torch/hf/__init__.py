@@ -25,8 +25,8 @@ weights). Gradients flow through cohort's backward kernels.
 
 Anything it cannot honour raises a one-line ValueError/TypeError naming it: another family,
 an activation without a cohort operator, a config option that changes the computation
-(logit soft-capping, alibi, qk-norm, bidirectional attention, ...), an attention layer with
-submodules it does not know, a dtype or device the operators do not run, and at run time
+(logit soft-capping, alibi, qk-norm, bidirectional attention, attention weights as outputs,
+...), an attention layer with submodules it does not know, a dtype or device the operators do not run, and at run time
 attention dropout while training. Nothing is copied from transformers: the modules are
 cohort's own (modules.py) and follow the models' parameter layouts.
 """
@@ -83,6 +83,7 @@ _OPTIONS = {
     "use_qk_norm": ("qk-norm", bool),
     "use_bidirectional_attention": ("bidirectional attention", bool),
     "pretraining_tp": ("tensor-parallel slicing of the projections", lambda v: v is not None and v > 1),
+    "output_attentions": ("attention weights as outputs (cohort's attention never forms them)", bool),
 }
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # the attention's child modules install knows, by layout (anything else - a q_norm, a
