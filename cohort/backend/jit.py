@@ -66,10 +66,6 @@ def level() -> int:
     return getattr(_quick, "level", FULL)
 
 
-def quick() -> bool:
-    return level() != FULL
-
-
 def _lljit(s, quick_: bool):
     if not quick_:
         return s["lljit"]

@@ -50,12 +50,6 @@ def compile_level(case) -> int:
     return FULL if r < FULL_O3_PERCENT else 0 if r >= 100 - O0_PERCENT else 1
 
 
-def full_o3(case) -> bool:
-    """Whether `case` compiles at O3, as a user's build does."""
-    from ..backend.jit import FULL
-    return compile_level(case) == FULL
-
-
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
               "uninitialised", "barrier divergence")
 
