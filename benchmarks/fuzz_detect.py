@@ -7,7 +7,7 @@ from the campaign's start to the failure (Dask cluster start-up included for
 `-`. Settings are `variants per program` x steering, each a column pair.
 
     python benchmarks/fuzz_detect.py [--mode local:2] [--seconds 60] [--seed 0]
-        [--per-program all,4] [--steer off,on] [--bugs a,b] [--json FILE]
+        [--per-program all,4] [--steer off,on,mixed] [--bugs a,b] [--json FILE]
 """
 import argparse
 import json
@@ -18,13 +18,16 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run(bug: str, mode: str, seconds: float, seed: int, per_program, steer: bool) -> dict:
+STEER = {"off": dict(steer=False), "on": dict(steer=True, plain_every=0), "mixed": dict(steer=True)}
+
+
+def run(bug: str, mode: str, seconds: float, seed: int, per_program, steer: str) -> dict:
     from cohort.verify.fuzz import run_campaign
     kind, _, n = mode.partition(":")
     where = {"scheduler": mode} if kind == "local" else {"jobs": int(n or 1)}
     t0 = time.monotonic()
     r = run_campaign(seconds, seed, bugs=(bug,), stop_on_failure=True, shrink=False, corpus_dir=None,
-                     variants_per_program=per_program, steer=steer, **where)
+                     variants_per_program=per_program, **STEER[steer], **where)
     wall = time.monotonic() - t0
     f = r["failures"][0] if r["failures"] else None
     return {"bug": bug, "per_program": per_program or "all", "steer": steer, "caught": bool(f),
@@ -32,8 +35,8 @@ def run(bug: str, mode: str, seconds: float, seed: int, per_program, steer: bool
             "variant_runs": r["variant_runs"], "variant": f and f["variant"], "kind": f and f["kind"]}
 
 
-def label(per_program, steer: bool) -> str:
-    return f"{per_program or 'all'}/{'steer' if steer else 'plain'}"
+def label(per_program, steer: str) -> str:
+    return f"{per_program or 'all'}/{steer}"
 
 
 def main():
@@ -43,12 +46,16 @@ def main():
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-program", default="all,4")
-    ap.add_argument("--steer", default="off")
+    ap.add_argument("--steer", default="mixed", help="off, on (every seed steered), mixed (the default: "
+                                                      "every other seed steered); comma-separated")
     ap.add_argument("--bugs", default="")
     ap.add_argument("--json", default=None, help="write the rows here")
     a = ap.parse_args()
-    settings = [(None if p == "all" else int(p), s == "on") for p in a.per_program.split(",")
+    settings = [(None if p == "all" else int(p), s) for p in a.per_program.split(",")
                 for s in a.steer.split(",")]
+    bad = [s for _, s in settings if s not in STEER]
+    if bad:
+        ap.error(f"--steer: unknown setting(s) {', '.join(bad)}; known: {', '.join(STEER)}")
     bugs = a.bugs.split(",") if a.bugs else sorted(BUGS)
     rows = []
     head = " ".join(f"{label(p, s):>22s}" for p, s in settings)

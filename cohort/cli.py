@@ -106,8 +106,10 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"statements per generated kernel, at most (1 to {opt.MAX_STMTS}; default 16)")
     f.add_argument("--variant", action="append", metavar="SPEC",
                    help="run only these variants (repeatable; default: the whole matrix)")
-    f.add_argument("--steer", choices=("on", "off"), default=None,
-                   help="weigh operations, functions and structures this campaign has not covered yet")
+    f.add_argument("--steer", choices=("mixed", "on", "off"), default=None,
+                   help="weigh operations, functions and structures this campaign has not covered yet, and "
+                        "make its missing rare shapes on purpose: in every other seed (mixed, the default; "
+                        "the others draw unsteered), in every seed (on), or never (off)")
     f.add_argument("--variants-per-program", default=None, metavar="N|all",
                    help="variants each program runs: whole plus N-1 chosen to cover the most knob values "
                         f"(N from 1 to {opt.MAX_PER_SEED}; default 4), or all of them (the default with --variant)")
@@ -473,7 +475,9 @@ def _fuzz_options(args) -> dict:
               batch=_int("--examples-per-seed", args.examples_per_seed, 1, opt.MAX_PER_SEED),
               max_stmts=_int("--max-stmts", args.max_stmts, 1, opt.MAX_STMTS))
     if args.steer is not None:
-        kw["steer"] = args.steer == "on"
+        kw["steer"] = args.steer != "off"
+        if args.steer == "on":
+            kw["plain_every"] = 0
     if args.variants_per_program is not None:
         vpp = args.variants_per_program
         kw["variants_per_program"] = None if vpp == "all" else _int("--variants-per-program", vpp, 1,

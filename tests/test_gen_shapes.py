@@ -68,3 +68,18 @@ def test_a_program_that_is_not_idempotent_runs_a_multi_task_whole_block_pool_var
     assert rerun_sensitive(_case(_copy), variants_for(_case(_copy))) == []
     assert rerun_sensitive(_case(_rmw, 9), variants_for(_case(_rmw, 9))) == []    # one whole block
     assert np.all(np.array(draw_variants(app, "a", 4)) == np.array(draw_variants(app, "a", 4)))
+
+
+def test_a_default_campaign_steers_every_other_seed():
+    """`cohort fuzz` steers by default, but seeds 1, 3, 5, ... draw from the plain distribution
+    (CampaignConfig.plain_every): aimed programs would otherwise fill a campaign's first minutes
+    and starve the plain ones that find NaN compares and stride slips. The same rule on a
+    cluster (cluster.run_seeds reads it from the task's spec)."""
+    from cohort.verify.fuzz.campaign import Campaign
+    from cohort.verify.fuzz.config import CampaignConfig, seed_steered
+    assert [CampaignConfig().steered(i) for i in range(4)] == [True, False, True, False]
+    assert not any(CampaignConfig(steer=False).steered(i) for i in range(4))
+    assert all(CampaignConfig(plain_every=0).steered(i) for i in range(4))
+    assert [seed_steered(i, True, 3) for i in range(6)] == [True, True, False, True, True, False]
+    c = Campaign(CampaignConfig(jobs=0))
+    assert c.steering(1) is None and isinstance(c.steering(0), Steering) and c.steering(0).missing

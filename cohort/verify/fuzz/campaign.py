@@ -251,9 +251,10 @@ class Campaign:
         self.session.add(self.current)
         self.current = Tally()
 
-    def steering(self):
-        """The generator's weights from what this run has covered so far (None: unsteered)."""
-        if not self.cfg.steer:
+    def steering(self, index: int):
+        """The generator's weights for seed `index`, from what this run has covered so far (None:
+        unsteered, CampaignConfig.steered)."""
+        if not self.cfg.steered(index):
             return None
         from ..gen import Steering
         return Steering.from_report(self.session.coverage.report())
@@ -278,7 +279,7 @@ class Campaign:
                 t_seed = time.monotonic()
                 # steering is refreshed between Hypothesis runs only: a run's shrinking replays
                 # its choices under the steering they were drawn with
-                strategy = self.strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering())
+                strategy = self.strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering(index))
                 shrinks = self.shrinks_done
                 test = hypothesis_settings(self.cfg.examples(), True)(seed(self.hseed)(given(strategy)(self.test)))
                 runs += 1

@@ -29,7 +29,7 @@ from typing import Optional
 from .. import corpus
 from ..gen import Steering
 from ..matrix import rerun_sensitive, shrink_cost, variants_for
-from .config import CampaignConfig
+from .config import CampaignConfig, seed_steered
 from .rotation import draw_variants
 from .shrink import shrink_found
 from .state import CampaignState, seed_value
@@ -88,7 +88,7 @@ def run_seeds(seeds: list, spec: dict) -> dict:
     for index, hseed in seeds:
         time.sleep(delay)
         programs = []
-        steer = Steering.from_json(spec.get("steer"))
+        steer = Steering.from_json(spec.get("steer")) if seed_steered(index, True, spec["plain_every"]) else None
         queued = []                  # (case, key, skipped matrix variants, pending run, when queued)
 
         def submit(case):
@@ -191,7 +191,8 @@ class ClusterCampaign:
     def spec(self) -> dict:
         return {"bugs": list(self.cfg.bugs), "timeout": 120.0, "examples": self.cfg.examples(),
                 "max_stmts": self.cfg.max_stmts, "variants": list(self.cfg.variants),
-                "per_program": self.cfg.variants_per_program, "stop_on_failure": self.cfg.stop_on_failure,
+                "per_program": self.cfg.variants_per_program, "plain_every": self.cfg.plain_every,
+                "stop_on_failure": self.cfg.stop_on_failure,
                 "deadline": time.time() + self.cfg.seconds - self.elapsed(), "stop": self.stop_name}
 
     def elapsed(self) -> float:

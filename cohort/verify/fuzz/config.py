@@ -33,8 +33,13 @@ class CampaignConfig:
     seeds: Optional[int] = None         # run seeds 0..seeds-1 only (a finite campaign; resumable)
     variants_per_program: Optional[int] = 4  # run `whole` + this many - 1 variants drawn per program
                                         # (rotation.py; docs/fuzzing.md measures why); None: all of them
-    steer: bool = False                 # weigh what this run has not covered yet (gen/steer.py);
-                                        # off by default until its detection rates are measured (issue 17)
+    steer: bool = True                  # weigh what this run has not covered yet and make its missing
+                                        # rare shapes on purpose (gen/steer.py); see plain_every
+    plain_every: int = 2                # steered: every plain_every-th seed (index plain_every-1, 2*..-1,
+                                        # ...) draws from the unsteered distribution, so the aimed
+                                        # programs of a campaign's first minutes never crowd out the
+                                        # plain ones (NaN compares, stride and sign slips are found
+                                        # there: docs/fuzzing.md, session 12); 0: every seed steered
     steer_batch: int = 3                # steered: Hypothesis runs of at most this many examples, the
                                         # steering refreshed between them (a run keeps one steering)
 
@@ -42,8 +47,18 @@ class CampaignConfig:
         """Examples per Hypothesis run (per seed) in a local campaign."""
         return min(self.batch, self.steer_batch) if self.steer else self.batch
 
+    def steered(self, index: int) -> bool:
+        """Whether seed `index` of this campaign is drawn under the steering."""
+        return seed_steered(index, self.steer, self.plain_every)
+
     def meaning(self) -> dict:
         """What a seed of this campaign is (stored in its directory, checked on resume)."""
         return {"seed": self.seed, "variants": list(self.variants), "max_stmts": self.max_stmts,
                 "examples_per_seed": self.examples(), "bugs": sorted(self.bugs),
                 "variants_per_program": self.variants_per_program}
+
+
+def seed_steered(index: int, steer: bool, plain_every: int) -> bool:
+    """Seed `index` of a campaign is steered (CampaignConfig.plain_every): the same rule locally
+    and on a cluster."""
+    return steer and not (plain_every > 0 and index % plain_every == plain_every - 1)
