@@ -58,7 +58,10 @@ def without_limits(suite):
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("quick")
     suite = without_limits(suites.get("quick"))
-    run = harness.run_suite(suite, rounds=2, samples=3, only_ops=["rmsnorm", "attention"], command="test")
+    # two of the quick suite's three cases: attention's Inductor column is an AOTInductor compile
+    # (about a minute here), tested in test_inductor.py (test_attention_aoti_whole_graph) and by
+    # the whole suite in test_cli_bench_quick_then_audit_check (-m slow)
+    run = harness.run_suite(suite, rounds=2, samples=3, only_ops=["rmsnorm", "rope"], command="test")
     paths = artifacts.write(str(out), run)
     return out, run, paths
 

@@ -190,6 +190,25 @@ def test_source_round_trips_to_the_same_ir_and_runs_the_same():
                 assert bitwise_equal(arr, b[name]), name
 
 
+def test_every_make_args_is_fresh_memory_with_the_seeds_bits():
+    # buffers are kept per (spec, seed, stream) (inputs.fill): a run that writes its arrays must
+    # not change what the next run of the program gets
+    from cohort.verify.gen.inputs import CACHED_FILL_ELEMENTS, _fill
+    for s in range(8):
+        case = generate(300 + s)
+        first = make_args(case)
+        for name, arr in first.items():
+            if isinstance(arr, np.ndarray):
+                assert arr.flags.writeable and arr.flags.owndata
+                arr.view(np.uint8)[...] = 0xA5
+        again = make_args(case)
+        for i, spec in enumerate(case.buffers):
+            assert again[spec.name] is not first[spec.name]
+            assert bitwise_equal(again[spec.name], _fill(spec, case.seed, spec.stream or i + 1))
+    big = BufferSpec("x", DType.F32, CACHED_FILL_ELEMENTS + 1)
+    assert bitwise_equal(fill(big, 3, 1), _fill(big, 3, 1))
+
+
 def test_source_path_kernels_carry_their_source():
     cases = [generate(s) for s in range(60)]
     via = [c for c in cases if c.source is not None]

@@ -4,6 +4,8 @@ Floats mix ordinary values with ±0, subnormals, ±inf, NaNs (several payloads),
 values, rounding ties and raw random bit patterns."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ...refimpl.ir import DType
@@ -35,8 +37,28 @@ _F32_NANZERO_BITS = np.array([0x00000000, 0x80000000, 0x7FC00000, 0xFFC00000, 0x
 _BOOL_BYTES = np.array([0, 0, 0, 1, 1, 2, 0x80, 0xFF, 0x10, 0x7F, 3, 0x40], np.uint8)
 
 
+# A program's buffers are filled about ten times per fuzz program (the reference, each variant's
+# two launches, the coverage report): kept, read-only, for buffers up to this many elements
+# (a tenth of a fuzz worker's CPU went to refilling them); `fill` hands out copies.
+CACHED_FILL_ELEMENTS = 1 << 16
+
+
 def fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
-    """The contents of one buffer for an inputs seed (deterministic, NumPy-version independent)."""
+    """The contents of one buffer for an inputs seed (deterministic, NumPy-version independent):
+    a new array the caller owns."""
+    if spec.length > CACHED_FILL_ELEMENTS:
+        return _fill(spec, seed, stream)
+    return _fill_kept(spec, seed, stream).copy()
+
+
+@lru_cache(maxsize=128)
+def _fill_kept(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
+    a = _fill(spec, seed, stream)
+    a.flags.writeable = False
+    return a
+
+
+def _fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
     n = spec.length
     r = _splitmix(seed, stream, 2 * n + 1)
     a, b = r[:n], r[n:2 * n]
