@@ -85,3 +85,24 @@ def test_a_default_campaign_steers_every_other_seed():
     assert [seed_steered(i, True, 3) for i in range(6)] == [True, True, False, True, True, False]
     c = Campaign(CampaignConfig(jobs=0))
     assert c.steering(1) is None and isinstance(c.steering(0), Steering) and c.steering(0).missing
+
+
+def test_a_dask_worker_steers_with_what_it_ran_since_the_task_was_made(monkeypatch):
+    """On a cluster the driver hears of a program only when its task ends: a worker adds the
+    programs it ran after the driver made the task (and no earlier ones: those the driver has)."""
+    import time
+
+    from cohort.verify.fuzz import cluster
+    from cohort.verify.fuzz.coverage import Coverage as Cov
+    monkeypatch.setattr(cluster, "_ran", cluster.deque(maxlen=8))
+    spec = {"coverage": {}, "covered_at": time.time(), "plain_every": 2}
+    assert cluster.steering_for(spec, 1) is None                   # a plain seed
+    assert cluster.steering_for({"plain_every": 2}, 0) is None     # a campaign without steering
+    missing = set(cluster.steering_for(spec, 0).missing)
+    assert "shape:wrap:loop" in missing
+    done = Cov()
+    done.shapes.update({"wrap:loop": 2})
+    cluster._ran.append((spec["covered_at"] - 1, done.counts()))    # before the task: the driver's
+    assert "shape:wrap:loop" in set(cluster.steering_for(spec, 0).missing)
+    cluster._ran.append((spec["covered_at"] + 1, done.counts()))
+    assert set(cluster.steering_for(spec, 0).missing) == missing - {"shape:wrap:loop"}

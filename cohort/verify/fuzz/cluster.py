@@ -24,12 +24,14 @@ import threading
 import time
 import uuid
 import warnings
+from collections import deque
 from typing import Optional
 
 from .. import corpus
 from ..gen import Steering
 from ..matrix import rerun_sensitive, shrink_cost, variants_for
 from .config import CampaignConfig, seed_steered
+from .coverage import Coverage
 from .rotation import draw_variants
 from .shrink import shrink_found
 from .state import CampaignState, seed_value
@@ -41,6 +43,22 @@ from .tally import Tally, checksum_bins
 
 _local = threading.local()         # one compile process per Dask worker thread
 _seen: set = set()                 # programs this worker process has run (every seed's first is the same)
+# (wall time, coverage counts) of the programs this worker process ran lately: a steered seed adds
+# the ones the driver had not heard of when it made the task, so the steering is as fresh here as
+# in a local campaign (the driver hears of a program only when its task ends)
+_ran: deque = deque(maxlen=512)
+
+
+def steering_for(spec: dict, index: int):
+    """The Steering seed `index` of a task is drawn under (None: unsteered): the driver's coverage
+    when it made the task, plus what this worker ran since."""
+    if "coverage" not in spec or not seed_steered(index, True, spec["plain_every"]):
+        return None
+    cov = Coverage().add(spec["coverage"])
+    for when, counts in list(_ran):
+        if when > spec["covered_at"]:
+            cov.add(counts)
+    return Steering.from_report(cov.report())
 
 
 def _pool(bugs: tuple, timeout: float):
@@ -88,7 +106,7 @@ def run_seeds(seeds: list, spec: dict) -> dict:
     for index, hseed in seeds:
         time.sleep(delay)
         programs = []
-        steer = Steering.from_json(spec.get("steer")) if seed_steered(index, True, spec["plain_every"]) else None
+        steer = steering_for(spec, index)
         queued = []                  # (case, key, skipped matrix variants, pending run, when queued)
 
         def submit(case):
@@ -111,12 +129,14 @@ def run_seeds(seeds: list, spec: dict) -> dict:
             fails = t.program(case, key, res, skipped)
             t.seconds = time.monotonic() - t0
             _seen.add(key[:16])
+            _ran.append((time.time(), t.coverage.counts()))
             failures = []
             if fails:
                 v, rec = min(fails, key=lambda f: (f[0] == STRESS, shrink_cost(f[0]) if f[0] != STRESS else ()))
                 failures.append({"kind": rec["status"], "variant": v, "description": rec.get("detail", ""),
                                  "failing_variants": [f[0] for f in fails], "bins": checksum_bins(res),
                                  "seed": hseed, "key": key, "case": corpus.case_to_json(case),
+                                 "steer": steer.to_json() if steer is not None else None,
                                  "found_by": worker_name(), "shrunk": False})
             programs.append({"key": key[:16], "tally": t.to_json(), "failures": failures})
             if failures and spec.get("stop_on_failure"):   # report now, not when the task ends;
@@ -316,7 +336,7 @@ class ClusterCampaign:
                     if not batch:
                         break
                     if self.cfg.steer:     # what the campaign has covered when the task leaves
-                        spec["steer"] = Steering.from_report(self.session.coverage.report()).to_json()
+                        spec["coverage"], spec["covered_at"] = self.session.coverage.counts(), time.time()
                     inflight[client.submit(run_seeds, batch, dict(spec), pure=False)] = batch
                 if not inflight or (self.time_up() and self.stopped):
                     break

@@ -121,12 +121,13 @@ def hypothesis_settings(examples: int, shrink: bool):
 
 def shrink_found(run, record: dict, seconds: float, examples: int, max_stmts: int, on_step=None):
     """Shrink a failure record (case JSON, variant, kind, seed) found elsewhere; (case, stats, shrinker)."""
-    from ..gen import cases
+    from ..gen import Steering, cases
     case = corpus.case_from_json(record["case"])
     key = corpus.case_key(case)
     sh = Shrinker(run, record["variant"], record["kind"], case, key, None, seconds, on_step)
-    if record.get("seed") is not None:
-        replay_and_shrink(sh, record["seed"], cases(max_stmts=max_stmts), key, examples)
+    if record.get("seed") is not None:      # the seed's run, under the steering it was drawn with
+        strategy = cases(max_stmts=max_stmts, steer=Steering.from_json(record.get("steer")))
+        replay_and_shrink(sh, record["seed"], strategy, key, examples)
     best, stats = sh.finish()
     return best, stats, sh
 
