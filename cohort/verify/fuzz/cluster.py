@@ -41,6 +41,7 @@ from .tally import Tally, checksum_bins
 
 # ---------------------------------------------------------------- on the workers
 
+TIME_BOX_GRACE = 30.0              # seconds the driver waits at the time box for tasks to return
 _local = threading.local()         # one compile process per Dask worker thread
 _seen: set = set()                 # programs this worker process has run (every seed's first is the same)
 # (wall time, coverage counts) of the programs this worker process ran lately: a steered seed adds
@@ -120,10 +121,11 @@ def run_seeds(seeds: list, spec: dict) -> dict:
                            time.monotonic()))
         draw_seed(hseed, spec["examples"], spec["max_stmts"], steer, each=submit)
         for i, (case, key, skipped, pending, t0) in enumerate(queued):
-            if abandoned(spec):          # the campaign is over: a seed cut short is not a result
-                for q in queued[i:]:
+            if abandoned(spec):          # the campaign is over: the seed is not done, but the
+                for q in queued[i:]:     # programs it finished count (as a local campaign's do)
                     q[3].cancel()
-                return {"worker": worker_name(), "seeds": out, "abandoned": True}
+                return {"worker": worker_name(), "seeds": out, "abandoned": True,
+                        "partial": {"index": index, "seed": hseed, "programs": programs}}
             res = pending.result()
             t = Tally()
             fails = t.program(case, key, res, skipped)
@@ -360,6 +362,8 @@ class ClusterCampaign:
                 self.progress()
                 if inflight:
                     time.sleep(0.1)
+            if not self.stopped and inflight:   # the time box: tasks return what they finished
+                self.collect_at_time_box(inflight)  # (a task's programs arrive only when it ends)
             stop.set()                           # running seed tasks end after their current program
             for fut in inflight:
                 fut.cancel()
@@ -382,6 +386,19 @@ class ClusterCampaign:
                 pass
             self.progress(final=True)
         return self.report()
+
+    def collect_at_time_box(self, inflight: dict):
+        """The programs that tasks running at the end of the time box finished: each task ends at
+        its next program (run_seeds: `abandoned`) and returns them as a partial seed. Waits at
+        most TIME_BOX_GRACE seconds; a task still running then is dropped."""
+        from distributed import wait
+        try:
+            wait(list(inflight), timeout=TIME_BOX_GRACE, return_when="ALL_COMPLETED")
+        except TimeoutError:
+            pass
+        for fut in [f for f in inflight if f.status == "finished"]:
+            inflight.pop(fut)
+            self.take(fut.result())
 
     def shrink_pending(self, client, spec):
         if not self.cfg.shrink:
