@@ -106,3 +106,12 @@ def test_a_dask_worker_steers_with_what_it_ran_since_the_task_was_made(monkeypat
     assert "shape:wrap:loop" in set(cluster.steering_for(spec, 0).missing)
     cluster._ran.append((spec["covered_at"] + 1, done.counts()))
     assert set(cluster.steering_for(spec, 0).missing) == missing - {"shape:wrap:loop"}
+
+
+def test_a_campaign_report_names_its_steering():
+    from cohort.verify.fuzz.config import CampaignConfig
+    from cohort.verify.fuzz.summary import session_report
+    from cohort.verify.fuzz.tally import Tally
+    said = [session_report(CampaignConfig(**kw), Tally(), 1.0, [], False)["steering"]
+            for kw in ({}, {"steer": False}, {"plain_every": 0}, {"plain_every": 1}, {"plain_every": 3})]
+    assert said == ["mixed", "off", "on", "off", "steered but 1 seed in 3 plain"]

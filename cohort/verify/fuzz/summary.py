@@ -31,8 +31,8 @@ def session_report(cfg: CampaignConfig, t: Tally, seconds: float, failures: list
         "failures": failures,
         "bins": {str(k): v for k, v in sorted(t.bins.items())},
         "variants": list(cfg.variants),
-        "steering": ("off" if not cfg.steer else "on" if cfg.plain_every <= 0 else
-                     "mixed" if cfg.plain_every == 2 else f"every seed but each {cfg.plain_every}th"),
+        "steering": ("off" if not cfg.steer or cfg.plain_every == 1 else "on" if cfg.plain_every <= 0 else
+                     "mixed" if cfg.plain_every == 2 else f"steered but 1 seed in {cfg.plain_every} plain"),
         "fast_math": FAST_MATH_NOTE,
         "injected_bugs": list(cfg.bugs),
         "interrupted": interrupted,
