@@ -3,12 +3,19 @@ variant columns on one small case, no Inductor, no roofline measurement), and a 
 of it per test, for the tests that edit artifacts."""
 import gzip
 import json
+import os
 import shutil
 
 import pytest
 
 from cohort.audit import artifacts, harness
 from cohort.audit.suites import Column, Group, Ratio, Suite
+
+# LLVM's output is kept between runs of the suite (backend/objcache.py: keyed by the module's
+# IR, the options, the target and the source of the IR-to-object code, so a changed lowering
+# or a planted bug is compiled afresh). COHORT_OBJECT_CACHE=off runs every compile cold.
+os.environ.setdefault("COHORT_OBJECT_CACHE", os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "cohort", "objects"))
 
 TINY = Suite("tiny", "Tiny", "native_entry",
              (Group("g", (("rmsnorm", (3, 63)),), (Column("whole", "variant", "whole"),

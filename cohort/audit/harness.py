@@ -52,6 +52,13 @@ CALLS_PER_SAMPLE = ("per case: the largest of its columns' calibrated counts (ea
 def run_suite(suite: Suite, rounds: Optional[int] = None, samples: Optional[int] = None, only_ops=None,
               only_sizes=None, seed: int = 0, command: str = "", progress: Optional[Callable] = None,
               workers: Optional[int] = None) -> SuiteRun:
+    from ..backend import objcache
+    with objcache.disabled():     # a cell's compile_seconds are LLVM's, never a cache read
+        return _run_suite(suite, rounds, samples, only_ops, only_sizes, seed, command, progress, workers)
+
+
+def _run_suite(suite: Suite, rounds: Optional[int], samples: Optional[int], only_ops, only_sizes, seed: int,
+               command: str, progress: Optional[Callable], workers: Optional[int]) -> SuiteRun:
     from ..backend.runtime import default_workers
     from ..backend.variant import MAX_WORKERS
     rounds = rounds or suite.rounds

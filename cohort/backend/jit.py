@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-from . import target
+from . import objcache, target
 
 _lock = threading.RLock()
 _state = {}
@@ -88,6 +88,7 @@ class Linked:
     llvm_ir: str
     seconds: dict
     tracker: object
+    cached: bool = False          # LLVM's output came from the object cache (objcache.py)
 
     def assembly(self) -> str:
         """The host assembly of the optimised IR (generated on demand)."""
@@ -101,36 +102,53 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
 
     `tuning` sets pipeline options (loop_unrolling, loop_vectorization,
     slp_vectorization, ...): code that is vectorised by construction gains
-    nothing from LLVM's vectorisers and unroller but pays for them in compile time."""
+    nothing from LLVM's vectorisers and unroller but pays for them in compile time.
+    With COHORT_OBJECT_CACHE set, LLVM's output for the same module, options and target is
+    taken from disk when an earlier process made it (objcache.py; `Linked.cached`)."""
     with _lock:
         s = _init()
         t0 = time.perf_counter()
         lvl = level()
         fast = lvl != FULL
         tm = target.host().target_machine(opt=0, jit=True) if fast else target_machine()
-        mod = llvm.parse_assembly(ir_text)
-        mod.triple = s["target"].triple
-        mod.data_layout = str(tm.target_data)
-        mod.verify()
-        t1 = time.perf_counter()
-        pto = llvm.create_pipeline_tuning_options(speed_level=lvl)
-        for key, value in (tuning or {}).items():
-            setattr(pto, key, value)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)  # a pass manager may run once only
-        t2 = time.perf_counter()
-        opt_ir = str(mod)
-        t3 = time.perf_counter()
-        # code generation from the optimised module itself (linking its IR text would parse it
-        # again: about a tenth of a fuzz program's compile time)
-        builder = llvm.JITLibraryBuilder().add_object_img(tm.emit_object(mod)).add_current_process()
-        for name in symbols:
-            builder.export_symbol(name)
+        name = None
+        if objcache.folder() is not None:
+            host = s["target"]
+            name = objcache.key(ir_text, {"kind": "jit", "symbols": list(symbols), "level": lvl,
+                                          "tuning": sorted((tuning or {}).items()),
+                                          "target": [host.triple, host.cpu, host.features]})
+        hit = objcache.load(name) if name is not None else None
+        if hit is not None:
+            opt_ir, obj = hit
+            t1 = t2 = t3 = time.perf_counter()
+        else:
+            mod = llvm.parse_assembly(ir_text)
+            mod.triple = s["target"].triple
+            mod.data_layout = str(tm.target_data)
+            mod.verify()
+            t1 = time.perf_counter()
+            pto = llvm.create_pipeline_tuning_options(speed_level=lvl)
+            for key, value in (tuning or {}).items():
+                setattr(pto, key, value)
+            pb = llvm.create_pass_builder(tm, pto)
+            pb.getModulePassManager().run(mod, pb)  # a pass manager may run once only
+            t2 = time.perf_counter()
+            opt_ir = str(mod)
+            t3 = time.perf_counter()
+            # code generation from the optimised module itself (linking its IR text would parse it
+            # again: about a tenth of a fuzz program's compile time)
+            obj = tm.emit_object(mod)
+            if name is not None:
+                objcache.store(name, opt_ir, obj)
+        builder = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
+        for name_ in symbols:
+            builder.export_symbol(name_)
         tracker = builder.link(_lljit(s, fast), f"cohort_{next(_names)}")
-        addresses = {name: tracker[name] for name in symbols}
+        addresses = {name_: tracker[name_] for name_ in symbols}
         t4 = time.perf_counter()
         return Linked(addresses, opt_ir, {"parse": t1 - t0, "optimise": t2 - t1,
-                                          "codegen_link": t4 - t3, "total": t4 - t0}, tracker)
+                                          "codegen_link": t4 - t3, "total": t4 - t0}, tracker,
+                      cached=hit is not None)
 
 
 def emit(ir_text: str, tgt: "target.Target", kind: str = "object", tuning: dict = None):
@@ -141,6 +159,13 @@ def emit(ir_text: str, tgt: "target.Target", kind: str = "object", tuning: dict 
         raise ValueError(f"kind must be 'object' or 'assembly', got {kind!r}")
     if not isinstance(tgt, target.Target):
         raise TypeError(f"expected a Target, got {type(tgt).__name__}")
+    name = None
+    if objcache.folder() is not None:
+        name = objcache.key(ir_text, {"kind": kind, "tuning": sorted((tuning or {}).items()),
+                                      "target": [tgt.triple, tgt.cpu, tgt.features]})
+        hit = objcache.load(name)
+        if hit is not None:
+            return hit[1] if kind == "object" else hit[0]
     with _lock:
         tm = tgt.target_machine(opt=3)
         mod = llvm.parse_assembly(ir_text)
@@ -152,4 +177,7 @@ def emit(ir_text: str, tgt: "target.Target", kind: str = "object", tuning: dict 
             setattr(pto, key, value)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
-        return tm.emit_object(mod) if kind == "object" else tm.emit_assembly(mod)
+        out = tm.emit_object(mod) if kind == "object" else tm.emit_assembly(mod)
+    if name is not None:
+        objcache.store(name, out if kind == "assembly" else "", out if kind == "object" else b"")
+    return out
