@@ -209,6 +209,22 @@ def test_every_make_args_is_fresh_memory_with_the_seeds_bits():
     assert bitwise_equal(fill(big, 3, 1), _fill(big, 3, 1))
 
 
+@pytest.mark.parametrize("dtype", [DType.F32, DType.I32, DType.U32, DType.BOOL], ids=str)
+def test_a_buffer_filled_in_pieces_has_the_bits_of_one_piece(dtype, monkeypatch):
+    # big buffers are filled a piece at a time (inputs._PIECE): element i depends on sequence
+    # values i and n + i alone, so the pieces must give exactly the one-piece bytes
+    from cohort.verify.gen import inputs
+    specs = [BufferSpec("x", dtype, n, f) for n in (1, 999, 1000, 1001, 2500)
+             for f in ("data", "finite", "special", "nanzero", "bytes", "perm")]
+    whole = [inputs._fill(s, 11, 3) for s in specs]
+    monkeypatch.setattr(inputs, "_PIECE", 1000)
+    for s, want in zip(specs, whole):
+        got = inputs._fill(s, 11, 3)
+        assert got.dtype == want.dtype and got.shape == (s.length,) and bitwise_equal(got, want), s
+    with pytest.raises(ValueError, match="buffer h: the generator fills"):
+        inputs._fill(BufferSpec("h", DType.F16, 4), 1, 1)
+
+
 def test_source_path_kernels_carry_their_source():
     cases = [generate(s) for s in range(60)]
     via = [c for c in cases if c.source is not None]

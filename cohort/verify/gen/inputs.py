@@ -14,11 +14,12 @@ from .case import BufferSpec, Case
 F32 = DType.F32
 
 
-def _splitmix(seed: int, stream: int, count: int) -> np.ndarray:
-    """`count` pseudo-random uint64 values for (seed, stream); stable forever."""
+def _splitmix(seed: int, stream: int, count: int, start: int = 0) -> np.ndarray:
+    """Values start .. start+count-1 of the pseudo-random uint64 sequence of (seed, stream);
+    stable forever."""
     with np.errstate(over="ignore"):
         base = np.uint64((seed * 0x9E3779B97F4A7C15 + stream * 0xD1B54A32D192ED03) & 0xFFFFFFFFFFFFFFFF)
-        z = base + np.arange(1, count + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = base + np.arange(start + 1, start + count + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
@@ -58,12 +59,34 @@ def _fill_kept(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
     return a
 
 
+# Element i of a buffer is a function of values i and n + i of its sequence alone, so a large
+# buffer is made in pieces that stay in the cache: one 4M-element f32 buffer (a stress program's)
+# took 2-5 s in one piece, its temporaries hundreds of megabytes
+_PIECE = 1 << 15
+
+
 def _fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
     n = spec.length
-    r = _splitmix(seed, stream, 2 * n + 1)
-    a, b = r[:n], r[n:2 * n]
+    if spec.dtype not in (F32, DType.I32, DType.U32, DType.BOOL):
+        raise ValueError(f"buffer {spec.name}: the generator fills f32, i32, u32 and bool buffers, not {spec.dtype}")
     if spec.fill == "perm":
-        return np.argsort(a, kind="stable").astype(spec.dtype.np)
+        return np.argsort(_splitmix(seed, stream, n), kind="stable").astype(spec.dtype.np)
+    if n <= _PIECE:
+        r = _splitmix(seed, stream, 2 * n)
+        return _values(spec, r[:n], r[n:])
+    out = np.empty(n, spec.dtype.np)
+    for i in range(0, n, _PIECE):
+        m = min(_PIECE, n - i)
+        out[i:i + m] = _values(spec, _splitmix(seed, stream, m, i), _splitmix(seed, stream, m, n + i))
+    return out
+
+
+_SCALES = np.exp2(np.arange(-20, 20, dtype=np.float64))           # 2^-20 .. 2^19, exact
+_HALVES = (np.arange(33, dtype=np.float64) - 16) / 2               # rounding ties
+
+
+def _values(spec: BufferSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The values of the elements whose sequence values are a (index i) and b (index n + i)."""
     low = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     cat = (a >> np.uint64(56)).astype(np.int64) % 8
     if spec.fill == "finite":
@@ -78,8 +101,8 @@ def _fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
         return (low & 1).astype(np.bool_)
     if spec.dtype is F32:
         normal = (low.astype(np.float64) / 2 ** 32 - 0.5) * 8.0                        # [-4, 4)
-        scale = np.exp2(((pick % 40) - 20).astype(np.float64))                           # 2^-20..2^19
-        halves = ((pick % 33) - 16).astype(np.float64) / 2                               # ties
+        scale = _SCALES[pick % 40]                                                       # 2^-20..2^19
+        halves = _HALVES[pick % 33]                                                      # ties
         out = np.where(cat <= 2, normal,
               np.where(cat == 3, normal * scale,
               np.where(cat == 4, halves, 0.0))).astype(np.float32)
