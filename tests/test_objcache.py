@@ -113,6 +113,12 @@ def test_off_means_off(tmp_path, monkeypatch):
     with objcache.disabled():
         assert objcache.folder() is None
     assert objcache.folder() == str(tmp_path)
+    objcache._source_digest[:] = [None]       # an install whose source cannot be read: no cache
+    try:
+        assert objcache.folder() is None
+    finally:
+        objcache._source_digest.clear()
+    assert objcache.folder() == str(tmp_path)
 
 
 def test_the_least_recently_used_entries_go_past_the_limit(tmp_path):

@@ -41,7 +41,9 @@ _off = [0]                           # depth of `disabled()` blocks (any thread)
 def folder() -> Optional[str]:
     """The cache folder, or None when the cache is off (unset, empty or 'off', or in `disabled()`)."""
     d = os.environ.get(ENV, "").strip()
-    return None if _off[0] or d in ("", "off", "0") else os.path.expanduser(d)
+    if _off[0] or d in ("", "off", "0") or _code_digest() is None:
+        return None
+    return os.path.expanduser(d)
 
 
 @contextlib.contextmanager
@@ -55,15 +57,19 @@ def disabled():
         _off[0] -= 1
 
 
-def _code_digest() -> str:
-    """The source of the IR-to-object path: a change to it is a new key."""
+def _code_digest() -> Optional[str]:
+    """The source of the IR-to-object path: a change to it is a new key (None when the source
+    cannot be read, e.g. an install without .py files: then there is no cache)."""
     if not _source_digest:
         h = hashlib.sha256()
         here = os.path.dirname(os.path.abspath(__file__))
-        for name in ("jit.py", "target.py", "objcache.py"):
-            with open(os.path.join(here, name), "rb") as f:
-                h.update(f.read())
-        _source_digest.append(h.hexdigest())
+        try:
+            for name in ("jit.py", "target.py", "objcache.py"):
+                with open(os.path.join(here, name), "rb") as f:
+                    h.update(f.read())
+            _source_digest.append(h.hexdigest())
+        except OSError:
+            _source_digest.append(None)
     return _source_digest[0]
 
 
