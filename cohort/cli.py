@@ -251,7 +251,8 @@ def _print_run(op, r: dict):
                   f"reference {d['reference']!r}")
         print(f"  {op.output} checksum {r['checksum']}")
         f = r["facts"]
-        print(f"  compiled in {r['compile_seconds'] * 1e3:.1f} ms; lanes {f['lanes']}, "
+        cached = " (LLVM's output from the object cache)" if r.get("compile_cached") else ""
+        print(f"  compiled in {r['compile_seconds'] * 1e3:.1f} ms{cached}; lanes {f['lanes']}, "
               f"scalar libm calls {f['scalar_libm_calls']}, vector instructions "
               f"{'yes' if f['uses_vector_instructions'] else 'no'}, direct CFG {f['direct_cfg']}")
         if "time_us" in r:

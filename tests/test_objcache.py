@@ -152,3 +152,16 @@ def test_cross_compiled_objects_are_cached_per_target(cache):
     assert jit.emit(text, arm) == obj and jit.emit(text, arm, "assembly") == asm
     host_asm = jit.emit(text, target.host(), "assembly")
     assert host_asm != asm and len(_entries(cache)) == 3
+
+
+def test_cohort_run_says_when_llvms_output_came_from_the_cache(cache):
+    import subprocess
+    import sys
+    cmd = [sys.executable, "-m", "cohort.cli", "run", "rmsnorm", "--shape", "3x63", "--variant", "lanes=4"]
+    env = {**os.environ, objcache.ENV: str(cache)}
+    first = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert first.returncode == again.returncode == 0, first.stderr + again.stderr
+    line = [ln for ln in again.stdout.splitlines() if "compiled in" in ln]
+    assert line and "from the object cache" in line[0], again.stdout
+    assert "from the object cache" not in first.stdout

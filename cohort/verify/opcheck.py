@@ -138,6 +138,7 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
         launch_path=launch_path(ck, variant, launch.n, launches["choice"]),
         launches_checked=launches["count"], launches_agree=launches["all_agree"],
         compile_seconds=round(ck.compile_seconds, 6), facts=ck.facts,
+        compile_cached=bool(getattr(ck.code.linked, "cached", False)),   # LLVM's output read from disk
     )
     if not verdict.ok:
         out["verdict"] = verdict.detail
