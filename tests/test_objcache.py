@@ -165,3 +165,13 @@ def test_cohort_run_says_when_llvms_output_came_from_the_cache(cache):
     line = [ln for ln in again.stdout.splitlines() if "compiled in" in ln]
     assert line and "from the object cache" in line[0], again.stdout
     assert "from the object cache" not in first.stdout
+
+
+def test_each_folder_is_pruned_at_its_first_store(tmp_path, monkeypatch):
+    # a process that first wrote to another folder still keeps this one within its limit
+    pruned = []
+    monkeypatch.setattr(objcache, "prune", lambda d, limit=None: pruned.append(d))
+    for name in ("one", "two", "one"):
+        monkeypatch.setenv(objcache.ENV, str(tmp_path / name))
+        objcache.store("ab" + name * 8, "ir", b"obj")
+    assert pruned == [str(tmp_path / "one"), str(tmp_path / "two")]

@@ -33,7 +33,8 @@ from typing import Optional
 MAGIC = b"cohort-object-cache 1\n"
 ENV, ENV_MB = "COHORT_OBJECT_CACHE", "COHORT_OBJECT_CACHE_MB"
 _DEFAULT_MB = 1024
-_pruned = threading.Event()          # the size check runs once per process, at its first store
+_pruned: set = set()                 # folders whose size this process has checked (at its first store there)
+_pruned_lock = threading.Lock()
 _source_digest: list = []
 _off = [0]                           # depth of `disabled()` blocks (any thread)
 
@@ -142,8 +143,10 @@ def store(name: str, text: str, blob: bytes):
     finally:
         if tmp is not None:
             _remove(tmp)
-    if not _pruned.is_set():
-        _pruned.set()
+    with _pruned_lock:
+        first = d not in _pruned
+        _pruned.add(d)
+    if first:
         prune(d)
 
 
