@@ -111,13 +111,13 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
         lvl = level()
         fast = lvl != FULL
         tm = target.host().target_machine(opt=0, jit=True) if fast else target_machine()
-        name = None
+        entry = None                     # the object cache's name for this compile
         if objcache.folder() is not None:
             host = s["target"]
-            name = objcache.key(ir_text, {"kind": "jit", "symbols": list(symbols), "level": lvl,
+            entry = objcache.key(ir_text, {"kind": "jit", "symbols": list(symbols), "level": lvl,
                                           "tuning": sorted((tuning or {}).items()),
                                           "target": [host.triple, host.cpu, host.features]})
-        hit = objcache.load(name) if name is not None else None
+        hit = objcache.load(entry) if entry is not None else None
         if hit is not None:
             opt_ir, obj = hit
             t1 = t2 = t3 = time.perf_counter()
@@ -138,13 +138,13 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
             # code generation from the optimised module itself (linking its IR text would parse it
             # again: about a tenth of a fuzz program's compile time)
             obj = tm.emit_object(mod)
-            if name is not None:
-                objcache.store(name, opt_ir, obj)
+            if entry is not None:
+                objcache.store(entry, opt_ir, obj)
         builder = llvm.JITLibraryBuilder().add_object_img(obj).add_current_process()
-        for name_ in symbols:
-            builder.export_symbol(name_)
+        for name in symbols:
+            builder.export_symbol(name)
         tracker = builder.link(_lljit(s, fast), f"cohort_{next(_names)}")
-        addresses = {name_: tracker[name_] for name_ in symbols}
+        addresses = {name: tracker[name] for name in symbols}
         t4 = time.perf_counter()
         return Linked(addresses, opt_ir, {"parse": t1 - t0, "optimise": t2 - t1,
                                           "codegen_link": t4 - t3, "total": t4 - t0}, tracker,
