@@ -71,9 +71,6 @@ def _fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
         raise ValueError(f"buffer {spec.name}: the generator fills f32, i32, u32 and bool buffers, not {spec.dtype}")
     if spec.fill == "perm":
         return np.argsort(_splitmix(seed, stream, n), kind="stable").astype(spec.dtype.np)
-    if n <= _PIECE:
-        r = _splitmix(seed, stream, 2 * n)
-        return _values(spec, r[:n], r[n:])
     out = np.empty(n, spec.dtype.np)
     for i in range(0, n, _PIECE):
         m = min(_PIECE, n - i)
