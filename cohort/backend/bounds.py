@@ -14,6 +14,8 @@ For each boundable access the prologue computes the interval [lo, hi] of its
 index over the WHOLE launch (every block, every thread gid < n), in i64,
 once per argument block, and checks 0 <= lo and hi < len(buf). The interval
 is conservative: a loop variable spans [start.lo, stop.hi - 1] (step > 0);
+two identities of the ids are known (`global_id() - thread_id()` is the block's base,
+[0, (blocks - 1) * B]; `block_id() * B + thread_id()` is the global id, [0, n - 1]);
 a guard narrows a variable only where it is sound: `v < e` (<=, >, >=, and
 `and`/`not`/the else branch) with v a variable that nothing in the guarded
 region assigns, for the accesses inside that `if` branch or select arm and
@@ -69,6 +71,9 @@ _FLIPPED = {Op.LT: Op.GT, Op.LE: Op.GE, Op.GT: Op.LT, Op.GE: Op.LE}    # a < b  
 
 def _assigned(body) -> set:
     return {defined_name(s) for s in walk_stmts(body)} - {None}
+
+
+_GLOBAL_ID = Expr(Op.GLOBAL_ID, DType.I32)
 
 
 def _const_int(e: Expr):
@@ -402,8 +407,15 @@ class _Emitter:
         if op is Op.THREAD_ID:
             return self.c(0), b.sub(self.smin(self.n, self.c(self.B)), self.c(1))
         if op is Op.BLOCK_ID:
-            blocks = self.n if inject.active("bounds_block_floor") else b.add(self.n, self.c(self.B - 1))
-            return self.c(0), b.sub(b.udiv(blocks, self.c(self.B)), self.c(1))
+            return self.block_ids()
+        if op is Op.ADD and self.is_global_id(e):
+            return self.interval(_GLOBAL_ID)
+        if op is Op.SUB and e.src[0].op is Op.GLOBAL_ID and e.src[1].op is Op.THREAD_ID:
+            # a thread's block base (gid = block_id * B + tid): apart, the two would spread it
+            # over [-(B - 1), n - 1], and every neighbour index block_base + (tid + c) % B
+            # (the usual exchange within a block) would fail its proof
+            lo, hi = self.block_ids()
+            return b.mul(lo, self.c(self.B)), b.mul(hi, self.c(self.B))
         if op is Op.VAR:
             return self.var(e.arg)
         if op is Op.CAST:
@@ -459,6 +471,22 @@ class _Emitter:
             corners = [b.mul(x, y) for x in (lo, hi) for y in (blo, bhi)]
             return self.fold(self.smin, corners), self.fold(self.smax, corners)
         raise AssertionError(f"no interval rule for {op}")
+
+    def is_global_id(self, e: Expr) -> bool:
+        """e is block_id() * B + thread_id() (either order), B the block size: the global id,
+        whose interval [0, n - 1] is narrower than its parts' sum when n is not a multiple of B."""
+        for base, t in (e.src, e.src[::-1]):
+            if t.op is Op.THREAD_ID and base.op is Op.MUL and e.dtype is DType.I32:
+                for bid, size in (base.src, base.src[::-1]):
+                    if bid.op is Op.BLOCK_ID and (size.op is Op.BLOCK_SIZE or _const_int(size) == self.B):
+                        return True
+        return False
+
+    def block_ids(self):
+        """The launch's block ids: [0, ceil(n / B) - 1] (empty for n = 0)."""
+        b = self.b
+        blocks = self.n if inject.active("bounds_block_floor") else b.add(self.n, self.c(self.B - 1))
+        return self.c(0), b.sub(b.udiv(blocks, self.c(self.B)), self.c(1))
 
     def fold(self, f, values):
         r = values[0]
