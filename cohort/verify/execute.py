@@ -178,6 +178,7 @@ def run_variant_error(case, spec: str, facts) -> dict:
     `spec` must report the same error (`error_facts`), leave every guard band intact and touch
     nothing outside the buffers. An unsafe build checks nothing by contract: not run."""
     from ..backend.compiler import UnsupportedVariant, compile_kernel
+    from ..backend.jit import level, quick_compiles
     from ..backend.variant import parse_variant
     from ..refimpl.interpreter import KernelRuntimeError
     from .guard import GuardedSet
@@ -187,7 +188,14 @@ def run_variant_error(case, spec: str, facts) -> dict:
         return {**rec, "status": "unsupported", "detail": "an unsafe build does not check: out of bounds is undefined"}
     t0 = time.perf_counter()
     try:
-        ck = compile_kernel(case.kernel, case.consts, variant, n=case.n)
+        # A safe build only proves here: its proof fails for the erring access (nothing runs, and
+        # the checked twin, compiled at the program's level when the launch asks for it, reports
+        # the error), or the access is data-dependent and its per-access check reports it. So it
+        # is compiled without optimisation (the proof always is), saving the LLVM time of a body
+        # no launch of the program runs. A checked variant's build is the one that reports.
+        with quick_compiles(level() if variant.checked else 0):
+            ck = compile_kernel(case.kernel, case.consts, variant, n=case.n)
+            ck.code_for(case.n)
     except UnsupportedVariant as e:
         return {**rec, "status": "unsupported", "detail": str(e)}
     except Exception as e:  # noqa: BLE001 - a compiler error is a finding
