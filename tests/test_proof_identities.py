@@ -75,3 +75,25 @@ def test_only_the_block_size_makes_a_global_id(variant):
     """block_id() * 2B + thread_id() is not the global id: block 1 reads past 2B threads' x."""
     n = 2 * B
     _native_error(id_parts_wrong_size, variant, n, n, n)
+
+
+@kernel(block=B)
+def unreadable_index(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    y[i] = x[i * 2 - i]      # i, in bounds; bounded part by part: [-(n - 1), 2(n - 1)]
+
+
+def test_a_fuzz_record_says_when_the_safe_body_did_not_run():
+    """run_variant marks a legal program whose proof failed (the coverage report's
+    lowering counts): the campaign can see safe builds whose body it never tested."""
+    from cohort.refimpl.ir import DType
+    from cohort.verify.execute import reference, run_variant
+    from cohort.verify.gen.case import BufferSpec, Case
+    for kfn, fell_back in ((unreadable_index, True), (block_neighbour, False)):
+        case = Case(kfn.ir, 64, {}, (BufferSpec("x", DType.F32, 64), BufferSpec("y", DType.F32, 64)), {}, 3)
+        ref, _ = reference(case)
+        for spec in ("whole", "packet,lanes=8", "whole,checked=on"):
+            rec = run_variant(case, spec, ref)
+            assert rec["status"] == "ok", rec
+            want = fell_back and "checked" not in spec
+            assert ("proof_fallback" in rec["lowering"]) == want, (kfn.__name__, spec, rec["lowering"])

@@ -150,6 +150,10 @@ def run_variant(case, spec: str, ref: dict) -> dict:
         rec["pool"] = {"grain": split[0], "tasks": split[1], "workers": ck.variant.workers,
                        "partial_last_task": nblocks % split[0] != 0}
     verdict = verify_build(ck, case.n, make_args(case), ref, label=spec)
+    if getattr(ck.last_prepared, "fallback", None) and not ck.variant.checked:
+        # a legal program whose proof failed: its safe build's body never ran (the coverage
+        # report counts these runs; a proof that cannot read the generator's indices hides bodies)
+        rec["lowering"]["proof_fallback"] = 1
     if verdict.claims_checked:
         rec["annotation_checks"] = verdict.claims_checked
     if verdict.ok:        # the same build through the runtime's native launch entry (no compile)
