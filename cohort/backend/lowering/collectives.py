@@ -9,8 +9,6 @@ Variables that live across a phase boundary are kept per thread in a
 """
 from __future__ import annotations
 
-from llvmlite import ir
-
 from ...refimpl.ir import Assign, Collective, DType, Op, defined_name, stmt_exprs, walk_expr, walk_stmts
 from ...refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from .. import inject
@@ -104,7 +102,7 @@ class CollectiveLowering:
         v = b.load(self.elem(tree, self.i32(0), dt), typ=ty, align=4)
         for s in tree_steps(W, 1):
             lanes = [t + s if t + s < W else t for t in range(W)]
-            moved = b.shuffle_vector(v, ir.Constant(ty, None), vector_const(self.vty(I32T), lanes))
+            moved = b.shuffle_vector(v, self.zero(ty), vector_const(self.vty(I32T), lanes))
             self.counts["shuffles"] += 1
             # lane t combines (v[t], v[t+s]) in that order: f32 max/min keep their first
             # operand on a tie or a NaN, so the order is part of the result (DESIGN §3)

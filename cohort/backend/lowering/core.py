@@ -289,7 +289,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         no-builtin-memset keeps LLVM from turning the loop back into one, so the entry
         calls nothing outside the generated code (code facts: direct CFG)."""
         b = self.b
-        zero = ir.Constant(ir.VectorType(I32T, 8), None)
+        zero = self.zero(ir.VectorType(I32T, 8))
         for name, (ptr, size, dt) in self.privates.items():
             if name in self.no_zeroing:
                 continue

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from llvmlite import ir
 
 from ...refimpl.ir import DType
-from ..context import I1, I32T, I64, vector_const
+from ..context import I1, I32T, I64, vector_const, zero_of
 
 
 class Lanes:
@@ -42,15 +42,15 @@ class Lanes:
         if self.W == 1:
             return scalar
         b = self.b
-        v = b.insert_element(ir.Constant(self.cx.ty(dt), None), scalar, self.i32(0))
-        return b.shuffle_vector(v, ir.Constant(self.cx.ty(dt), None), vector_const(self.vty(I32T), 0))
+        v = b.insert_element(zero_of(self.cx.ty(dt)), scalar, self.i32(0))
+        return b.shuffle_vector(v, zero_of(self.cx.ty(dt)), vector_const(self.vty(I32T), 0))
 
     def splat64(self, scalar):
         if self.W == 1:
             return scalar
         b = self.b
-        v = b.insert_element(ir.Constant(self.vty(I64), None), scalar, self.i32(0))
-        return b.shuffle_vector(v, ir.Constant(self.vty(I64), None), vector_const(self.vty(I32T), 0))
+        v = b.insert_element(zero_of(self.vty(I64)), scalar, self.i32(0))
+        return b.shuffle_vector(v, zero_of(self.vty(I64)), vector_const(self.vty(I32T), 0))
 
     def vconst64(self, v):
         return self.i64(v) if self.W == 1 else vector_const(self.vty(I64), v)
@@ -90,7 +90,7 @@ class Lanes:
     @staticmethod
     def zero(ty):
         """Masked-off lanes of a masked load read as zero (llvmlite's null constant)."""
-        return ir.Constant(ty, None)
+        return zero_of(ty)
 
     def and_mask(self, m, c):
         return c if m is None else self.b.and_(m, c)

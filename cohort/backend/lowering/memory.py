@@ -159,7 +159,7 @@ class MemoryLowering:
 
     def spread_mask(self, k: int):
         """The mask with each lane repeated k times (a span of k*W elements)."""
-        return self.b.shuffle_vector(self.mask, ir.Constant(self.vty(I1), None),
+        return self.b.shuffle_vector(self.mask, self.zero(self.vty(I1)),
                                      vector_const(ir.VectorType(I32T, k * self.W),
                                                   [j % self.W if inject.active("group_spread_mask") else j // k
                                                    for j in range(k * self.W)]))
@@ -176,7 +176,7 @@ class MemoryLowering:
         self.counts["shuffles"] += 1
         whole = self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem, k * W)}.p0", span,
                                [ptr, self.i32(1), smask, self.zero(span)])
-        return b.shuffle_vector(whole, ir.Constant(span, None),
+        return b.shuffle_vector(whole, self.zero(span),
                                 vector_const(self.vty(I32T), [k * l for l in range(W)]))
 
     def per_lane_load(self, ptr_of_lane, elem):

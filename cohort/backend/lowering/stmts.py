@@ -28,7 +28,7 @@ from ...refimpl.ir import (
 )
 from ...refimpl.printer import format_expr
 from .. import inject
-from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const
+from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const, zero_of
 from ..lower_ops import narrow
 from ..shapes import Access
 
@@ -153,7 +153,7 @@ class StmtLowering:
             idx0 = idx0 if idx0 is not None else self.lane0(idx)
         wide = _concat(b, vals)
         order = [(j % k) * W + j // k for j in range(k * W)]
-        inter = b.shuffle_vector(wide, ir.Constant(wide.type, None), vector_const(ir.VectorType(I32T, k * W), order))
+        inter = b.shuffle_vector(wide, self.zero(wide.type), vector_const(ir.VectorType(I32T, k * W), order))
         self.counts["shuffles"] += 1
         self.counts["interleaved_stores"] += 1
         ptr = b.gep(self.bufs[first.buf], [idx0], source_etype=elem)
@@ -191,7 +191,7 @@ def _concat(b, vals):
         if len(vals) % 2:
             last = vals[-1]
             n = last.type.count
-            pad = b.shuffle_vector(last, ir.Constant(last.type, None),
+            pad = b.shuffle_vector(last, zero_of(last.type),
                                    vector_const(ir.VectorType(I32T, 2 * n), list(range(n)) + [n] * n))
             nxt.append(pad)
         vals = nxt
