@@ -118,6 +118,13 @@ def _fused(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], y: Buffer[f32]):
     y[g] = fma(a[g], b[g], c[g])
 
 
+@kernel(block=8)
+def _divergent(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    if g % 3 != 1:                       # every packet partial: its effects branch per lane
+        y[g] = x[g] * 2.0
+
+
 P4 = "lanes=4,full_packet=on,predicated=on,private=cohort"
 OFF4 = "lanes=4,full_packet=off,predicated=on,private=cohort"
 # bug -> (kernel, {buffer: length}, variants, expected error)
@@ -138,6 +145,7 @@ PLANTS = {
     "private_uniform_t0": (_private_phases, {}, (P4 + ",interleave=1",), False),
     "private_scatter_t0": (_private_lanes, {}, (P4,), False),
     "private_zero_packet": (_private_stale, {}, ("whole",), False),
+    "lane_loop_short": (_divergent, {}, ("lanes=4,full_packet=on,predicated=off,private=cohort",), False),
     "fma_operand_order": (_fused, {}, ("whole", P4), False),
 }
 

@@ -106,6 +106,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.spec_cache: dict = {}
         self.mask = self.cmask = None  # lanes.py; changed only through self.masked(...)
         self.cur = None                # the statement being lowered (error records)
+        self._unroll_full = None       # loops.unroll_fully's metadata
 
     def llvm_settings(self):
         """(function attributes, pass-pipeline tuning). Packets are vectorised by

@@ -20,6 +20,8 @@ the interpreter).
 """
 from __future__ import annotations
 
+from llvmlite import ir
+
 from ...refimpl.ir import DType, For
 from .. import inject
 from ..context import I32T, I64
@@ -44,6 +46,17 @@ class LoopLowering:
         i.add_incoming(b.add(i, start.type(1)), b.block)
         b.branch(head)
         b.position_at_end(done)
+
+    def unroll_fully(self, latch):
+        """Mark the loop whose back edge is `latch` for full unrolling (llvm.loop.unroll.full):
+        honoured by every LLVM pipeline that unrolls (O1 and up) though the tuning turns the
+        unroller off for everything else; a distinct, self-referring loop id each time."""
+        m = self.module
+        if self._unroll_full is None:
+            self._unroll_full = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.full")])
+        loop_id = ir.values.MDValue(m, [self._unroll_full], name=str(len(m.metadata)))
+        loop_id.operands = (loop_id, self._unroll_full)
+        latch.set_metadata("llvm.loop", loop_id)
 
     def loop(self, s: For):
         b, W = self.b, self.W
