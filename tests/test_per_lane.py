@@ -1,11 +1,14 @@
-"""predicated=off: an effect under a partial mask is one branch per lane (memory.py), emitted
-once as a loop over the lanes that asks LLVM to unroll it fully. Unoptimised builds (the
-fuzzer's level 0) keep the loop, so their code does not grow with the width; optimised ones
-are straight-line, as if written out lane by lane. Every level, every width, bit for bit."""
+"""Per-lane work - predicated=off's effects under a partial mask (memory.py), every atomic
+update (atomics.py) - is emitted once, as a loop over the lanes that asks LLVM to unroll it
+fully (loops.lane_loop). Unoptimised builds (the fuzzer's level 0) keep the loop, so their
+code does not grow with the width; optimised ones are straight-line, as if written out lane
+by lane. Every level, every width, bit for bit."""
+import re
+
 import numpy as np
 import pytest
 
-from cohort import Buffer, f32, global_id, i32, kernel, thread_id
+from cohort import Buffer, atomic_add, atomic_max, barrier, f32, global_id, i32, kernel, shared, thread_id
 from cohort.backend import jit
 from cohort.backend.compiler import compile_kernel
 from cohort.refimpl.interpreter import interpret
@@ -18,11 +21,29 @@ B = 32
 @kernel(block=B)
 def divergent(x: Buffer[f32], idx: Buffer[i32], y: Buffer[f32], z: Buffer[f32]):
     g = global_id()
-    if thread_id() % 3 != 1:
+    if thread_id() % 3 != 2:           # lanes 0 and 31 of a block on: first and last lane
         a = x[g]                       # contiguous load, masked
         b = x[idx[g]]                  # gather, masked
         y[g] = a * 2.0 + b             # contiguous store, masked
         z[(g * 7) % 97] = a - b        # scatter, masked (7 and 97 coprime: no two lanes collide)
+
+
+@kernel(block=B)
+def counts(x: Buffer[f32], h: Buffer[i32], m: Buffer[f32], y: Buffer[i32]):
+    g = global_id()
+    t = thread_id()
+    bins = shared(i32, 8)
+    if t < 8:
+        bins[t] = 0
+    barrier()
+    if t % 3 != 2:
+        k = (g * 5) % 8                  # lanes of one packet hit one bin: each counts
+        atomic_add(h, k, 1)              # a buffer: a real atomic per lane
+        atomic_max(m, k, x[g])           # f32: a compare-exchange loop per lane
+        atomic_add(bins, k, 2)           # shared: a plain update per lane, in lane order
+    barrier()
+    if t < 8:
+        y[(g // B) * 8 + t] = bins[t]
 
 
 def _inputs(n):
@@ -32,19 +53,23 @@ def _inputs(n):
             "y": np.zeros(n, np.float32), "z": np.zeros(97, np.float32)}
 
 
-def _build(lanes, level, n):
+def _build(lanes, level, n, interleave="1"):
     with jit.quick_compiles(level):
-        return compile_kernel(divergent, None, f"packet-branchy,lanes={lanes}", n=n)
+        return compile_kernel(divergent, None, f"packet-branchy,lanes={lanes},interleave={interleave}", n=n)
 
 
 LEVELS = [0, 1, jit.FULL]
 
 
-@pytest.mark.parametrize("lanes", [4, 8, 16])
+def _lane_loops(text: str) -> int:
+    return len(re.findall(r"^lane\.head(?:\.\d+)?:", text, re.M))
+
+
+@pytest.mark.parametrize("lanes,interleave", [(4, "1"), (8, "1"), (16, "1"), (4, "auto")])
 @pytest.mark.parametrize("level", LEVELS)
 @pytest.mark.parametrize("n", [32, 45, 97])
-def test_per_lane_effects_are_exact_at_every_level(lanes, level, n):
-    ck = _build(lanes, level, n)
+def test_per_lane_effects_are_exact_at_every_level(lanes, interleave, level, n):
+    ck = _build(lanes, level, n, interleave)
     assert ck.lowering_counts["scalarised_lanes"] > 0
     want = _inputs(n)
     got = GuardedSet({k: v.copy() for k, v in want.items()})
@@ -52,7 +77,7 @@ def test_per_lane_effects_are_exact_at_every_level(lanes, level, n):
     interpret(divergent.ir, n, want)
     assert got.intact()
     for name in ("y", "z"):
-        assert bitwise_equal(got.arrays[name], want[name]), (name, lanes, level, n)
+        assert bitwise_equal(got.arrays[name], want[name]), (name, lanes, interleave, level, n)
 
 
 def test_the_lane_loop_stays_one_copy_unoptimised_and_is_unrolled_optimised():
@@ -60,9 +85,29 @@ def test_the_lane_loop_stays_one_copy_unoptimised_and_is_unrolled_optimised():
     per_width = {}
     for lanes in (4, 16):
         text = _build(lanes, 0, n).llvm_ir
-        per_width[lanes] = (text.count("lane.head:"), text.count("load float, ptr"))
+        per_width[lanes] = (_lane_loops(text), text.count("load float, ptr"))
         assert per_width[lanes][0] > 0
     assert per_width[4] == per_width[16]        # the code does not grow with the width
     full = _build(16, jit.FULL, n)
     assert "lane.head" not in full.llvm_ir      # llvm.loop.unroll.full honoured
     assert full.lowering_counts["scalarised_lanes"] == _build(16, 0, n).lowering_counts["scalarised_lanes"]
+
+
+@pytest.mark.parametrize("lanes", [4, 16])
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("variant", ["packet,interleave=1", "packet-branchy,interleave=1", "packet-branchy"])
+def test_atomic_lanes_are_exact_at_every_level(lanes, level, variant):
+    n = 3 * B - 5
+    rng = np.random.default_rng(lanes)
+    want = {"x": rng.standard_normal(n).astype(np.float32), "h": np.zeros(8, np.int32),
+            "m": np.full(8, -np.inf, np.float32), "y": np.zeros(3 * 8, np.int32)}
+    with jit.quick_compiles(level):
+        ck = compile_kernel(counts, None, f"{variant},lanes={lanes}", n=n)
+    got = GuardedSet({k: v.copy() for k, v in want.items()})
+    ck.launch(n, got.arrays)
+    interpret(counts.ir, n, want)
+    assert got.intact()
+    for name in ("h", "m", "y"):
+        assert bitwise_equal(got.arrays[name], want[name]), (name, variant, lanes, level)
+    if level == 0:
+        assert _lane_loops(ck.llvm_ir) >= 3       # one loop per atomic statement

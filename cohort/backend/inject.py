@@ -90,9 +90,9 @@ BUGS = {
                                "cohort_runtime_launch; active when the process first builds the pool)",
     "launch_nblocks_floor": "a launch's block count is n // B, not ceil(n / B): the partial last block never "
                             "runs (launch_plan.LaunchPlan.fill)",
-    # session 15: predicated=off's effects as one loop over the lanes
-    "lane_loop_short": "the per-lane loop of a predicated=off effect stops one lane early: the last lane's "
-                       "masked load or store never happens (memory.lane_loop)",
+    # session 15: per-lane work (predicated=off's effects, atomics) as one loop over the lanes
+    "lane_loop_short": "the loop over a packet's lanes stops one lane early: the last lane's predicated=off "
+                       "load or store, or its atomic update, never happens (loops.lane_loop)",
 }
 
 _active: set = set()

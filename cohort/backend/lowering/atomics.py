@@ -51,8 +51,7 @@ class AtomicLowering:
         # element 0 with its own value (its index may be anything; element 0 always exists).
         # Buffers take a real atomic per lane.
         if s.target in self.shared_arrays:
-            for lane in range(self.W):
-                li = self.i32(lane)
+            def shared_lane(li, _):
                 on = None if self.mask is None else (self.mask if self.W == 1 else b.extract_element(self.mask, li))
                 at = self.lane(idx64, li)
                 if on is not None:
@@ -61,18 +60,19 @@ class AtomicLowering:
                 old = b.load(ptr, typ=I32T, align=4)
                 new = self.combine(s.op, dt, old, self.lane(bits, li))
                 b.store(new if on is None else b.select(on, new, old), ptr, align=4)
+            self.lane_loop(shared_lane)
             return
-        update = self.atomic_one
-        for lane in range(self.W):
-            on = None if self.mask is None else (self.mask if self.W == 1 else
-                                                 b.extract_element(self.mask, self.i32(lane)))
-            ptr = b.gep(base, [self.lane(idx64, self.i32(lane))], source_etype=I32T)
-            v = self.lane(bits, self.i32(lane))
+
+        def buffer_lane(li, _):
+            on = None if self.mask is None else (self.mask if self.W == 1 else b.extract_element(self.mask, li))
+            ptr = b.gep(base, [self.lane(idx64, li)], source_etype=I32T)
+            v = self.lane(bits, li)
             if on is None:
-                update(s.op, dt, ptr, v)
+                self.atomic_one(s.op, dt, ptr, v)
             else:
                 with b.if_then(on):
-                    update(s.op, dt, ptr, v)
+                    self.atomic_one(s.op, dt, ptr, v)
+        self.lane_loop(buffer_lane)
 
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
         """One lane's update of the i32 at `ptr` by the 32 bits `v`."""

@@ -47,6 +47,38 @@ class LoopLowering:
         b.branch(head)
         b.position_at_end(done)
 
+    def lane_loop(self, body, carried=None):
+        """body(l, value) for l = 0 .. W-1 in order, l an i32 value, threading `value` (what
+        the lanes built so far) through them; returns the last value. Per-lane work (a
+        predicated=off effect, an atomic update) is emitted once, not W times: written out
+        lane by lane, such builds were a fuzz campaign's largest modules (a 32-lane one 21k
+        lines of IR), though level 0 builds them for one run. The loop asks LLVM to unroll
+        it fully, so optimised builds get straight-line code with constant lane numbers,
+        as if written out."""
+        b, fn = self.b, self.fn
+        if self.W == 1:
+            return body(self.i32(0), carried)
+        pre = b.block
+        head, step, done = (fn.append_basic_block(f"lane.{x}") for x in ("head", "body", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        lane = b.phi(I32T, name="lane")
+        lane.add_incoming(self.i32(0), pre)
+        v = None
+        if carried is not None:
+            v = b.phi(carried.type)
+            v.add_incoming(carried, pre)
+        lanes = self.W - 1 if inject.active("lane_loop_short") else self.W
+        b.cbranch(b.icmp_unsigned("<", lane, self.i32(lanes)), step, done)
+        b.position_at_end(step)
+        out = body(lane, v)
+        lane.add_incoming(b.add(lane, self.i32(1)), b.block)
+        if v is not None:
+            v.add_incoming(out, b.block)
+        self.unroll_fully(b.branch(head))
+        b.position_at_end(done)
+        return v
+
     def unroll_fully(self, latch):
         """Mark the loop whose back edge is `latch` for full unrolling (llvm.loop.unroll.full):
         honoured by every LLVM pipeline that unrolls (O1 and up) though the tuning turns the

@@ -192,6 +192,7 @@ class MemoryLowering:
             phi.add_incoming(v, pre)
             phi.add_incoming(with_x, then_end)
             return phi
+        self.counts["scalarised_lanes"] += self.W
         return self.lane_loop(lane, self.zero(self.vty(elem)))
 
     def per_lane_store(self, val, ptr_of_lane):
@@ -200,37 +201,8 @@ class MemoryLowering:
         def lane(l, _):
             with b.if_then(b.extract_element(self.mask, l)):
                 b.store(b.extract_element(val, l), ptr_of_lane(l), align=1)
-        self.lane_loop(lane)
-
-    def lane_loop(self, body, carried=None):
-        """body(l, value) for l = 0 .. W-1 in order, l an i32 value, threading `value` (the
-        vector built so far) through the lanes; returns the last value. One copy of the
-        body, not W: written out lane by lane, predicated=off builds were a campaign's
-        largest modules (a 32-lane one 21k lines of IR) though O0 builds them for one run.
-        The loop asks LLVM to unroll it fully, so optimised builds get one straight-line
-        branch per lane with constant lane numbers, as if written out."""
-        b, fn = self.b, self.fn
         self.counts["scalarised_lanes"] += self.W
-        pre = b.block
-        head, step, done = (fn.append_basic_block(f"lane.{x}") for x in ("head", "body", "done"))
-        b.branch(head)
-        b.position_at_end(head)
-        l = b.phi(I32T, name="lane")
-        l.add_incoming(self.i32(0), pre)
-        v = None
-        if carried is not None:
-            v = b.phi(carried.type)
-            v.add_incoming(carried, pre)
-        lanes = self.W - 1 if inject.active("lane_loop_short") else self.W
-        b.cbranch(b.icmp_unsigned("<", l, self.i32(lanes)), step, done)
-        b.position_at_end(step)
-        out = body(l, v)
-        l.add_incoming(b.add(l, self.i32(1)), b.block)
-        if v is not None:
-            v.add_incoming(out, b.block)
-        self.unroll_fully(b.branch(head))
-        b.position_at_end(done)
-        return v
+        self.lane_loop(lane)
 
     # ------------------------------------------------------------ private arrays
     def private_addr(self, name: str, idx, idx_node: Expr, key, stmt, what: str):
