@@ -23,7 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...refimpl.ir import DType, For
-from .. import inject
+from .. import inject, jit
 from ..context import I32T, I64
 from ..shapes import Access
 
@@ -80,9 +80,13 @@ class LoopLowering:
         return v
 
     def unroll_fully(self, latch):
-        """Mark the loop whose back edge is `latch` for full unrolling (llvm.loop.unroll.full):
-        honoured by every LLVM pipeline that unrolls (O1 and up) though the tuning turns the
-        unroller off for everything else; a distinct, self-referring loop id each time."""
+        """Mark the loop whose back edge is `latch` for full unrolling (llvm.loop.unroll.full,
+        honoured though the tuning turns the unroller off for everything else): a distinct,
+        self-referring loop id each time. Only in a build optimised as a user's is (jit.FULL):
+        the fuzzer's quick levels keep the loop, as unrolled it made their modules 2-3x
+        dearer to optimise and compile (docs/fuzzing.md, session 15)."""
+        if jit.level() != jit.FULL:
+            return
         m = self.module
         if self._unroll_full is None:
             self._unroll_full = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.full")])
