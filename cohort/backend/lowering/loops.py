@@ -27,10 +27,20 @@ from .. import inject, jit
 from ..context import I32T, I64
 from ..shapes import Access
 
+# A loop whose bounds are constants (after specialisation) and that runs at most this many
+# times is unrolled in a user's build: CUB-style items[] loops (`for k in range(cols // B)`)
+# then index private arrays by constants, so LLVM keeps the items in registers. LLVM's own
+# unroller (the pipeline's loop_unrolling) did as much but made some modules 2-3x dearer
+# to compile; this asks for it where it pays (docs/private).
+UNROLL_TRIPS = 8
+
+
+
 
 class LoopLowering:
-    def counted_loop(self, start, stop, body, name: str):
-        """for (i = start; i < stop; i++) body(i), with i of start's integer type."""
+    def counted_loop(self, start, stop, body, name: str, unroll: bool = False):
+        """for (i = start; i < stop; i++) body(i), with i of start's integer type; `unroll`:
+        marked for full unrolling (unroll_fully)."""
         b = self.b
         pre = b.block
         head = self.fn.append_basic_block(f"{name}.head")
@@ -44,7 +54,9 @@ class LoopLowering:
         b.position_at_end(loop)
         body(i)
         i.add_incoming(b.add(i, start.type(1)), b.block)
-        b.branch(head)
+        latch = b.branch(head)
+        if unroll:
+            self.unroll_fully(latch)
         b.position_at_end(done)
 
     def lane_loop(self, body, carried=None):
@@ -79,6 +91,12 @@ class LoopLowering:
         b.position_at_end(done)
         return v
 
+    def constant_trips(self, s: For) -> int:
+        """range(start, stop, step)'s length when both bounds are known at compile time
+        (literals, or variables set once at the top level to them), else -1."""
+        start, stop = self.constant_of(s.start), self.constant_of(s.stop)
+        return -1 if start is None or stop is None else len(range(start, stop, int(s.step.arg)))
+
     def unroll_fully(self, latch):
         """Mark the loop whose back edge is `latch` for full unrolling (llvm.loop.unroll.full,
         honoured though the tuning turns the unroller off for everything else): a distinct,
@@ -100,13 +118,14 @@ class LoopLowering:
         start_v, stop_v = self.ev(s.start, memo), self.ev(s.stop, memo)
         step = int(s.step.arg)
         sh_start, sh_stop = self.shape(s.start), self.shape(s.stop)
-        iterate = lambda lo, hi, running=None: self.counted_loop(
-            lo, hi, lambda k: self.loop_body(s, start_v, step, k, running and running(k)), "k")
+        iterate = lambda lo, hi, running=None, unroll=False: self.counted_loop(
+            lo, hi, lambda k: self.loop_body(s, start_v, step, k, running and running(k)), "k", unroll)
         if sh_start.uniform and sh_stop.uniform:
             self.annotate(s, "for", "", Access("uniform"), "branch")
             self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
             iterate(self.i64(0), self.scalar_trips(b.sext(self.lane0(start_v), I64),
-                                                   b.sext(self.lane0(stop_v), I64), step))
+                                                   b.sext(self.lane0(stop_v), I64), step),
+                    unroll=0 < self.constant_trips(s) <= UNROLL_TRIPS)
             return
         stride = sh_start.stride
         if (self.mask is None and sh_stop.uniform and stride is not None and stride > 0 and step > 0
