@@ -35,8 +35,6 @@ from ..shapes import Access
 UNROLL_TRIPS = 8
 
 
-
-
 class LoopLowering:
     def counted_loop(self, start, stop, body, name: str, unroll: bool = False):
         """for (i = start; i < stop; i++) body(i), with i of start's integer type; `unroll`:
@@ -64,9 +62,9 @@ class LoopLowering:
         the lanes built so far) through them; returns the last value. Per-lane work (a
         predicated=off effect, an atomic update) is emitted once, not W times: written out
         lane by lane, such builds were a fuzz campaign's largest modules (a 32-lane one 21k
-        lines of IR), though level 0 builds them for one run. The loop asks LLVM to unroll
-        it fully, so optimised builds get straight-line code with constant lane numbers,
-        as if written out."""
+        lines of IR), though level 0 builds them for one run. A user's build asks LLVM to
+        unroll it fully (unroll_fully): straight-line code with constant lane numbers, as if
+        written out."""
         b, fn = self.b, self.fn
         if self.W == 1:
             return body(self.i32(0), carried)
