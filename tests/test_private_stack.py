@@ -71,3 +71,18 @@ def test_private_items_are_exact_on_the_stack_and_in_scratch(items, variant):
 @pytest.mark.parametrize("level", [0, 1])
 def test_quick_levels_too(items, level):
     _run(items, "packet,lanes=8", level)
+
+
+def test_every_unrolling_asked_for_is_done(capfd):
+    """LLVM warns on stderr ("loop not unrolled") when it cannot do an unrolling a loop asks
+    for: a loop whose bounds are variables kept across regions (layernorm's private form at
+    width 1) once did. Its trip count is now written as a constant."""
+    from cohort.backend import objcache
+    from cohort.refimpl import ops
+    op = ops.get("layernorm", form="private")
+    for variant in ("whole", "packet", "packet-branchy,lanes=16"):
+        launch = op.launch(op.parse_shape("17x66"))
+        with objcache.disabled():
+            compile_kernel(op.kernel, launch.consts, variant + ",interleave=1" if variant != "whole" else variant,
+                           n=launch.n)
+    assert "not unrolled" not in capfd.readouterr().err

@@ -121,9 +121,13 @@ class LoopLowering:
         if sh_start.uniform and sh_stop.uniform:
             self.annotate(s, "for", "", Access("uniform"), "branch")
             self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
-            iterate(self.i64(0), self.scalar_trips(b.sext(self.lane0(start_v), I64),
-                                                   b.sext(self.lane0(stop_v), I64), step),
-                    unroll=0 < self.constant_trips(s) <= UNROLL_TRIPS)
+            # a trip count known at compile time is written as a constant: where the bounds
+            # are variables kept in memory across regions, LLVM could not see it and would
+            # refuse (and warn about) the unrolling asked for
+            trips = self.constant_trips(s)
+            iterate(self.i64(0), self.i64(trips) if trips >= 0 else
+                    self.scalar_trips(b.sext(self.lane0(start_v), I64), b.sext(self.lane0(stop_v), I64), step),
+                    unroll=0 < trips <= UNROLL_TRIPS)
             return
         stride = sh_start.stride
         if (self.mask is None and sh_stop.uniform and stride is not None and stride > 0 and step > 0
