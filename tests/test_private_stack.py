@@ -9,7 +9,8 @@ import pytest
 from cohort import Buffer, Const, block_id, block_size, f32, kernel, private, thread_id
 from cohort.backend import jit
 from cohort.backend.compiler import compile_kernel
-from cohort.backend.lowering.core import PRIVATE_STACK_BYTES, private_bytes
+from cohort.backend.context import private_bytes
+from cohort.backend.lowering.core import PRIVATE_STACK_BYTES
 from cohort.backend.lowering.loops import UNROLL_TRIPS
 from cohort.refimpl.interpreter import interpret
 from cohort.refimpl.specialize import specialize

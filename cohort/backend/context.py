@@ -57,9 +57,20 @@ def private_layout(kernel: Kernel) -> tuple:
         if isinstance(s, (Private, Shared)):
             offsets[s.name] = total
             per = kernel.block if isinstance(s, Private) or inject.active("shared_per_packet") else 1
-            nbytes = int(s.size.arg) * per * (1 if s.dtype is DType.BOOL else 4)
+            nbytes = array_bytes(s, per)
             total += -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
     return offsets, total
+
+
+def array_bytes(s, copies: int) -> int:
+    """Bytes of `copies` copies of private or shared array `s` (a bool is one byte)."""
+    return int(s.size.arg) * copies * (1 if s.dtype is DType.BOOL else 4)
+
+
+def private_bytes(kernel: Kernel) -> int:
+    """Bytes of a block's private arrays (an element per thread each)."""
+    from ..refimpl.ir import Private
+    return sum(array_bytes(s, kernel.block) for s in kernel.body if isinstance(s, Private))
 
 
 def load_slot(b: ir.IRBuilder, args, slot: int) -> ir.Instruction:

@@ -46,8 +46,10 @@ from ..context import (
     VOID,
     Ctx,
     abi_slots,
+    array_bytes,
     load_slot,
     mem_type,
+    private_bytes,
     private_layout,
 )
 from ..private_init import written_before_read
@@ -74,12 +76,6 @@ def var_types(kernel: Kernel) -> dict:
 # 0.62 -> 0.34 us, faster than its stream form (docs/private). 16 KiB is far inside any
 # thread's stack (glibc's default is 8 MiB, the pool's threads included).
 PRIVATE_STACK_BYTES = 16 << 10
-
-
-def private_bytes(k: Kernel) -> int:
-    """Bytes of a block's private arrays (B elements each)."""
-    return sum(int(s.size.arg) * k.block * (1 if s.dtype is DType.BOOL else 4)
-               for s in k.body if isinstance(s, Private))
 
 
 class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, RegionLowering,
@@ -235,8 +231,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
                     # the entry's own: LLVM knows nothing else points there, so after unrolling
                     # (loops.UNROLL_TRIPS) it keeps the items in registers; 64-byte aligned as
                     # in scratch (an array of 64-byte vectors)
-                    nbytes = int(s.size.arg) * self.B * (1 if s.dtype is DType.BOOL else 4)
-                    ptr = self.alloca(ir.ArrayType(ir.VectorType(I32T, 16), -(-nbytes // 64)), s.name)
+                    ptr = self.alloca(ir.ArrayType(ir.VectorType(I32T, 16), -(-array_bytes(s, self.B) // 64)),
+                                      s.name)
                 else:
                     ptr = b.gep(scratch, [self.i64(offsets[s.name])], source_etype=I8)
                 arrays = self.privates if isinstance(s, Private) else self.shared_arrays
