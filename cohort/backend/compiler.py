@@ -464,11 +464,12 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
 
 
 def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[dict] = None,
-                  kind: str = "object"):
+                  kind: str = "object", full_blocks: bool = False):
     """The kernel's entry built for another machine `tgt` (target.from_triple): its object file
     (bytes) or assembly (str), lowered as for the host (the same IR but for the FMA choice, which
     is the target's) and optimised for `tgt`. Nothing is linked or run: this is how the macOS and
-    AArch64 builds are checked from any host."""
+    AArch64 builds are checked from any host. `full_blocks` builds the form for launches of
+    whole blocks only, as compile_kernel does when given `n`."""
     if variant is None:
         variant = _WHOLE
     elif isinstance(variant, str):
@@ -482,7 +483,7 @@ def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[d
                                  f"{variant.lanes} (a block must hold whole packets)")
     with target.use(tgt):
         symbol = f"cohort_{k.name}_{cache_key(k, variant)[:12]}"
-        lowering = Lowering(k, symbol, variant)
+        lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
         module = lowering.lower()
         text = _with_function_attributes(str(module), symbol, tgt.entry_attributes(lowering.fn_attributes))
     return jit.emit(text, tgt, kind, lowering.tuning)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -97,6 +98,27 @@ class Linked:
             return target_machine().emit_assembly(mod)
 
 
+# InstCombine turns `sext` of a value it proves non-negative into `zext nneg`; for a vector of
+# i32 gather indices widened to i64 the X86 back end then keeps 64-bit indices (a gather of half
+# the lanes: vgatherqps instead of vgatherdps). `sext` is a refinement of `zext nneg` (both give
+# the same value whenever the flag holds), so putting it back is valid on every target.
+_ZEXT_NNEG_I32 = re.compile(r"zext nneg (<(\d+) x i32> [^ ,]+ to <\2 x i64>)")
+
+
+def sign_extended_indices(mod):
+    """(module, text) with every vector `zext nneg` i32 -> i64 written back as `sext`: the module
+    re-parsed and verified when one was found, else `mod` itself."""
+    text = str(mod)
+    if "zext nneg <" not in text:
+        return mod, text
+    text, n = _ZEXT_NNEG_I32.subn(r"sext \1", text)
+    if n == 0:
+        return mod, str(mod)
+    fixed = llvm.parse_assembly(text)
+    fixed.verify()
+    return fixed, text
+
+
 def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
     """Parse, verify, optimise (O3, no fast-math unless the IR asks) and link `ir_text`.
 
@@ -133,7 +155,7 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
             pb = llvm.create_pass_builder(tm, pto)
             pb.getModulePassManager().run(mod, pb)  # a pass manager may run once only
             t2 = time.perf_counter()
-            opt_ir = str(mod)
+            mod, opt_ir = sign_extended_indices(mod)
             t3 = time.perf_counter()
             # code generation from the optimised module itself (linking its IR text would parse it
             # again: about a tenth of a fuzz program's compile time)
@@ -177,6 +199,7 @@ def emit(ir_text: str, tgt: "target.Target", kind: str = "object", tuning: dict 
             setattr(pto, key, value)
         pb = llvm.create_pass_builder(tm, pto)
         pb.getModulePassManager().run(mod, pb)
+        mod, _ = sign_extended_indices(mod)
         out = tm.emit_object(mod) if kind == "object" else tm.emit_assembly(mod)
     if name is not None:
         objcache.store(name, out if kind == "assembly" else "", out if kind == "object" else b"")
