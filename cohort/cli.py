@@ -50,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
-    bn.add_argument("suite", help="native, private, e2e, grain, api, quick or safety")
+    bn.add_argument("suite", help="native, native-mt, private, e2e, torch, grain, api, quick or safety")
     bn.add_argument("--ops", default=None, help="comma-separated operators (default: the suite's)")
     bn.add_argument("--sizes", default=None, help="comma-separated shapes (default: the suite's)")
     bn.add_argument("--rounds", default=None, metavar="R", help=f"rounds, 1 to {opt.MAX_ROUNDS} (default: the suite's)")
@@ -356,8 +356,16 @@ def cmd_bench(args) -> int:
     args.samples = _int("--samples", args.samples, 1, opt.MAX_SAMPLES)
     from .backend.variant import MAX_WORKERS
     args.workers = _int("--workers", args.workers, 1, MAX_WORKERS)
-    if not list(harness.select_cases(suite, only_ops, only_sizes)):
+    chosen = list(harness.select_cases(suite, only_ops, only_sizes))
+    if not chosen:
         raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
+    # a shape the suite does not have is refused, not dropped: the tables would silently lack it
+    unmatched = sorted((only_sizes or set()) - {ops.fmt_shape(shape) for _, _, shape in chosen})
+    if unmatched:
+        have = sorted({ops.fmt_shape(shape) for _, _, shape in harness.select_cases(suite, only_ops)})
+        raise UsageError(f"--sizes: {', '.join(unmatched)}: not among suite {suite.name}'s shapes"
+                         f"{' for ' + ','.join(only_ops) if only_ops else ''} "
+                         f"({', '.join(have)})")
     out = args.out or os.path.join("out", suite.name)
     try:
         artifacts.check_output(out)        # before any measuring: where the results go must take them

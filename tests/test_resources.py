@@ -308,6 +308,10 @@ def no_work(monkeypatch):
     (["bench", "quick", "--sizes", "1x2x3x4x5x6x7x8x9"], "--sizes: malformed shape '1x2x3x4x5x6x7x8x9': up to 8 "
                                                    "positive integers joined by x"),
     (["bench", "quick", "--sizes", "99999x99999"], "--sizes: 99999x99999: 9999800001 elements; at most 1073741823"),
+    # a shape the suite lacks is refused rather than left out of the tables without a word
+    (["bench", "native", "--ops", "transpose", "--sizes", "4x512x512,1x64x64"],
+     "--sizes: 4x512x512: not among suite native's shapes for transpose (1x1024x1000, 1x1x1, 1x64x64, "
+     "2x129x257, 3x37x70)"),
     (["fuzz", "--seconds", "-1"], "--seconds must be more than 0 and at most 1000000, got -1"),
     (["fuzz", "--seconds", "1e7"], "--seconds must be more than 0 and at most 1000000, got 1e7"),
     (["fuzz", "--seconds", "nan"], "--seconds must be more than 0 and at most 1000000, got nan"),
