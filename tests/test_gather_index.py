@@ -1,7 +1,8 @@
-"""Gathers keep 32-bit indices: after optimisation a vector `zext nneg` i32 -> i64 (InstCombine's
-form of a sign extension it proved non-negative) is written back as `sext`, which X86 code
-generation folds into a gather of 32-bit indices (all lanes of one register) rather than a
-gather of 64-bit ones (half of them). jit.sign_extended_indices; transpose's shared-tile read."""
+"""Lane indices kept cheap. Gathers keep 32-bit indices: after optimisation a vector `zext nneg`
+i32 -> i64 (InstCombine's form of a sign extension it proved non-negative) is written back as
+`sext`, which X86 code generation folds into a gather of 32-bit indices (all lanes of one
+register) rather than of 64-bit ones (half of them): jit.sign_extended_indices, transpose's
+shared-tile read. And per-lane atomics read their lanes' indices from memory (atomics.py)."""
 import llvmlite.binding as llvm
 import pytest
 
@@ -59,3 +60,19 @@ def test_transpose_gathers_dwords_for_avx512(cpu, lanes):
     asm = cross_compile(op.kernel, t, f"packet,lanes={lanes}", launch.consts, kind="assembly",
                         full_blocks=True)
     assert "gatherdps" in asm and "gatherqps" not in asm
+
+
+# ---------------------------------------------------------------- per-lane atomics
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_per_lane_atomics_read_lane_indices_from_one_store(lanes):
+    # each atomic's lane loop takes its lanes' indices from one store of the packet, through a
+    # pointer LLVM cannot see through (else it folds them back into extracts: on X86 two or three
+    # instructions per lane past the first 128 bits, and the mask spilled lane by lane)
+    op = ops.get("histogram")
+    launch = op.launch((100003, 1000))
+    ck = compile_kernel(op.kernel, launch.consts, f"packet,lanes={lanes}", n=launch.n)
+    assert 'asm "", "=r,0"' in ck.llvm_ir                 # (the atomics of dead branches are gone)
+    assert f"extractelement <{lanes} x i64>" not in ck.llvm_ir
+    if target.host().isa.name == "x86-64":
+        assert "pextrq" not in ck.assembly()

@@ -15,7 +15,7 @@ from llvmlite import ir
 from ...refimpl.ir import Atomic, AtomicOp, DType
 from ...refimpl.semantics import CANONICAL_NAN_BITS
 from .. import inject
-from ..context import ERR_STORE_OOB, I32T
+from ..context import ERR_STORE_OOB, I1, I32T, I64, PTR
 from ..shapes import Access
 
 _RMW = {AtomicOp.ADD: "add", AtomicOp.SUB: "sub", AtomicOp.AND: "and", AtomicOp.OR: "or",
@@ -50,10 +50,11 @@ class AtomicLowering:
         # order: exact, and no locked instruction. Without branches: an inactive lane rewrites
         # element 0 with its own value (its index may be anything; element 0 always exists).
         # Buffers take a real atomic per lane.
+        lane_at, lane_on = self.lanes_in_memory(idx64)
         if s.target in self.shared_arrays:
             def shared_lane(li, _):
-                on = None if self.mask is None else (self.mask if self.W == 1 else b.extract_element(self.mask, li))
-                at = self.lane(idx64, li)
+                on = lane_on(li)
+                at = lane_at(li)
                 if on is not None:
                     at = b.select(on, at, ir.Constant(at.type, 0))
                 ptr = b.gep(base, [at], source_etype=I32T)
@@ -64,8 +65,8 @@ class AtomicLowering:
             return
 
         def buffer_lane(li, _):
-            on = None if self.mask is None else (self.mask if self.W == 1 else b.extract_element(self.mask, li))
-            ptr = b.gep(base, [self.lane(idx64, li)], source_etype=I32T)
+            on = lane_on(li)
+            ptr = b.gep(base, [lane_at(li)], source_etype=I32T)
             v = self.lane(bits, li)
             if on is None:
                 self.atomic_one(s.op, dt, ptr, v)
@@ -73,6 +74,28 @@ class AtomicLowering:
                 with b.if_then(on):
                     self.atomic_one(s.op, dt, ptr, v)
         self.lane_loop(buffer_lane)
+
+    def lanes_in_memory(self, idx64):
+        """(lane -> i64 index, lane -> i1 or None) for a loop over the packet's lanes that reads
+        each lane's index from one store of the packet (and its mask bit from an integer), not
+        an extract per lane: X86 extracts lanes past the first 128 bits in two or three
+        instructions each and keeps the whole mask in general registers, spilling."""
+        b, W = self.b, self.W
+        if W == 1:
+            return (lambda li: idx64), (lambda li: self.mask)
+        slot = self.alloca(ir.ArrayType(I32T, W), "lane.at")
+        b.store(b.trunc(idx64, self.vty(I32T)), slot, align=4)
+        # an empty asm hands the slot back as a pointer LLVM cannot see through, so it keeps the
+        # store and the scalar loads instead of folding them back into extracts
+        opaque = b.asm(ir.FunctionType(PTR, [PTR]), "", "=r,0", [slot], False, name="lane.at.p")
+        bits = None if self.mask is None else b.zext(b.bitcast(self.mask, ir.IntType(W)), I32T)
+
+        def at(li):
+            return b.sext(b.load(b.gep(opaque, [li], source_etype=I32T), typ=I32T, align=4), I64)
+
+        def on(li):
+            return None if bits is None else b.trunc(b.lshr(bits, li), I1)
+        return at, on
 
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
         """One lane's update of the i32 at `ptr` by the 32 bits `v`."""
