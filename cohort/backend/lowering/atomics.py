@@ -1,9 +1,11 @@
 """Atomic updates (DESIGN §3): `atomic_add(target, index, value)` and its kin.
 
 Each active lane does its own read-modify-write, one lane after another in
-lane order, with a real atomic instruction: lanes of one packet that hit one
-address all count, and under the pool other workers' updates to a buffer
-interleave safely. Integer ops are one `atomicrmw` (wrapping add and sub,
+lane order, so lanes of one packet that hit one address all count. Updates of
+a buffer are real atomic instructions when other threads of the launch may run
+at the same time (pool workers' updates interleave safely); a call running the
+whole launch, and every update of a shared array (one worker's), use a plain
+load, op and store. Integer ops are one `atomicrmw` (wrapping add and sub,
 and/or/xor, signed or unsigned min/max); f32 min/max are a compare-exchange
 loop computing the order-independent definition: the canonical NaN if either
 side is NaN, else the least/greatest value with -0 below +0.
@@ -45,25 +47,17 @@ class AtomicLowering:
             new = self.combine_lanes(s.op, dt, old, bits)
             self.scatter(new, ptrs, I32T)
             return
-        # A block's shared array is touched only by the worker running the block (a task is
-        # whole blocks), so its lanes update it with a plain load, the op and a store, in lane
-        # order: exact, and no locked instruction. Without branches: an inactive lane rewrites
-        # element 0 with its own value (its index may be anything; element 0 always exists).
-        # Buffers take a real atomic per lane.
         lane_at, lane_on = self.lanes_in_memory(idx64)
         if s.target in self.shared_arrays:
-            def shared_lane(li, _):
-                on = lane_on(li)
-                at = lane_at(li)
-                if on is not None:
-                    at = b.select(on, at, ir.Constant(at.type, 0))
-                ptr = b.gep(base, [at], source_etype=I32T)
-                old = b.load(ptr, typ=I32T, align=4)
-                new = self.combine(s.op, dt, old, self.lane(bits, li))
-                b.store(new if on is None else b.select(on, new, old), ptr, align=4)
-            self.lane_loop(shared_lane)
+            # A block's shared array is touched only by the worker running the block (a task is
+            # whole blocks), so its lanes update it with a plain load, the op and a store, in
+            # lane order: exact, and no locked instruction.
+            self.plain_updates(s.op, dt, base, bits, lane_at, lane_on, spare_element=True)
             return
-
+        # A buffer takes a real atomic per lane, unless this call runs every block of the
+        # launch (the calling thread alone, or one task): then no other thread of the launch
+        # exists to interleave with, and plain updates leave the same memory without a locked
+        # instruction each (a histogram's flush: one per bin per block).
         def buffer_lane(li, _):
             on = lane_on(li)
             ptr = b.gep(base, [lane_at(li)], source_etype=I32T)
@@ -73,7 +67,51 @@ class AtomicLowering:
             else:
                 with b.if_then(on):
                     self.atomic_one(s.op, dt, ptr, v)
-        self.lane_loop(buffer_lane)
+        with b.if_else(self.whole_launch) as (alone, with_others):
+            with alone:
+                self.plain_updates(s.op, dt, base, bits, lane_at, lane_on, spare_element=False)
+            with with_others:
+                self.lane_loop(buffer_lane)
+
+    def plain_updates(self, op: AtomicOp, dt: DType, base, bits, lane_at, lane_on, spare_element: bool):
+        """Each active lane's update as a plain load, op and store, in lane order. An off lane
+        rewrites element 0 with its own value where `spare_element` (a shared array: element 0
+        always exists; no branch per lane), else it branches around its update (a buffer may be
+        empty). A packet whose lanes are all on takes a copy of the loop with no mask at all
+        (ISPC's all-on body beside the masked one: every packet but a block's last, in a
+        histogram)."""
+        b = self.b
+
+        def lanes(masked):
+            def one(li, _):
+                on = lane_on(li) if masked else None
+                at = lane_at(li)
+                if on is not None and spare_element:
+                    at = b.select(on, at, ir.Constant(at.type, 0))
+                ptr = b.gep(base, [at], source_etype=I32T)
+
+                def update(keep=None):
+                    old = b.load(ptr, typ=I32T, align=4)
+                    new = self.combine(op, dt, old, self.lane(bits, li))
+                    b.store(new if keep is None else b.select(keep, new, old), ptr, align=4)
+                if on is None:
+                    update()
+                elif spare_element:
+                    update(on)
+                else:
+                    with b.if_then(on):
+                        update()
+            self.lane_loop(one)
+        if self.mask is None or self.W == 1:
+            lanes(self.mask is not None)
+            return
+        every = b.icmp_unsigned("==", b.bitcast(self.mask, ir.IntType(self.W)),
+                                ir.Constant(ir.IntType(self.W), (1 << self.W) - 1))
+        with b.if_else(every) as (all_on, some_off):
+            with all_on:
+                lanes(False)
+            with some_off:
+                lanes(True)
 
     def lanes_in_memory(self, idx64):
         """(lane -> i64 index, lane -> i1 or None) for a loop over the packet's lanes that reads

@@ -188,6 +188,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         # never run blocks past the launch, whatever the caller asked
         nblocks = b.trunc(b.udiv(b.add(self.n64, self.i64(self.B - 1)), self.i64(self.B)), I32T)
         end = b.select(b.icmp_signed("<", end, nblocks), end, nblocks)
+        # this call runs every block of the launch: no other thread of it exists (atomics.py)
+        self.whole_launch = b.and_(b.icmp_signed("<=", begin, self.i32(0)), b.icmp_signed(">=", end, nblocks))
 
         self.regions = split_regions(k.body)
         self.counts["barriers"] = sum(isinstance(s, Barrier) for s in walk_stmts(k.body))

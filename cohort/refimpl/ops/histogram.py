@@ -6,8 +6,10 @@ its range), here and in cohort.torch's op. Counts wrap at 2^32 like every i32
 in the language (at most 2^30 - 1 elements per buffer, so they never do). A
 launch adds into counts: it must be zero first (the op allocates it zeroed).
 
-A block counts HB * items consecutive indices (items: 16, or more so that
-there are at least PER_BIN per shared bin) into its own bins in shared memory
+A launch of one block (L <= HB * items) counts straight into counts with
+global atomics. Otherwise a block counts HB * items consecutive indices
+(items: 16, or more so that there are at least PER_BIN per shared bin) into
+its own bins in shared memory
 (zeroed by the block; atomics on shared memory: colliding threads all count),
 then adds its non-zero bins to the output with one global atomic each.
 Integer addition is associative, so every order of the updates gives the same
@@ -38,25 +40,36 @@ def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[
     base = block_id() * (HB * items)
     # the first SHARED_BINS bins in shared memory, any further ones counted in memory directly
     bins = shared(i32, min(BINS, SHARED_BINS))
-    for q in range(t, min(BINS, SHARED_BINS), HB):
-        bins[q] = 0
-    barrier()
-    for k in range(items):
-        e = base + k * HB + t
-        if e < L:
-            v = idx[e]
-            if v >= 0 and v < BINS:
-                if BINS <= SHARED_BINS:           # a constant: the other branch is no code
-                    atomic_add(bins, v, 1)
-                elif v < SHARED_BINS:
-                    atomic_add(bins, v, 1)
-                else:
+    if L <= HB * items:
+        # one block (a constant): no other block's counts to merge with, so it counts into
+        # counts directly, with no bins to zero or flush (and one worker runs it, so natively
+        # its updates need no locked instruction)
+        for k in range(min(items, (L + HB - 1) // HB)):
+            e = k * HB + t
+            if e < L:
+                v = idx[e]
+                if v >= 0 and v < BINS:
                     atomic_add(counts, v, 1)
-    barrier()
-    for q2 in range(t, min(BINS, SHARED_BINS), HB):
-        n = bins[q2]
-        if n != 0:
-            atomic_add(counts, q2, n)
+    else:
+        for q in range(t, min(BINS, SHARED_BINS), HB):
+            bins[q] = 0
+        barrier()
+        for k in range(items):
+            e = base + k * HB + t
+            if e < L:
+                v = idx[e]
+                if v >= 0 and v < BINS:
+                    if BINS <= SHARED_BINS:           # a constant: the other branch is no code
+                        atomic_add(bins, v, 1)
+                    elif v < SHARED_BINS:
+                        atomic_add(bins, v, 1)
+                    else:
+                        atomic_add(counts, v, 1)
+        barrier()
+        for q2 in range(t, min(BINS, SHARED_BINS), HB):
+            n = bins[q2]
+            if n != 0:
+                atomic_add(counts, q2, n)
 
 
 @kernel(block=HB)
