@@ -356,16 +356,8 @@ def cmd_bench(args) -> int:
     args.samples = _int("--samples", args.samples, 1, opt.MAX_SAMPLES)
     from .backend.variant import MAX_WORKERS
     args.workers = _int("--workers", args.workers, 1, MAX_WORKERS)
-    chosen = list(harness.select_cases(suite, only_ops, only_sizes))
-    if not chosen:
-        raise UsageError(f"suite {suite.name} has no case matching --ops/--sizes")
-    # a shape the suite does not have is refused, not dropped: the tables would silently lack it
-    unmatched = sorted((only_sizes or set()) - {ops.fmt_shape(shape) for _, _, shape in chosen})
-    if unmatched:
-        have = sorted({ops.fmt_shape(shape) for _, _, shape in harness.select_cases(suite, only_ops)})
-        raise UsageError(f"--sizes: {', '.join(unmatched)}: not among suite {suite.name}'s shapes"
-                         f"{' for ' + ','.join(only_ops) if only_ops else ''} "
-                         f"({', '.join(have)})")
+    opt.check_cases(suite.name, only_ops, only_sizes,
+                    [ops.fmt_shape(shape) for _, _, shape in harness.select_cases(suite, only_ops)])
     out = args.out or os.path.join("out", suite.name)
     try:
         artifacts.check_output(out)        # before any measuring: where the results go must take them

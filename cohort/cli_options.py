@@ -64,6 +64,18 @@ def _size(flag: str, text: str) -> str:
     return "x".join(map(str, dims))
 
 
+def check_cases(suite: str, only_ops, only_sizes, shapes: list):
+    """Refuse a selection of no case, and any --sizes shape the suite does not have for the
+    chosen operators (`shapes`): the tables would lack it without a word."""
+    if not shapes:
+        raise UsageError(f"suite {suite} has no case matching --ops/--sizes")
+    unmatched = sorted((only_sizes or set()) - set(shapes))
+    if unmatched:
+        raise UsageError(f"--sizes: {', '.join(unmatched)}: not among suite {suite}'s shapes"
+                         f"{' for ' + ','.join(only_ops) if only_ops else ''} "
+                         f"({', '.join(sorted(set(shapes)))})")
+
+
 def _options(parser, args=None):
     """Every action of `parser` and its subparsers (with `args`: only those of the command given)."""
     for a in parser._actions:
