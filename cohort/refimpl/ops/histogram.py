@@ -14,7 +14,8 @@ its own bins in shared memory
 then adds its non-zero bins to the output with one global atomic each.
 Integer addition is associative, so every order of the updates gives the same
 counts. The first SHARED_BINS bins live in shared memory; indices past them are
-counted with global atomics directly. The "global" form counts every index with
+counted with global atomics directly. When every bin is shared, indices outside
+[0, BINS) are counted in one more shared bin, never flushed. The "global" form counts every index with
 global atomics (no shared memory).
 """
 import numpy as np
@@ -38,8 +39,12 @@ def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[
     # flushing the bins (one global atomic each) stay a small part of the block's work
     items = max(ITEMS, (PER_BIN * min(BINS, SHARED_BINS) + HB - 1) // HB)
     base = block_id() * (HB * items)
-    # the first SHARED_BINS bins in shared memory, any further ones counted in memory directly
-    bins = shared(i32, min(BINS, SHARED_BINS))
+    # the first SHARED_BINS bins in shared memory, any further ones counted in memory directly;
+    # one more, a spare never flushed, counts the indices outside [0, BINS) when every bin is
+    # shared, so that a packet's lanes all update (no mask: branch-free, as Inductor's
+    # scatter_add sends its invalid indices to a spare slot)
+    S = min(BINS, SHARED_BINS)
+    bins = shared(i32, min(BINS, SHARED_BINS) + 1)
     if L <= HB * items:
         # one block (a constant): no other block's counts to merge with, so it counts into
         # counts directly, with no bins to zero or flush (and one worker runs it, so natively
@@ -51,22 +56,22 @@ def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[
                 if v >= 0 and v < BINS:
                     atomic_add(counts, v, 1)
     else:
-        for q in range(t, min(BINS, SHARED_BINS), HB):
+        for q in range(t, S + 1, HB):
             bins[q] = 0
         barrier()
         for k in range(items):
             e = base + k * HB + t
             if e < L:
                 v = idx[e]
-                if v >= 0 and v < BINS:
-                    if BINS <= SHARED_BINS:           # a constant: the other branch is no code
-                        atomic_add(bins, v, 1)
-                    elif v < SHARED_BINS:
+                if BINS <= SHARED_BINS:               # a constant: the other branch is no code
+                    atomic_add(bins, v if v >= 0 and v < BINS else S, 1)
+                elif v >= 0 and v < BINS:
+                    if v < SHARED_BINS:
                         atomic_add(bins, v, 1)
                     else:
                         atomic_add(counts, v, 1)
         barrier()
-        for q2 in range(t, min(BINS, SHARED_BINS), HB):
+        for q2 in range(t, S, HB):
             n = bins[q2]
             if n != 0:
                 atomic_add(counts, q2, n)
