@@ -15,8 +15,8 @@ then adds its non-zero bins to the output with one global atomic each.
 Integer addition is associative, so every order of the updates gives the same
 counts. The first SHARED_BINS bins live in shared memory; indices past them are
 counted with global atomics directly. When every bin is shared, indices outside
-[0, BINS) are counted in one more shared bin, never flushed. The "global" form counts every index with
-global atomics (no shared memory).
+[0, BINS) are counted in one more shared bin, never flushed. The "global" form
+counts every index with global atomics (no shared memory).
 """
 import numpy as np
 
@@ -26,9 +26,9 @@ from .base import Launch, Operator, seeded_ints
 HB = 256            # threads per block
 ITEMS = 16          # indices per thread: a block counts 4096
 SHARED_BINS = 16384  # 64 KiB of i32 bins per block
-# indices per shared bin in a block, at least: a flushed bin is a locked add to memory, costlier
-# than the many shared updates it sums. 16 rather than 4: 100003 indices into 1000 bins at 8 lanes
-# went from 2.3x to 1.9x Inductor's time, its 25 blocks' flushes down to 7 (docs/native, znver4)
+# indices per shared bin in a block, at least: every block zeroes and flushes all its bins (a
+# flush is an atomic add to memory, locked when the pool shares the launch), so fewer, larger
+# blocks do less of it. 16 rather than 4: 100003 indices into 1000 bins take 7 blocks, not 25
 PER_BIN = 16
 
 
