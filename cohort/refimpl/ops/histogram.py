@@ -24,6 +24,7 @@ from ... import Buffer, Const, atomic_add, barrier, block_id, i32, kernel, share
 from .base import Launch, Operator, seeded_ints
 
 HB = 256            # threads per block
+WARP = 32           # threads whose indices are one contiguous segment
 ITEMS = 16          # indices per thread: a block counts 4096
 SHARED_BINS = 16384  # 64 KiB of i32 bins per block
 # indices per shared bin in a block, at least: every block zeroes and flushes all its bins (a
@@ -59,8 +60,13 @@ def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[
         for q in range(t, S + 1, HB):
             bins[q] = 0
         barrier()
+        # warp-striped (CUB's BLOCK_LOAD_WARP_TRANSPOSE input): each group of WARP threads reads
+        # its own contiguous segment of the block's indices, WARP side by side per item, so a
+        # packet's loads walk its segment in order (block-striped, a packet would stride across
+        # the whole block, item after item: past the caches' reach, a miss a load)
+        seg = base + (t // WARP) * (WARP * items) + t % WARP
         for k in range(items):
-            e = base + k * HB + t
+            e = seg + k * WARP
             if e < L:
                 v = idx[e]
                 if BINS <= SHARED_BINS:               # a constant: the other branch is no code
