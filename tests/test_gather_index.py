@@ -1,11 +1,14 @@
 """Lane indices kept cheap. Gathers keep 32-bit indices: after optimisation a vector `zext nneg`
 i32 -> i64 (InstCombine's form of a sign extension it proved non-negative) is written back as
 `sext`, which X86 code generation folds into a gather of 32-bit indices (all lanes of one
-register) rather than of 64-bit ones (half of them): jit.sign_extended_indices, transpose's
-shared-tile read. And per-lane atomics read their lanes' indices from memory (atomics.py)."""
+register) rather than of 64-bit ones (half of them): jit.sign_extended_indices, a tile's
+row walked two slots at a time (the transpose operator's walk, one slot at a time, is
+transposed in registers instead: tests/test_transposed_reads.py). And
+per-lane atomics read their lanes' indices from memory (atomics.py)."""
 import llvmlite.binding as llvm
 import pytest
 
+from cohort import Buffer, barrier, block_id, f32, global_id, kernel, shared, thread_id
 from cohort.backend import jit, target
 from cohort.backend.compiler import compile_kernel, cross_compile
 from cohort.refimpl import ops
@@ -43,22 +46,33 @@ def test_module_without_one_is_not_reparsed():
     assert mod is plain and text == str(plain)
 
 
+@kernel(block=32)
+def tile_rows(x: Buffer[f32], y: Buffer[f32]):
+    """Thread t stages column t of a 32 x 32 tile, then sums the even slots of row t: at each
+    k a gather of slots 32*t + 2*k (two slots per iteration: no prologue transposes the
+    loop's windows), indices InstCombine proves non-negative."""
+    t = thread_id()
+    tile = shared(f32, 1024)
+    for i in range(32):
+        tile[i * 32 + t] = x[block_id() * 1024 + i * 32 + t]
+    barrier()
+    acc = 0.0
+    for k in range(16):
+        acc = acc + tile[t * 32 + 2 * k]
+    y[global_id()] = acc
+
+
 @pytest.mark.parametrize("lanes", [8, 16])
-def test_host_transpose_reads_its_tile_with_32_bit_indices(lanes):
-    op = ops.get("transpose")
-    launch = op.launch((1, 64, 64))
-    ck = compile_kernel(op.kernel, launch.consts, f"packet,lanes={lanes}", n=launch.n)
-    assert ck.code.full_blocks                          # the form whose tile read was widened
+def test_host_tile_rows_read_keeps_32_bit_indices(lanes):
+    ck = compile_kernel(tile_rows, {}, f"packet,lanes={lanes}", n=64)
+    assert ck.code.full_blocks and ck.lowering_counts["gathers"] == 1
     assert "zext nneg <" not in ck.llvm_ir
 
 
 @pytest.mark.parametrize("cpu,lanes", [("znver4", 16), ("znver4", 8), ("x86-64-v4", 16)])
-def test_transpose_gathers_dwords_for_avx512(cpu, lanes):
+def test_tile_rows_gather_dwords_for_avx512(cpu, lanes):
     t = target.from_triple("x86_64-unknown-linux-gnu", cpu)
-    op = ops.get("transpose")
-    launch = op.launch((1, 64, 64))
-    asm = cross_compile(op.kernel, t, f"packet,lanes={lanes}", launch.consts, kind="assembly",
-                        full_blocks=True)
+    asm = cross_compile(tile_rows, t, f"packet,lanes={lanes}", {}, kind="assembly", full_blocks=True)
     assert "gatherdps" in asm and "gatherqps" not in asm
 
 

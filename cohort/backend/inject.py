@@ -93,6 +93,9 @@ BUGS = {
     # session 15: per-lane work (predicated=off's effects, atomics) as one loop over the lanes
     "lane_loop_short": "the loop over a packet's lanes stops one lane early: the last lane's predicated=off "
                        "load or store, or its atomic update, never happens (loops.lane_loop)",
+    # session 18: a loop's strided shared reads transposed in registers before it
+    "transposed_last_stage": "the in-register transpose of a loop's shared windows skips its last round (bit 0 "
+                             "of row and column never swapped; transposed.transpose_rows)",
 }
 
 _active: set = set()

@@ -63,6 +63,7 @@ from .loops import LoopLowering
 from .memory import MemoryLowering
 from .regions import BlockFor, Packets, RegionLowering, block_exprs, expr_vars, split_regions, walk_regions
 from .stmts import StmtLowering
+from .transposed import TransposedReads
 
 
 def var_types(kernel: Kernel) -> dict:
@@ -79,7 +80,7 @@ PRIVATE_STACK_BYTES = 16 << 10
 
 
 class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, RegionLowering,
-               AtomicLowering, Checks, Lanes):
+               AtomicLowering, TransposedReads, Checks, Lanes):
     """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
     (the entry ABI of context.py) running any range of a launch's blocks."""
 
@@ -118,6 +119,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.mask = self.cmask = None  # lanes.py; changed only through self.masked(...)
         self.cur = None                # the statement being lowered (error records)
         self._unroll_full = None       # loops.unroll_fully's metadata
+        self.transposed: dict = {}     # id(shared load) -> its scratch, in the loop that owns it
+        self.loop_k = None             # the innermost kernel loop's iteration number (i64)
 
     def llvm_settings(self):
         """(function attributes, pass-pipeline tuning). Packets are vectorised by

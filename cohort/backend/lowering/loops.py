@@ -111,6 +111,14 @@ class LoopLowering:
         latch.set_metadata("llvm.loop", loop_id)
 
     def loop(self, s: For):
+        # a shared load read through a transposing prologue is this loop's (transposed.py):
+        # loops nested in it, and other loops, read theirs as they are
+        outer = self.transposed
+        self.transposed = {}
+        self.uniform_or_lane_loop(s)
+        self.transposed = outer
+
+    def uniform_or_lane_loop(self, s: For):
         b, W = self.b, self.W
         memo = {}
         start_v, stop_v = self.ev(s.start, memo), self.ev(s.stop, memo)
@@ -125,6 +133,7 @@ class LoopLowering:
             # are variables kept in memory across regions, LLVM could not see it and would
             # refuse (and warn about) the unrolling asked for
             trips = self.constant_trips(s)
+            self.transposed = self.transposed_reads(s, start_v, trips)
             iterate(self.i64(0), self.i64(trips) if trips >= 0 else
                     self.scalar_trips(b.sext(self.lane0(start_v), I64), b.sext(self.lane0(stop_v), I64), step),
                     unroll=0 < trips <= UNROLL_TRIPS)
@@ -184,5 +193,7 @@ class LoopLowering:
         k32 = b.trunc(k, I32T)
         j = b.add(start_v, b.mul(self.splat(k32, DType.I32), self.cx.const(DType.I32, step)))
         b.store(j, self.slots[s.var])
+        outer, self.loop_k = self.loop_k, k
         with self.masked(running):
             self.stmts(s.body)
+        self.loop_k = outer

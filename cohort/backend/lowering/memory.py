@@ -287,12 +287,15 @@ class MemoryLowering:
         acc = self.access_class(e.src[0], store=False)
         self.annotate(e, "sload", e.arg, acc, self.effect_mode())
         vec = self.vty(elem)
-        if acc.kind == "uniform":
+        scratch = self.transposed.get(id(e))
+        if scratch is not None:         # transposed before the loop (transposed.py): row loop_k
+            v = b.load(b.gep(scratch, [b.mul(self.loop_k, self.i64(self.W))], source_etype=elem), typ=vec, align=1)
+        elif acc.kind == "uniform":
             x = self.uniform_load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), elem)
             if dt is DType.BOOL:
                 x = b.icmp_unsigned("!=", x, ir.Constant(I8, 0))
             return self.splat(x, dt)
-        if acc.kind == "contiguous" and self.mask is None:
+        elif acc.kind == "contiguous" and self.mask is None:
             v = b.load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), typ=vec, align=1)
         elif acc.kind == "contiguous" and self.variant.predicated:
             # masked off lanes are not read (their indices may lie outside: s[t - 1] for t = 0)

@@ -8,7 +8,8 @@ missing threads stage nothing: reading their slot would be uninitialised);
 reduction trees written by hand over the block's live threads; the same exchange
 in a block-uniform loop or under a block-uniform `if`; histograms of atomic
 updates with colliding indices (one operation per buffer: updates by different
-operations would race), into a global buffer or into shared bins flushed to one.
+operations would race), into a global buffer or into shared bins flushed to one; a
+loop walking staged slots along its variable, the lanes strided (a transpose's read).
 """
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class Cooperative:
                                   (sw(2, "structure:barrier:loop"), "tree"),
                                   (sw(2, "structure:barrier:loop"), "rounds"),
                                   (sw(2, "structure:barrier:if"), "uniform_if"),
+                                  (sw(2, "structure:shared:walk"), "walk"),
                                   (sw(3, "structure:atomic:global", "structure:atomic:f32"), "atomics"),
                                   (sw(2, "structure:atomic:shared"), "bins")])
             out += getattr(self, f"coop_{kind}")()
@@ -159,6 +161,34 @@ class Cooperative:
                 Assign(acc.name, binary(self.pick(_COMBINE[dt][:3]), var(acc.name, dt),
                                         self.read_partner(sh, dt, self.partner()))))
         return out + [acc, If(cond, then)] + self.observe_var(acc.name, dt)
+
+    def coop_walk(self) -> list:
+        """R slots per thread staged, a barrier, then a loop walking a window along its
+        variable with the lanes S apart: thread t reads slot t*S + c + k at k (or, counting
+        down, slot t*S + c + T-1 - k), the transposed read of a tiled transpose
+        (backend/lowering/transposed.py). A read is guarded by the slot existing and its
+        owner (slot % B) being live."""
+        dt = self.pick([F32, F32, I32, U32])
+        B, R = self.B, self.int(1, 3)
+        size = B * R
+        out = []
+        sh = self.shared_array(dt, size, out)
+        i, k = self.fresh("i"), self.fresh("k")
+        t = self.t()
+        out += [For(i, self.ci(0), self.ci(R), self.ci(1),
+                    (SStore(sh, var(i, I32) * self.ci(B) + t, self.expr(dt, 1)),)), Barrier()]
+        acc = self.new_var(dt, self.expr(dt, 1))
+        T = self.pick([2, 3, self.int(4, 20), self.int(20, 40)])
+        first = t * self.ci(self.pick([2, 3, R, B // 2 or 1, B])) + self.ci(self.int(0, 5))
+        if self.maybe(70):
+            loop, at = (self.ci(0), self.ci(T), self.ci(1)), first + var(k, I32)
+        else:
+            loop, at = (self.ci(T - 1), self.ci(-1), self.ci(-1)), first + self.ci(T - 1) - var(k, I32)
+        inside = binary(Op.AND, binary(Op.LT, at, self.ci(size)), self.live(binary(Op.MOD, at, self.ci(B))))
+        read = select(inside, sload(sh, at, dt), self.literal(dt))
+        body = (Assign(acc.name, binary(self.pick(_COMBINE[dt][:3]), var(acc.name, dt), read)),)
+        out += [acc, For(k, *loop, body)]
+        return out + self.observe_var(acc.name, dt)
 
     def atomic_buffer(self, dt, length: int) -> str:
         name = f"ya{len(self.atomic_buffers)}"

@@ -59,7 +59,8 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
                       "private:uniform-index", "private:per-thread-index", "collective:block_sum",
                       "collective:block_max", "collective:block_min", "collective:f32", "collective:i32",
                       "collective:u32", "read:own-slot", "read:neighbour", "store:read-modify-write",
-                      "barrier:top", "barrier:loop", "barrier:if", "atomic:global", "atomic:shared", "atomic:f32")
+                      "barrier:top", "barrier:loop", "barrier:if", "atomic:global", "atomic:shared", "atomic:f32",
+                      "shared:walk")
 # Rare shapes the generator aims at on purpose (case.shapes, recorded by the generator): one-past
 # programs of each bounds-proof rule (boundary.py; `guard-le`: a `<=` guard narrows the index,
 # `loop-thread`: a loop up to a per-thread stop whose last thread takes the longest trip) and
@@ -121,7 +122,8 @@ def _reads_own(load_node) -> bool:
 
 def structure_of(kernel, consts: dict) -> set:
     """The structure classes of a kernel (after specialisation, shapes at 8 lanes)."""
-    from ...backend.shapes import ShapeAnalysis
+    from ...backend.lowering.transposed import transposable
+    from ...backend.shapes import ShapeAnalysis, classify
     from ...refimpl.specialize import specialize
     sk = specialize(kernel, consts)
     shapes = ShapeAnalysis(sk, 8)
@@ -141,6 +143,8 @@ def structure_of(kernel, consts: dict) -> set:
             elif isinstance(s, For):
                 u = shapes.shape(s.start).uniform and shapes.shape(s.stop).uniform
                 facts.add("for:uniform" if u else "for:per-thread")
+                if u and transposable(s, lambda i: classify(shapes.shape(i), store=False).kind not in ("uniform", "contiguous")):
+                    facts.add("shared:walk")       # read through a transposing prologue (lowering/transposed.py)
                 if loop_depth:
                     facts.add("for:nested")
                 visit(s.body, if_depth, loop_depth + 1)
