@@ -126,12 +126,15 @@ def run_variant(case, spec: str, ref: dict) -> dict:
     """Compile `spec`, check it against `ref` (verify_build: lane claims at the lowering's
     width, guarded native run, bitwise outputs). Never raises."""
     from ..backend.compiler import UnsupportedVariant, compile_kernel
-    from ..backend.variant import parse_variant
+    from ..backend.variant import VariantError, parse_variant
     rec = {"variant": spec, "status": "ok"}
+    variant = parse_variant(spec)     # a spec of the matrix: one that does not parse is our bug
     t0 = time.perf_counter()
     try:
-        ck = compile_kernel(case.kernel, case.consts, parse_variant(spec), n=case.n)
-    except UnsupportedVariant as e:
+        ck = compile_kernel(case.kernel, case.consts, variant, n=case.n)
+    except (UnsupportedVariant, VariantError) as e:
+        # VariantError: the variant does not fit this kernel (lanes x interleave past its block),
+        # as when a shrink makes the block smaller than a failing variant's packets
         return {**rec, "status": "unsupported", "detail": str(e)}
     except Exception as e:  # noqa: BLE001 - a compiler error is a finding
         return {**rec, "status": "compile_error", "detail": f"{type(e).__name__}: {e}"}
@@ -183,7 +186,7 @@ def run_variant_error(case, spec: str, facts) -> dict:
     nothing outside the buffers. An unsafe build checks nothing by contract: not run."""
     from ..backend.compiler import UnsupportedVariant, compile_kernel
     from ..backend.jit import level, quick_compiles
-    from ..backend.variant import parse_variant
+    from ..backend.variant import VariantError, parse_variant
     from ..refimpl.interpreter import KernelRuntimeError
     from .guard import GuardedSet
     rec = {"variant": spec, "status": "ok", "expected_error": True}
@@ -199,7 +202,7 @@ def run_variant_error(case, spec: str, facts) -> dict:
         # no launch of the program runs. A checked variant's build is the one that reports.
         with quick_compiles(level() if variant.checked else 0):
             ck = compile_kernel(case.kernel, case.consts, variant, n=case.n)   # built for n: no other build
-    except UnsupportedVariant as e:
+    except (UnsupportedVariant, VariantError) as e:
         return {**rec, "status": "unsupported", "detail": str(e)}
     except Exception as e:  # noqa: BLE001 - a compiler error is a finding
         return {**rec, "status": "compile_error", "detail": f"{type(e).__name__}: {e}"}

@@ -126,13 +126,19 @@ class AtomicLowering:
         # an empty asm hands the slot back as a pointer LLVM cannot see through, so it keeps the
         # store and the scalar loads instead of folding them back into extracts
         opaque = b.asm(ir.FunctionType(PTR, [PTR]), "", "=r,0", [slot], False, name="lane.at.p")
-        bits = None if self.mask is None else b.zext(b.bitcast(self.mask, ir.IntType(W)), I32T)
+        # the mask as an integer of at least 32 bits (64 at 64 lanes: lanes 4 x interleave 16)
+        width = max(W, 32)
+        bits = None
+        if self.mask is not None:
+            bits = b.bitcast(self.mask, ir.IntType(W))
+            bits = bits if W == width else b.zext(bits, ir.IntType(width))
 
         def at(li):
             return b.sext(b.load(b.gep(opaque, [li], source_etype=I32T), typ=I32T, align=4), I64)
 
         def on(li):
-            return None if bits is None else b.trunc(b.lshr(bits, li), I1)
+            shift = li if width == 32 else b.zext(li, ir.IntType(width))
+            return None if bits is None else b.trunc(b.lshr(bits, shift), I1)
         return at, on
 
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):

@@ -82,7 +82,19 @@ class Lanes:
             return self.i32(0)
         bits = self.b.bitcast(mask, ir.IntType(self.W))
         lane = self.intrinsic(f"llvm.cttz.i{self.W}", ir.IntType(self.W), [bits, ir.Constant(I1, 0)])
-        return self.b.zext(lane, I32T) if self.W < 32 else lane
+        if self.W == 32:
+            return lane
+        # i64 at 64 lanes (lanes 4 x interleave 16): its count fits an i32
+        return self.b.zext(lane, I32T) if self.W < 32 else self.b.trunc(lane, I32T)
+
+    def lane_on(self, mask, lane):
+        """Whether lane `lane` (an i32 value) of a mask is on. Past 32 lanes, read from the mask
+        as an integer: LLVM's fast code generator (the fuzzer's quick levels) aborts on a
+        variable-index extract from <64 x i1> ("Unexpected illegal type")."""
+        if self.W <= 32:
+            return self.b.extract_element(mask, lane)
+        bits = self.b.bitcast(mask, ir.IntType(self.W))
+        return self.b.trunc(self.b.lshr(bits, self.b.zext(lane, ir.IntType(self.W))), I1)
 
     def all_true(self):
         return vector_const(self.vty(I1), 1)

@@ -185,7 +185,7 @@ class MemoryLowering:
 
         def lane(l, v):
             pre = b.block
-            with b.if_then(b.extract_element(self.mask, l)):
+            with b.if_then(self.lane_on(self.mask, l)):
                 with_x = b.insert_element(v, b.load(ptr_of_lane(l), typ=elem, align=1), l)
                 then_end = b.block
             phi = b.phi(self.vty(elem))
@@ -199,7 +199,7 @@ class MemoryLowering:
         b = self.b
 
         def lane(l, _):
-            with b.if_then(b.extract_element(self.mask, l)):
+            with b.if_then(self.lane_on(self.mask, l)):
                 b.store(b.extract_element(val, l), ptr_of_lane(l), align=1)
         self.counts["scalarised_lanes"] += self.W
         self.lane_loop(lane)
