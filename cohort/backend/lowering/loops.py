@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ...refimpl.ir import DType, For
+from ...refimpl.ir import DType, For, Op
 from .. import inject, jit
 from ..context import I32T, I64
 from ..shapes import Access
@@ -95,6 +95,25 @@ class LoopLowering:
         start, stop = self.constant_of(s.start), self.constant_of(s.stop)
         return -1 if start is None or stop is None else len(range(start, stop, int(s.step.arg)))
 
+    def trips_bound(self, s: For) -> int:
+        """At most how many times a uniform loop runs, when that is known at compile time though
+        its count may not be: a constant start and a stop whose value is at most a constant
+        (`range(min(TS, C - c0))`, a partial tile's loop), else -1."""
+        start, step = self.constant_of(s.start), int(s.step.arg)
+        top = self.upper_bound(s.stop)
+        if start is None or top is None or step <= 0:
+            return -1
+        return len(range(start, top, step))
+
+    def upper_bound(self, e, depth: int = 0):
+        """A constant no smaller than the i32 expression's value, or None: its value when known,
+        and min(a, b) at most either's bound."""
+        c = self.constant_of(e)
+        if c is not None or depth > 8 or e.op is not Op.MIN:
+            return c
+        tops = [t for t in (self.upper_bound(x, depth + 1) for x in e.src) if t is not None]
+        return min(tops) if tops else None
+
     def unroll_fully(self, latch):
         """Mark the loop whose back edge is `latch` for full unrolling (llvm.loop.unroll.full,
         honoured though the tuning turns the unroller off for everything else): a distinct,
@@ -133,7 +152,7 @@ class LoopLowering:
             # are variables kept in memory across regions, LLVM could not see it and would
             # refuse (and warn about) the unrolling asked for
             trips = self.constant_trips(s)
-            self.transposed = self.transposed_reads(s, start_v, trips)
+            self.transposed = self.transposed_reads(s, start_v, trips if trips >= 0 else self.trips_bound(s))
             iterate(self.i64(0), self.i64(trips) if trips >= 0 else
                     self.scalar_trips(b.sext(self.lane0(start_v), I64), b.sext(self.lane0(stop_v), I64), step),
                     unroll=0 < trips <= UNROLL_TRIPS)

@@ -14,8 +14,9 @@ two-source shuffles, each swapping one bit of the row number with the same bit
 of the column number) and keeps the result in a scratch of its own; iteration
 i then reads its W values side by side with one vector load.
 
-Only where that is the same value the gather would read: a uniform loop of a
-constant trip count (2..MAX_TRIPS); an i32 index whose only loop-varying part
+Only where that is the same value the gather would read: a uniform loop of at
+most a constant number of trips (2..MAX_TRIPS: a constant count, or a constant
+start and a stop of at most a constant, as `range(min(TS, C - c0))`); an i32 index whose only loop-varying part
 is the loop variable with coefficient x step = 1 (so iteration i reads a_l + i,
 as i32 arithmetic wraps alike), built from constants, parameters, built-ins and
 variables the loop does not assign, with no loads; and an array the loop body
@@ -123,7 +124,9 @@ def transposable(s: For, varies) -> list:
 class TransposedReads:
     def transposed_reads(self, s: For, start_v, trips: int) -> dict:
         """{id(shared load): its scratch} for the loads of loop `s` read through a transposing
-        prologue, the prologue emitted here (just before the loop)."""
+        prologue, the prologue emitted here (just before the loop). `trips`: the loop's trip
+        count, or a constant it never exceeds (the prologue reads that many windows; those
+        past the loop's end are never used)."""
         if self.W == 1 or self.W > 32 or not 2 <= trips <= MAX_TRIPS:
             return {}
         varies = lambda idx: self.access_class(idx, store=False).kind not in ("uniform", "contiguous")
