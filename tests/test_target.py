@@ -49,6 +49,9 @@ def test_explicit_targets():
     avx512 = target.from_triple("x86_64-unknown-linux-gnu", "skylake-avx512", "+avx2,+fma,+avx512f")
     assert avx512.vector_bits == 512 and avx512.native_fma and avx512.width_text(16) == \
         "one 512-bit AVX-512 register per packet"
+    # an 8-lane packet asks for 256-bit vectors (prefer-vector-width): one ymm, not a zmm
+    assert avx512.width_text(8) == "one 256-bit AVX-512 register per packet"
+    assert avx512.width_text(32) == "two 512-bit AVX-512 registers per packet"
     assert not target.from_triple(AARCH64_LINUX, features="-neon").native_fma
 
 

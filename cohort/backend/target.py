@@ -347,12 +347,16 @@ class Target:
         return -(-32 * lanes // bits) if bits else 0
 
     def width_text(self, lanes: int) -> str:
-        """'one 512-bit AVX-512 register per packet', 'four 128-bit NEON registers per packet'."""
+        """'one 512-bit AVX-512 register per packet', 'one 256-bit AVX-512 register per packet'
+        (8 lanes), 'four 128-bit NEON registers per packet'."""
         n = self.registers_per_packet(lanes)
         if n == 0:
             return "scalar code (no vector unit)"
         words = {1: "one", 2: "two", 3: "three", 4: "four", 8: "eight"}
-        return (f"{words.get(n, str(n))} {self.vector_bits}-bit {self.vector_isa} "
+        # a packet narrower than the widest registers asks for its own width (the lowering's
+        # prefer-vector-width): 8 lanes on a 512-bit machine fill one 256-bit register
+        bits = min(self.vector_bits, max(128, 32 * lanes))
+        return (f"{words.get(n, str(n))} {bits}-bit {self.vector_isa} "
                 f"register{'s' if n > 1 else ''} per packet")
 
     def entry_attributes(self, attrs: dict) -> dict:
