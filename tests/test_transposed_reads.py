@@ -82,6 +82,21 @@ def walk_rewritten(x: Buffer[f32], y: Buffer[f32], T: Const[int]):
     y[global_id()] = acc
 
 
+@kernel(block=16)
+def walk_scattered(x: Buffer[f32], y: Buffer[f32], T: Const[int]):
+    """Lanes not a constant apart (rows (7t) % 16): every window read masked, lane by lane."""
+    t = thread_id()
+    tile = shared(f32, TILE)
+    for i in range(20):
+        tile[i * 16 + t] = x[block_id() * TILE + i * 16 + t]
+    barrier()
+    r = (t * 7) % 16
+    acc = 0.0
+    for k in range(T):
+        acc = acc * 0.5 + tile[r * 20 + k]
+    y[global_id()] = acc
+
+
 F, I = f32.dtype, i32.dtype
 
 
@@ -99,6 +114,8 @@ CASES = {
     "whole_tile": lambda: _walk_case(64, 64, 5, 0),
     "down": lambda: Case(walk_down.ir, 48, {"T": 19, "S": 19},
                          (BufferSpec("x", I, 3 * TILE), BufferSpec("y", I, 48)), {}, 2),
+    "scattered": lambda: Case(walk_scattered.ir, 32, {"T": 20},
+                              (BufferSpec("x", F, 2 * TILE, "finite"), BufferSpec("y", F, 32)), {}, 4),
     "rewritten": lambda: Case(walk_rewritten.ir, 32, {"T": 20},
                               (BufferSpec("x", F, 2 * TILE, "finite"), BufferSpec("y", F, 32)), {}, 1),
 }
@@ -128,6 +145,11 @@ def test_the_walk_is_transposed_in_every_packet_build(variant, reads):
     ck = compile_kernel(walk, {"T": 20, "S": 20, "OFF": 0}, variant, n=48)
     assert ck.lowering_counts.get("transposed_reads", 0) == reads
     assert ck.lowering_counts.get("gathers", 0) == 0
+
+
+def test_lanes_not_a_constant_apart_are_transposed_too():
+    ck = compile_kernel(walk_scattered, {"T": 20}, "packet,lanes=16", n=32)
+    assert ck.lowering_counts.get("transposed_reads") == 1 and not ck.lowering_counts.get("gathers")
 
 
 def test_no_prologue_where_the_loop_writes_the_array_or_runs_once():
