@@ -97,6 +97,20 @@ def walk_scattered(x: Buffer[f32], y: Buffer[f32], T: Const[int]):
     y[global_id()] = acc
 
 
+@kernel(block=16)
+def walk_partial(x: Buffer[f32], y: Buffer[f32], T: Const[int], s: i32):
+    """A run-time trip count of at most T (a partial tile's loop): the prologue reads T windows."""
+    t = thread_id()
+    tile = shared(f32, TILE)
+    for i in range(20):
+        tile[i * 16 + t] = x[block_id() * TILE + i * 16 + t]
+    barrier()
+    acc = 0.0
+    for k in range(min(T, s)):
+        acc = acc * 0.5 + tile[t * 20 + k]
+    y[global_id()] = acc
+
+
 F, I = f32.dtype, i32.dtype
 
 
@@ -116,6 +130,9 @@ CASES = {
                          (BufferSpec("x", I, 3 * TILE), BufferSpec("y", I, 48)), {}, 2),
     "scattered": lambda: Case(walk_scattered.ir, 32, {"T": 20},
                               (BufferSpec("x", F, 2 * TILE, "finite"), BufferSpec("y", F, 32)), {}, 4),
+    **{f"partial_{v}": (lambda v=v: Case(walk_partial.ir, 32, {"T": 20},
+                                          (BufferSpec("x", F, 2 * TILE, "finite"), BufferSpec("y", F, 32)),
+                                          {"s": np.int32(v)}, 6)) for v in (-3, 0, 1, 7, 20, 99)},
     "rewritten": lambda: Case(walk_rewritten.ir, 32, {"T": 20},
                               (BufferSpec("x", F, 2 * TILE, "finite"), BufferSpec("y", F, 32)), {}, 1),
 }
@@ -149,6 +166,11 @@ def test_the_walk_is_transposed_in_every_packet_build(variant, reads):
 
 def test_lanes_not_a_constant_apart_are_transposed_too():
     ck = compile_kernel(walk_scattered, {"T": 20}, "packet,lanes=16", n=32)
+    assert ck.lowering_counts.get("transposed_reads") == 1 and not ck.lowering_counts.get("gathers")
+
+
+def test_a_loop_of_at_most_a_constant_count_is_transposed():
+    ck = compile_kernel(walk_partial, {"T": 20}, "packet,lanes=16", n=32)
     assert ck.lowering_counts.get("transposed_reads") == 1 and not ck.lowering_counts.get("gathers")
 
 
