@@ -7,7 +7,7 @@ in the language (at most 2^30 - 1 elements per buffer, so they never do). A
 launch adds into counts: it must be zero first (the op allocates it zeroed).
 
 A launch of one block (L <= HB * items) counts straight into counts with
-global atomics. Otherwise a block counts HB * items consecutive indices
+global atomics; at most HB indices are launched as L threads, one per index. Otherwise a block counts HB * items consecutive indices
 (items: 16, or more so that there are at least PER_BIN per shared bin) into
 its own bins in shared memory
 (zeroed by the block; atomics on shared memory: colliding threads all count),
@@ -102,7 +102,10 @@ def items(bins: int) -> int:
 
 def launch(s):
     chunk = HB * items(s[1])
-    return Launch(((s[0] + chunk - 1) // chunk) * HB, {"L": s[0], "BINS": s[1]}, {})
+    # at most one index per thread of one block: a thread per index (the block's others would
+    # count nothing), so a tiny launch runs one partial packet, not HB / lanes of them
+    n = s[0] if s[0] <= HB else ((s[0] + chunk - 1) // chunk) * HB
+    return Launch(n, {"L": s[0], "BINS": s[1]}, {})
 
 
 def launch_global(s):
