@@ -174,6 +174,38 @@ def test_a_loop_of_at_most_a_constant_count_is_transposed():
     assert ck.lowering_counts.get("transposed_reads") == 1 and not ck.lowering_counts.get("gathers")
 
 
+@kernel(block=32)
+def many_walks(x: Buffer[f32], y: Buffer[f32]):
+    """Six walks of 64 trips at 32 lanes: 8 KiB of scratch each, more than the stack allowed."""
+    t = thread_id()
+    tile = shared(f32, 64 * 32 + 64)
+    for i in range(66):
+        tile[i * 32 + t] = x[block_id() * 2112 + i * 32 + t]
+    barrier()
+    acc = 0.0
+    for k in range(64):
+        acc = acc + tile[t * 64 + k]
+    for k in range(64):
+        acc = acc * 0.5 + tile[t * 64 + 1 + k]
+    for k in range(64):
+        acc = acc - tile[t * 64 + 2 + k]
+    for k in range(64):
+        acc = acc * 0.25 + tile[t * 64 + 3 + k]
+    for k in range(64):
+        acc = acc + tile[t * 64 + 4 + k]
+    for k in range(64):
+        acc = acc * 0.75 + tile[t * 64 + 5 + k]
+    y[global_id()] = acc
+
+
+def test_the_prologues_stack_is_bounded_and_the_rest_gather():
+    ck = compile_kernel(many_walks, {}, "packet,lanes=16,interleave=2", n=64)
+    c = ck.lowering_counts
+    assert c["transposed_reads"] == 4 and c["transposed_bytes"] == 4 * 8192 and c["gathers"] == 2
+    case = Case(many_walks.ir, 64, {}, (BufferSpec("x", F, 2 * 2112, "finite"), BufferSpec("y", F, 64)), {}, 8)
+    _agree(case, ("whole", "lanes=16,full_packet=on,predicated=on,private=cohort,interleave=2"))
+
+
 def test_no_prologue_where_the_loop_writes_the_array_or_runs_once():
     ck = compile_kernel(walk_rewritten, {"T": 20}, "packet", n=32)
     assert not ck.lowering_counts.get("transposed_reads")

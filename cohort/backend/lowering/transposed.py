@@ -49,6 +49,9 @@ from ..context import I1, I32T, I64, mem_type, vector_const
 
 # iterations a prologue covers: its scratch is ceil(T / W) * W * W elements (8 KiB at W 32)
 MAX_TRIPS = 64
+# the entry's stack the prologues of one kernel may take in all (each load has its own scratch):
+# far inside any thread's stack, the pool's included (core.PRIVATE_STACK_BYTES's reasoning)
+MAX_SCRATCH_BYTES = 32 << 10
 _LEAVES = {Op.CONST, Op.PARAM, Op.VAR, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS,
            Op.BUFLEN}
 _INVARIANT_OPS = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SHL, Op.SHR, Op.AND, Op.OR, Op.XOR, Op.MIN, Op.MAX, Op.ABS}
@@ -132,6 +135,10 @@ class TransposedReads:
         varies = lambda idx: self.access_class(idx, store=False).kind not in ("uniform", "contiguous")
         out = {}
         for e in transposable(s, varies):
+            nbytes = -(-trips // self.W) * self.W * self.W * (1 if e.dtype is DType.BOOL else 4)
+            if self.counts["transposed_bytes"] + nbytes > MAX_SCRATCH_BYTES:
+                continue                  # read with gathers, as any other such load
+            self.counts["transposed_bytes"] += nbytes
             out[id(e)] = self.transpose_windows(e, s.var, start_v, trips)
             self.counts["transposed_reads"] += 1
         return out
