@@ -109,7 +109,7 @@ class LoopLowering:
         """A constant no smaller than the i32 expression's value, or None: its value when known,
         and min(a, b) at most either's bound."""
         c = self.constant_of(e)
-        if c is not None or depth > 8 or e.op is not Op.MIN:
+        if c is not None or depth > 8 or e.op is not Op.MIN or e.dtype is not DType.I32:   # signed min only
             return c
         tops = [t for t in (self.upper_bound(x, depth + 1) for x in e.src) if t is not None]
         return min(tops) if tops else None
