@@ -23,7 +23,9 @@ def test_a_steered_campaign_makes_every_rare_shape_early():
     cooperative walk piece joined (session 18), 28, 35, 57, 26 and two offsets missing one).
     The non-past shapes are aimed at one per program (build.py: all at once made programs of
     30-50 statements), so each comes within a dozen: first at 0-11 over the six offsets; the
-    past shape guard-le, aimed at first, at 0-12 (8 on this one)."""
+    past shape guard-le at 0-12: 4, 0, 12, 2, 10, 7 before the walk piece and 8, 0, 12, 2, 10,
+    7 after it (only this offset's draw moved; the bound was 6, which held for this offset's
+    draw alone)."""
     cov, made, first = Coverage(), set(), {}
     for s in range(30):
         if s % 3 == 0:

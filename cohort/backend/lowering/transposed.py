@@ -44,6 +44,7 @@ from ...refimpl.ir import (
     walk_stmts,
     written_name,
 )
+from ...refimpl.opdefs import OPDEFS
 from .. import inject
 from ..context import I1, I32T, I64, mem_type, vector_const
 
@@ -52,8 +53,8 @@ MAX_TRIPS = 64
 # the entry's stack the prologues of one kernel may take in all (each load has its own scratch):
 # far inside any thread's stack, the pool's included (core.PRIVATE_STACK_BYTES's reasoning)
 MAX_SCRATCH_BYTES = 32 << 10
-_LEAVES = {Op.CONST, Op.PARAM, Op.VAR, Op.THREAD_ID, Op.BLOCK_ID, Op.GLOBAL_ID, Op.BLOCK_SIZE, Op.NUM_THREADS,
-           Op.BUFLEN}
+# leaves whose value the launch fixes (literals, parameters, built-ins): unchanged by any loop
+_LEAVES = frozenset(op for op, d in OPDEFS.items() if d.scope is not None)
 _INVARIANT_OPS = {Op.ADD, Op.SUB, Op.MUL, Op.NEG, Op.SHL, Op.SHR, Op.AND, Op.OR, Op.XOR, Op.MIN, Op.MAX, Op.ABS}
 
 
