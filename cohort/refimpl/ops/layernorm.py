@@ -42,12 +42,12 @@ def layernorm_private(x: Buffer[f32], w: Buffer[f32], b: Buffer[f32], y: Buffer[
     full = cols // block_size()
     tail = t + full * block_size()
     items = private(f32, cols // block_size() + 1)
-    for k in range(full):
-        items[k] = x[base + t + k * block_size()]
-    items[full] = x[base + tail] if tail < cols else 0.0
     s = 0.0
     for k in range(full):
-        s += items[k]
+        v = x[base + t + k * block_size()]
+        items[k] = v
+        s += v
+    items[full] = x[base + tail] if tail < cols else 0.0
     if tail < cols:
         s += items[full]
     total = block_sum(s)

@@ -45,15 +45,16 @@ def masked_softmax_private(x: Buffer[f32], mask: Buffer[bool], y: Buffer[f32], c
     tail = t + full * block_size()
     items = private(f32, cols // block_size() + 1)
     keep = private(bool, cols // block_size() + 1)
-    for k in range(full):
-        items[k] = x[base + t + k * block_size()]
-        keep[k] = mask[base + t + k * block_size()]
-    items[full] = x[base + tail] if tail < cols else 0.0
-    keep[full] = mask[base + tail] if tail < cols else False
     m = -INF
     for k in range(full):
-        if keep[k]:
-            m = max(m, items[k])
+        v = x[base + t + k * block_size()]
+        kv = mask[base + t + k * block_size()]
+        items[k] = v
+        keep[k] = kv
+        if kv:
+            m = max(m, v)
+    items[full] = x[base + tail] if tail < cols else 0.0
+    keep[full] = mask[base + tail] if tail < cols else False
     if tail < cols:
         if keep[full]:
             m = max(m, items[full])

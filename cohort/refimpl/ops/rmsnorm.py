@@ -3,7 +3,8 @@
 Two forms, the same float32 operations in the same order: "stream" reads x
 from memory in each of its two passes; "private" holds the thread's slice of
 the row in a private array (CUB's striped items[ITEMS_PER_THREAD]: item k of
-thread t is column t + k*B), loaded once and read by both passes."""
+thread t is column t + k*B), loaded once, in the first pass's loop, and read
+again by the second."""
 import numpy as np
 
 from ... import Buffer, Const, block_id, block_size, block_sum, f32, kernel, private, sqrt, thread_id
@@ -37,16 +38,19 @@ def rmsnorm_private(x: Buffer[f32], w: Buffer[f32], y: Buffer[f32], cols: Const[
     # vector load of the same place cannot be forwarded and stalls (measured
     # 0.57 vs 0.23 us at 17x65). Hence cols//B + 1 items: ceil(cols/B), plus
     # one unused item when B divides cols. Every pass guards the partial item.
+    # The load loop is the first pass's loop: the items cannot all stay in
+    # registers across block_sum (24 per thread at 768 columns, for every
+    # packet of the block), so each is stored once; reading it back in a loop
+    # of its own cost one more load per element (private/stream 1.15 -> 1.05).
     full = cols // block_size()
     tail = t + full * block_size()
     items = private(f32, cols // block_size() + 1)
-    for k in range(full):
-        items[k] = x[row * cols + t + k * block_size()]
-    items[full] = x[row * cols + tail] if tail < cols else 0.0
     acc = 0.0
     for k in range(full):
-        v = items[k]
+        v = x[row * cols + t + k * block_size()]
+        items[k] = v
         acc += v * v
+    items[full] = x[row * cols + tail] if tail < cols else 0.0
     if tail < cols:
         v = items[full]
         acc += v * v
