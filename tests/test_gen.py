@@ -297,7 +297,16 @@ def _wrap(x: Buffer[f32], y: Buffer[f32]):
     y[global_id()] = acc
 
 
+@kernel(block=16)
+def _branch(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    if x[g] > 0.0:                      # some lanes of a packet take it, some do not
+        y[g] = x[g] * 2.0
+
+
 _PLANT_CASES = {
+    "if_all_on_any": (_branch, ("lanes=8,full_packet=on,predicated=on,private=cohort",
+                                "lanes=16,full_packet=on,predicated=off,private=cohort")),
     "loop_align_start": (_wrap, ("lanes=8,full_packet=on,predicated=on,private=cohort",)),
     "minmax_unfenced": (_nest, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
     "rem_pow2_mask": (_rem, ("whole", "lanes=8,full_packet=on,predicated=on,private=cohort")),
