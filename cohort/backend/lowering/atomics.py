@@ -105,9 +105,7 @@ class AtomicLowering:
         if self.mask is None or self.W == 1:
             lanes(self.mask is not None)
             return
-        every = b.icmp_unsigned("==", b.bitcast(self.mask, ir.IntType(self.W)),
-                                ir.Constant(ir.IntType(self.W), (1 << self.W) - 1))
-        with b.if_else(every) as (all_on, some_off):
+        with b.if_else(self.every(self.mask)) as (all_on, some_off):
             with all_on:
                 lanes(False)
             with some_off:

@@ -76,6 +76,13 @@ class Lanes:
         bits = self.b.bitcast(mask, ir.IntType(self.W))
         return self.b.icmp_unsigned("!=", bits, ir.Constant(ir.IntType(self.W), 0))
 
+    def every(self, mask):
+        """Whether every lane of a mask is on (an i1)."""
+        if self.W == 1:
+            return mask
+        bits = self.b.bitcast(mask, ir.IntType(self.W))
+        return self.b.icmp_unsigned("==", bits, ir.Constant(ir.IntType(self.W), (1 << self.W) - 1))
+
     def first_lane(self, mask):
         """The lowest lane that is on (an i32), for a mask with some lane on."""
         if self.W == 1:

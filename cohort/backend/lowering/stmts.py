@@ -122,11 +122,8 @@ class StmtLowering:
             with self.masked_if_any(cond):
                 self.stmts(body)
             return
-        b = self.b
-        bits = b.bitcast(cond, ir.IntType(self.W))
-        want = ir.Constant(ir.IntType(self.W), 0 if inject.active("if_all_on_any") else -1)
-        every = b.icmp_unsigned("!=" if inject.active("if_all_on_any") else "==", bits, want)
-        with b.if_else(every) as (all_on, some_off):
+        every = self.any(cond) if inject.active("if_all_on_any") else self.every(cond)
+        with self.b.if_else(every) as (all_on, some_off):
             with all_on:
                 self.stmts(body)
             with some_off:
