@@ -9,7 +9,10 @@ peer per round (median and range over rounds). matmul also prints GFLOP/s and th
 fraction of this CPU's FMA peak (measured here: timer-free chains of independent
 vector FMAs, one thread); cumsum, histogram and transpose print GB/s against the
 memory bound (DESIGN §7's roofline probe). `--workers 2` runs cohort in the pool
-with 2 workers and torch with 2 threads.
+with 2 workers and torch with 2 threads. Every buffer starts on a 64-byte line, as
+torch's allocator places tensors (numpy's large arrays start 16 bytes into one; a b
+misaligned so would make matmul's panel rows straddle two lines: measured 1.2x slower
+at 1024^3 on the znver3 VM).
 
     python benchmarks/bench_coop.py [--ops matmul,cumsum,histogram,transpose] [--rounds 7]
         [--workers 1] [--variant packet] [--quick]
@@ -62,6 +65,15 @@ def peer_inputs(name, inputs, shape):
     return ts
 
 
+def line_aligned(a: np.ndarray) -> np.ndarray:
+    """A copy of `a` starting on a 64-byte boundary (torch's allocator does this; numpy does not)."""
+    raw = np.empty(a.nbytes + 64, np.uint8)
+    start = (-raw.ctypes.data) % 64
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 def timed(fn, reps):
     t0 = time.perf_counter()
     for _ in range(reps):
@@ -112,11 +124,11 @@ def run_case(name, shape, args, variant):
     if name == "matmul":                  # the form cohort.torch.matmul picks for this shape
         from cohort.refimpl.ops.matmul import form_for
         op = op.with_form(form_for(shape))
-    inputs = op.make_inputs(shape, 0)
+    inputs = {n: line_aligned(np.ascontiguousarray(a)) for n, a in op.make_inputs(shape, 0).items()}
     launch = op.launch(shape)
     v = parse_variant(variant)
     ck = compile_kernel(op.kernel, launch.consts, v, n=launch.n)
-    bufs = ops.allocate(op, shape, inputs)
+    bufs = {n: a if n in inputs else line_aligned(a) for n, a in ops.allocate(op, shape, inputs).items()}
     p = ck.prepare(launch.n, {**bufs, **launch.scalars})
     out = bufs[op.output]
     ours = (lambda: (out.fill(0), runtime.run(p, v))) if name == "histogram" else (lambda: runtime.run(p, v))

@@ -202,7 +202,12 @@ def _bug_param(b: str):
     return pytest.param(b, marks=[pytest.mark.slow])
 
 
-@pytest.mark.parametrize("bug", [_bug_param(b) for b in sorted(BUGS)])
+# A read past a buffer's end changes no output and no guard band (they catch stray writes):
+# tests/test_no_overread.py catches this plant with a PROT_NONE page after the buffer instead.
+NOT_SEEN_BY_OUTPUTS = {"strided_span_overread"}
+
+
+@pytest.mark.parametrize("bug", [_bug_param(b) for b in sorted(set(BUGS) - NOT_SEEN_BY_OUTPUTS)])
 def test_injected_bug_is_caught(bug):
     r = run_campaign(BACKSTOP_SECONDS, seed=BUG_SEED, jobs=2, bugs=(bug,), stop_on_failure=True, shrink=False,
                      max_programs=BUG_PROGRAMS)

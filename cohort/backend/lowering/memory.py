@@ -2,7 +2,7 @@
 
 Every buffer access is classified by the shape of its index across the lanes
 (shapes.py): uniform (one scalar load, broadcast), contiguous (a vector
-load/store), strided(2..4) (a masked span load and a shuffle), or gather /
+load/store), strided(2..4) (a span load and a shuffle), or gather /
 scatter. Under a partial mask, effects are masked vector operations
 (`predicated`) or one branch per lane. Each classification is exported as a
 lane claim (`annotate`) the interpreter checks at run time.
@@ -87,7 +87,7 @@ class MemoryLowering:
                 v = self.per_lane_load(lambda l: b.gep(buf, [b.extract_element(idx64, l)],
                                                        source_etype=elem), elem)
         elif acc.kind == "strided" and (self.mask is None or self.variant.predicated):
-            v = self.strided_load(buf, self.lane0(idx64), acc.stride, elem)
+            v = self.strided_load(buf, self.lens[e.arg], self.lane0(idx64), acc.stride, elem)
         else:
             ptrs = self.lane_pointers(buf, idx64, elem)
             if self.mask is not None and not self.variant.predicated:
@@ -164,9 +164,14 @@ class MemoryLowering:
                                                   [j % self.W if inject.active("group_spread_mask") else j // k
                                                    for j in range(k * self.W)]))
 
-    def strided_load(self, buf, first, k: int, elem):
-        """Lanes at first + k*l: one masked load of the span, then a shuffle. Only
-        the elements the lanes need are read, so the span never overreads."""
+    def strided_load(self, buf, length, first, k: int, elem):
+        """Lanes at first + k*l: one load of the span, then a shuffle. The span's last
+        k - 1 elements are past the last lane's; under a mask, or where they would leave
+        the buffer, it is a masked load of the lanes' elements only (no overread). With
+        every lane on and the span inside the buffer (a branch every launch but the
+        buffer's last packet takes), a plain load: masked loads ran rope's stride-2 reads
+        from DRAM at half the speed on session 20's VM (2.8-3.1 ms against 1.5-1.6 ms at
+        1024x4098; the README's target line names the machine)."""
         b, W = self.b, self.W
         span = ir.VectorType(elem, k * W)
         keep = vector_const(ir.VectorType(I1, k * W), [1 if j % k == 0 else 0 for j in range(k * W)])
@@ -174,8 +179,27 @@ class MemoryLowering:
         ptr = b.gep(buf, [first], source_etype=elem)
         self.counts["masked_loads"] += 1
         self.counts["shuffles"] += 1
-        whole = self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem, k * W)}.p0", span,
-                               [ptr, self.i32(1), smask, self.zero(span)])
+
+        def masked():
+            return self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem, k * W)}.p0", span,
+                                  [ptr, self.i32(1), smask, self.zero(span)])
+
+        if self.mask is None and not inject.active("strided_span_overread"):
+            inside = b.icmp_signed("<=", b.add(first, ir.Constant(I64, k * W)), length)
+            with b.if_else(inside) as (then, otherwise):
+                with then:
+                    plain = b.load(ptr, typ=span, align=1)
+                    plain_end = b.block
+                with otherwise:
+                    partial = masked()
+                    partial_end = b.block
+            whole = b.phi(span)
+            whole.add_incoming(plain, plain_end)
+            whole.add_incoming(partial, partial_end)
+        elif self.mask is None:
+            whole = b.load(ptr, typ=span, align=1)      # the planted bug: the span read whole always
+        else:
+            whole = masked()
         return b.shuffle_vector(whole, self.zero(span),
                                 vector_const(self.vty(I32T), [k * l for l in range(W)]))
 

@@ -1,0 +1,99 @@
+"""A strided load never reads past its buffer's end.
+
+With every lane on, a stride-k load reads its span whole (k*W elements from the first
+lane's) and keeps every k-th; the span's last k - 1 elements are past the last lane's,
+so at a buffer's end the span is read with a mask instead (memory.strided_load). Here
+each input ends flush against a page mapped PROT_NONE: one element read past the end
+faults. The launch runs in a child process, so the planted overread shows as a crash
+(SIGSEGV) there, not here; guard bands (DESIGN §8) catch stray writes only."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from cohort import Buffer, f32, global_id, kernel
+from cohort.backend.inject import BUGS
+
+
+@kernel(block=16)
+def pairs(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    y[2 * i] = x[2 * i] * 2.0 - x[2 * i + 1]
+    y[2 * i + 1] = x[2 * i + 1] * 3.0 + x[2 * i]
+
+
+@kernel(block=16)
+def quads(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    y[i] = (x[4 * i + 3] - x[4 * i + 2]) * x[4 * i + 1]
+
+
+_CHILD = r"""
+import ctypes, mmap, sys
+import numpy as np
+sys.path.insert(0, {tests!r})
+from cohort.backend.compiler import compile_kernel
+from cohort.backend.inject import inject_bug_TESTING_ONLY
+from cohort.refimpl.interpreter import interpret
+from test_no_overread import pairs, quads
+
+PAGE = mmap.PAGESIZE
+regions = []
+
+
+def at_page_end(values):
+    # a fresh mapping per array: the array's last byte is the last before a PROT_NONE page
+    nbytes = values.nbytes
+    pages = (nbytes + PAGE - 1) // PAGE + 1
+    m = mmap.mmap(-1, pages * PAGE)
+    regions.append(m)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    assert ctypes.CDLL(None).mprotect(ctypes.c_void_p(base + (pages - 1) * PAGE), PAGE, 0) == 0
+    a = np.frombuffer(m, np.float32, values.size, (pages - 1) * PAGE - nbytes)
+    a[:] = values
+    return a
+
+
+def run(k, n, xlen, ylen, variant):
+    x = np.arange(1, xlen + 1, dtype=np.float32) * np.float32(0.37)
+    want = np.zeros(ylen, np.float32)
+    interpret(k.ir, n, {{"x": x.copy(), "y": want}}, {{}})
+    ck = compile_kernel(k, {{}}, variant, n=n)
+    xs = at_page_end(x)
+    y = at_page_end(np.zeros(ylen, np.float32))
+    ck.prepare(n, {{"x": xs, "y": y}}).run()
+    assert np.array_equal(y.view(np.uint32), want.view(np.uint32)), (k, variant)
+
+
+with inject_bug_TESTING_ONLY(*{bugs!r}):
+    for lanes in (4, 8, 16):
+        variant = f"lanes={{lanes}},full_packet=on,predicated=on,private=cohort"
+        run(pairs, 64, 128, 128, variant)
+        run(quads, 48, 192, 48, variant)
+print("read inside every buffer")
+"""
+
+
+def _child(bugs=()):
+    tests = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(tests)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("COHORT_OBJECT_CACHE", None)
+    return subprocess.run([sys.executable, "-c", _CHILD.format(tests=tests, bugs=tuple(bugs))],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_strided_loads_stay_inside_their_buffers():
+    out = _child()
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "read inside every buffer" in out.stdout
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSEGV"), reason="needs POSIX signals")
+def test_planted_span_overread_faults_at_a_buffers_end():
+    """The check above can fail: with the span read whole even at the end, the child faults."""
+    assert "strided_span_overread" in BUGS
+    out = _child(("strided_span_overread",))
+    assert out.returncode == -signal.SIGSEGV, (out.returncode, out.stdout, out.stderr[-2000:])
