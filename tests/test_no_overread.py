@@ -1,10 +1,10 @@
-"""A strided load never reads past its buffer's end.
+"""A load never reads past its buffer's end.
 
 With every lane on, a stride-k load reads its span whole (k*W elements from the first
 lane's) and keeps every k-th; the span's last k - 1 elements are past the last lane's,
-so at a buffer's end the span is read with a mask instead (memory.strided_load). Here
-each input ends flush against a page mapped PROT_NONE: one element read past the end
-faults. The launch runs in a child process, so the planted overread shows as a crash
+so at a buffer's end the span is read with a mask instead (memory.span_inside); under a
+mask, a contiguous load reads only its active lanes. Here each input ends flush against
+a page mapped PROT_NONE: one element read past the end faults. The launch runs in a child process, so the planted overread shows as a crash
 (SIGSEGV) there, not here; guard bands (DESIGN §8) catch stray writes only."""
 import os
 import signal
@@ -30,6 +30,12 @@ def quads(x: Buffer[f32], y: Buffer[f32]):
     y[i] = (x[4 * i + 3] - x[4 * i + 2]) * x[4 * i + 1]
 
 
+@kernel(block=16)
+def shifted(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    y[i] = x[i + 3] * 2.0 if i + 3 < len(x) else -1.0    # masked off in the last packet's last 3 lanes
+
+
 _CHILD = r"""
 import ctypes, mmap, sys
 import numpy as np
@@ -37,7 +43,7 @@ sys.path.insert(0, {tests!r})
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.inject import inject_bug_TESTING_ONLY
 from cohort.refimpl.interpreter import interpret
-from test_no_overread import pairs, quads
+from test_no_overread import pairs, quads, shifted
 
 PAGE = mmap.PAGESIZE
 regions = []
@@ -67,21 +73,23 @@ def run(k, n, xlen, ylen, variant):
     assert np.array_equal(y.view(np.uint32), want.view(np.uint32)), (k, variant)
 
 
+CASES = {{"pairs": (pairs, 64, 128, 128), "quads": (quads, 48, 192, 48), "shifted": (shifted, 64, 64, 64)}}
 with inject_bug_TESTING_ONLY(*{bugs!r}):
     for lanes in (4, 8, 16):
         variant = f"lanes={{lanes}},full_packet=on,predicated=on,private=cohort"
-        run(pairs, 64, 128, 128, variant)
-        run(quads, 48, 192, 48, variant)
+        for name in {cases!r}:
+            run(*CASES[name], variant)
 print("read inside every buffer")
 """
+KERNELS = ("pairs", "quads", "shifted")
 
 
-def _child(bugs=()):
+def _child(bugs=(), cases=KERNELS):
     tests = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(tests)
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("COHORT_OBJECT_CACHE", None)
-    return subprocess.run([sys.executable, "-c", _CHILD.format(tests=tests, bugs=tuple(bugs))],
+    return subprocess.run([sys.executable, "-c", _CHILD.format(tests=tests, bugs=tuple(bugs), cases=tuple(cases))],
                           capture_output=True, text=True, timeout=300, env=env)
 
 
@@ -92,8 +100,10 @@ def test_strided_loads_stay_inside_their_buffers():
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGSEGV"), reason="needs POSIX signals")
-def test_planted_span_overread_faults_at_a_buffers_end():
-    """The check above can fail: with the span read whole even at the end, the child faults."""
-    assert "strided_span_overread" in BUGS
-    out = _child(("strided_span_overread",))
+@pytest.mark.parametrize("case", ("pairs", "quads"))
+def test_planted_span_overread_faults_at_a_buffers_end(case):
+    """The check above can fail: with a strided span read whole even at the end, the
+    child faults."""
+    assert "span_overread" in BUGS
+    out = _child(("span_overread",), (case,))
     assert out.returncode == -signal.SIGSEGV, (out.returncode, out.stdout, out.stderr[-2000:])

@@ -21,8 +21,10 @@ BUGS = {
     "stride_as_contiguous": "stride-2 indices are classified contiguous",
     "div_uniform": "integer division by any constant is classified uniform across lanes",
     "full_packet_always": "every packet takes the unmasked full-packet path, the launch's partial one too",
-    "strided_span_overread": "a strided load with every lane on reads its span whole even where the span's "
-                             "last k - 1 elements leave the buffer (memory.strided_load)",
+    "span_overread": "a strided load with every lane on reads its whole span even where the span's last "
+                     "k - 1 elements leave the buffer (memory.span_inside)",
+    "blend_store_inverted": "a shared store under a mask keeps the old value in the active lanes and "
+                            "writes the new one in the others (memory.blend_store)",
     "if_all_on_any": "a varying if's all-on body runs when any lane takes the branch, not every lane "
                      "(stmts.varying_branch)",
     "private_swap": "cohort-layout private loads with a per-lane index address x + t*size (thread-major)",
