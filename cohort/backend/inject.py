@@ -23,6 +23,8 @@ BUGS = {
     "full_packet_always": "every packet takes the unmasked full-packet path, the launch's partial one too",
     "span_overread": "a strided load with every lane on reads its whole span even where the span's last "
                      "k - 1 elements leave the buffer (memory.span_inside)",
+    "masked_load_all_on_any": "a contiguous load under a mask takes the plain (unmasked) load when any lane "
+                              "is on, not every lane (memory.buffer_load)",
     "blend_store_inverted": "a shared store under a mask keeps the old value in the active lanes and "
                             "writes the new one in the others (memory.blend_store)",
     "if_all_on_any": "a varying if's all-on body runs when any lane takes the branch, not every lane "
