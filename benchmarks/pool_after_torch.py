@@ -1,0 +1,67 @@
+"""The worker pool's launch before and after torch has run at the same thread count.
+
+docs/native-mt (session 20) saw matmul 256x512x256 at 2 workers either 1.9x faster than
+one thread or no faster, round by round. This times one launch entry at 2 workers
+(runtime.NativeLaunch, the native timer, no Python between launches) alone, then right
+after a torch.matmul at 2 threads, then after a torch.matmul and a pause: on the znver3
+VM the launch ran at 470-510 us alone, 870-1140 us after torch (slower than one worker,
+886 us), with OMP_WAIT_POLICY=PASSIVE too. Not explained yet (issue 25).
+
+    python benchmarks/pool_after_torch.py [--op matmul] [--shape 256x512x256] [--workers 2]
+"""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--op", default="matmul")
+    ap.add_argument("--shape", default="256x512x256")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=4)
+    args = ap.parse_args()
+    from cohort.backend import runtime
+    from cohort.backend.compiler import compile_kernel
+    from cohort.backend.variant import parse_variant
+    from cohort.refimpl import ops
+    op = ops.get(args.op)
+    shape = tuple(int(x) for x in args.shape.split("x"))
+    launch = op.launch(shape)
+    bufs = ops.allocate(op, shape, op.make_inputs(shape, 0))
+
+    def entry(workers):
+        v = parse_variant(f"packet,grain=0,workers={workers}")
+        p = compile_kernel(op.kernel, launch.consts, v, n=launch.n).prepare(launch.n, {**bufs, **launch.scalars})
+        nl = runtime.NativeLaunch(p, v)
+        nl.launch()
+        return nl, nl.calibrate()
+
+    def line(label, nl, iters):
+        us = nl.time(iters, 7) / 1e3
+        print(f"{label:28s} median {np.median(us):8.1f} us  samples {' '.join(f'{x:.0f}' for x in us)}", flush=True)
+
+    one, it1 = entry(1)
+    many, it = entry(args.workers)
+    for r in range(args.rounds):
+        line("1 worker", one, it1)
+        line(f"{args.workers} workers alone", many, it)
+    import torch
+    torch.set_num_threads(args.workers)
+    a, b = torch.randn(256, 512), torch.randn(512, 256)
+    for r in range(args.rounds):
+        torch.matmul(a, b)
+        line(f"{args.workers} workers after torch", many, it)
+    for r in range(args.rounds):
+        torch.matmul(a, b)
+        time.sleep(0.5)
+        line(f"{args.workers} workers, torch, 0.5 s", many, it)
+
+
+if __name__ == "__main__":
+    main()
