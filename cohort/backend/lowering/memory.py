@@ -206,8 +206,8 @@ class MemoryLowering:
         the buffer, it is a masked load of the lanes' elements only (no overread). With
         every lane on and the span inside the buffer (a branch every launch but the
         buffer's last packet takes), a plain load: masked loads ran rope's stride-2 reads
-        from DRAM at half the speed on session 20's VM (2.8-3.1 ms against 1.5-1.6 ms at
-        1024x4098; the README's target line names the machine)."""
+        from DRAM at half the speed on the VM of session 20 (2.8-3.1 ms against 1.5-1.6 ms
+        at 1024x4098, native entry)."""
         b, W = self.b, self.W
         span = ir.VectorType(elem, k * W)
         keep = vector_const(ir.VectorType(I1, k * W), [1 if j % k == 0 else 0 for j in range(k * W)])
@@ -348,8 +348,9 @@ class MemoryLowering:
             v = b.load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), typ=vec, align=1)
         elif acc.kind == "contiguous" and self.variant.predicated:
             # masked off lanes are not read (their indices may lie outside: s[t - 1] for t = 0);
-            # a plain load and a select where the slots are inside measured no faster (cumsum
-            # 129x768: 42-52 us against 39-40), unlike stores (blend_store)
+            # shared arrays sit in L1, where a plain load and a select (slots inside the array)
+            # measured no faster than the masked load (cumsum 129x768, buffers' loads done the
+            # same way: 42-52 us against 39-40), unlike masked stores (blend_store)
             self.counts["masked_loads"] += 1
             v = self.intrinsic(f"llvm.masked.load.{self.vsuffix(elem)}.p0", vec,
                                [b.gep(ptr, [self.lane0(idx64)], source_etype=elem), self.i32(1), self.mask,
