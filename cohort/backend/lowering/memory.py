@@ -371,13 +371,14 @@ class MemoryLowering:
         self.annotate(s, "sstore", s.arr, acc, self.effect_mode())
         if dt is DType.BOOL:
             val = b.zext(val, self.vty(I8))
-        first = b.gep(ptr, [self.lane0(idx64)], source_etype=elem)
-        if acc.kind == "contiguous" and self.mask is not None and self.variant.predicated:
-            self.blend_store(val, first, self.lane0(idx64), self.shared_arrays[s.arr][1], elem)
-        elif acc.kind == "contiguous":
-            self.contiguous_store(val, first, elem)
-        else:
+        if acc.kind != "contiguous":
             self.scatter(val, self.lane_pointers(ptr, idx64, elem), elem)
+            return
+        at = b.gep(ptr, [self.lane0(idx64)], source_etype=elem)
+        if self.mask is not None and self.variant.predicated:
+            self.blend_store(val, at, self.lane0(idx64), self.shared_arrays[s.arr][1], elem)
+        else:
+            self.contiguous_store(val, at, elem)
 
     def blend_store(self, val, ptr, first, size: int, elem):
         """A store under a mask to a shared array: where the W slots lie inside the array, read
