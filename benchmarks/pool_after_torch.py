@@ -1,11 +1,14 @@
 """The worker pool's launch before and after torch has run at the same thread count.
 
 docs/native-mt (session 20) saw matmul 256x512x256 at 2 workers either 1.9x faster than
-one thread or no faster, round by round. This times one launch entry at 2 workers
-(runtime.NativeLaunch, the native timer, no Python between launches) alone, then right
-after a torch.matmul at 2 threads, then after a torch.matmul and a pause: on the znver3
-VM the launch ran at 470-510 us alone, 870-1140 us after torch (slower than one worker,
-886 us), with OMP_WAIT_POLICY=PASSIVE too. Not explained yet (issue 25).
+one thread or no faster, round by round. The cause (session 21): after each parallel region
+ATen's OpenMP threads (libgomp) spin for milliseconds (about 10 ms here), and the pool's
+own worker shares a core with the spinner (/proc/self/task/*/schedstat: the worker waiting
+runnable for most of the launch). So a process with an OpenMP runtime runs cohort's launches
+on that runtime's team (runtime.pool_host, COHORT_POOL). This times one launch entry at 2
+workers (runtime.NativeLaunch, the native timer, no Python between launches): alone, then
+after a torch.matmul at 2 threads on the pool's own threads (COHORT_POOL=cohort) and on the
+OpenMP team (auto), alternating, then the same after a pause of 0.5 s.
 
     python benchmarks/pool_after_torch.py [--op matmul] [--shape 256x512x256] [--workers 2]
 """
@@ -54,13 +57,14 @@ def main():
     import torch
     torch.set_num_threads(args.workers)
     a, b = torch.randn(256, 512), torch.randn(512, 256)
-    for r in range(args.rounds):
-        torch.matmul(a, b)
-        line(f"{args.workers} workers after torch", many, it)
-    for r in range(args.rounds):
-        torch.matmul(a, b)
-        time.sleep(0.5)
-        line(f"{args.workers} workers, torch, 0.5 s", many, it)
+    for pause in (0.0, 0.5):
+        for r in range(args.rounds):
+            for how in ("cohort", "auto"):
+                os.environ[runtime.POOL_ENV] = how
+                torch.matmul(a, b)
+                time.sleep(pause)
+                line(f"{runtime.pool_host():6s} after torch{f', {pause} s' if pause else ''}", many, it)
+    os.environ.pop(runtime.POOL_ENV)
 
 
 if __name__ == "__main__":

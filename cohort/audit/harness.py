@@ -177,6 +177,8 @@ def _run_suite(suite: Suite, rounds: Optional[int], samples: Optional[int], only
         r_case["timed_columns"] = list(live)
         replay["cases"].append(r_case)
         audit["cases"][cid] = a_case
+    from ..backend.runtime import pool_host
+    definition["pool_host"] = pool_host()     # as the last launches ran (torch's peers load OpenMP)
     from .tables import derive
     for cell in derive(replay):
         for r in cell["ratios"]:

@@ -176,6 +176,11 @@ def _header(replay: dict, cells: list) -> list:
             line += f" on a machine with {cores} cores"
             if suite.get("oversubscribed"):
                 line += f" — oversubscribed: {workers} threads share {cores} cores"
+        if suite.get("pool_host") == "openmp":
+            line += ("; cohort's launches ran on the process's OpenMP team, as ATen's do (runtime.pool_host: "
+                     "a second pool beside ATen's spinning threads loses its core)")
+        elif suite.get("pool_host"):
+            line += "; cohort's launches ran on its own worker pool"
         out.append(line + ".")
     else:
         out.append("Workers: 1 (single thread)." + (f" Machine cores: {cores}." if cores else ""))

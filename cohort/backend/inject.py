@@ -96,6 +96,9 @@ BUGS = {
     "runtime_caller_one_task": "the runtime's native launch entry, deciding to run on the caller, runs the "
                                "blocks of one task (0..grain), not all of them (pool_ir "
                                "cohort_runtime_launch; active when the process first builds the pool)",
+    "openmp_publish_late": "a launch handed to the process's OpenMP team stores the job's generation after "
+                           "the team has run, so the team claims nothing (pool_ir cohort_pool_launch; "
+                           "active when the process first builds the pool)",
     "launch_nblocks_floor": "a launch's block count is n // B, not ceil(n / B): the partial last block never "
                             "runs (launch_plan.LaunchPlan.fill)",
     # session 15: per-lane work (predicated=off's effects, atomics) as one loop over the lanes

@@ -17,7 +17,15 @@ Pool record (int64 slots):
   [6] blocks remaining              [7] done (i32 wait word)
   [8] participants                  [9] scratch base     [10] scratch bytes each
   [11] argument slots used          [12] workers asleep (i32)   [13] caller asleep (i32)
+  [14] OpenMP fork (GOMP_parallel) or 0   [15] omp_get_thread_num
   [16..16+MAX_ARGS) the argument block template
+With [14] set, `cohort_pool_launch` hands the job to the process's OpenMP runtime
+instead of the pool's own threads: GOMP_parallel runs @cohort_omp_share on a team of
+`participants` threads (the caller is thread 0), each claiming tasks as a worker does,
+and returns when all have left, so every block is done. runtime.py uses this record
+(a second one; the pool's threads never look at it) when torch or another library has
+loaded an OpenMP runtime: its threads spin after each parallel region, and a second
+pool beside them loses its core to the spinner (benchmarks/pool_after_torch.py).
 A wake is a system call; it is made only when someone sleeps (the
 sleeper announces itself, then re-checks before sleeping: seq_cst on both
 sides, so either the waker sees the sleeper or the sleeper sees the news).
@@ -195,6 +203,19 @@ exit:
   ret ptr null
 }
 
+; One member of the OpenMP team: its thread number is its participant id.
+define dso_local void @cohort_omp_share(ptr %pool) {
+entry:
+  %tnp = call ptr @slot(ptr %pool, i64 15)
+  %tn = load ptr, ptr %tnp
+  %id32 = call i32 %tn()
+  %id = zext i32 %id32 to i64
+  %genp = call ptr @slot(ptr %pool, i64 0)
+  %g = load atomic i32, ptr %genp acquire, align 8
+  call void @run_share(ptr %pool, i64 %id, i32 %g)
+  ret void
+}
+
 ; The job's fields are set; start it, take part, return when every block is done.
 define void @cohort_pool_launch(ptr %pool) {
 entry:
@@ -214,6 +235,15 @@ go:
   store atomic i64 %word, ptr %claimp release, align 8
   store atomic i64 %nb, ptr %remp release, align 8
   store atomic i32 0, ptr %donep release, align 8
+  %forkp = call ptr @slot(ptr %pool, i64 14)
+  %fork = load ptr, ptr %forkp
+  %viaomp = icmp ne ptr %fork, null
+  br i1 %viaomp, label %omp, label %own
+omp:
+  ; the process's OpenMP team runs the job (no thread of ours sleeps on this record)
+TEAM_JOB
+  br label %exit
+own:
   %slp = call ptr @slot(ptr %pool, i64 12)
   call void @publish(ptr %genp, i32 %g1, ptr %slp)
   br label %share
@@ -365,6 +395,13 @@ done:
   ret void
 }
 """.replace("MAX_ARGS", str(MAX_ARGS)).replace("SPIN", str(SPIN))
+_TEAM_PUBLISH = "  store atomic i32 %g1, ptr %genp release, align 8\n"
+_TEAM_FORK = """  %pp = call ptr @slot(ptr %pool, i64 8)
+  %parts = load i64, ptr %pp
+  %pt = trunc i64 %parts to i32
+  call void %fork(ptr @cohort_omp_share, ptr %pool, i32 %pt, i32 0)
+"""
+_IR = _IR.replace("TEAM_JOB\n", _TEAM_PUBLISH + _TEAM_FORK)   # (the plant below swaps the two)
 
 
 def ir(tgt) -> str:
@@ -372,5 +409,7 @@ def ir(tgt) -> str:
     from . import inject
     # planted runtime_caller_one_task: built once per process, live when the pool is first built
     text = _IR.replace("WAIT_WAKE", tgt.wait_wake_ir())
+    if inject.active("openmp_publish_late"):    # the generation stored after the team has run
+        text = text.replace(_TEAM_PUBLISH + _TEAM_FORK, _TEAM_FORK + _TEAM_PUBLISH)
     return text.replace("store i64 %nb, ptr %e\n", "store i64 %g, ptr %e\n") if inject.active(
         "runtime_caller_one_task") else text

@@ -27,6 +27,7 @@ import ctypes
 import os
 import threading
 import time
+from time import monotonic as _monotonic   # (tests replace `time` with a fake clock)
 
 import numpy as np
 
@@ -55,6 +56,48 @@ def _native():
         return _lib
 
 
+# ---------------------------------------------------------------- the OpenMP team
+
+POOL_ENV = "COHORT_POOL"           # "auto" (the default) or "cohort": the pool's own threads always
+_OPENMP_SONAMES = ("libgomp.so.1",)
+_openmp: dict = {"modules": -1, "at": 0.0, "found": None}
+
+
+def pool_host() -> str:
+    """Whose threads a launch of more than one worker runs on: "openmp" when an import has
+    loaded an OpenMP runtime into the process (torch does) and COHORT_POOL allows it, else
+    "cohort" (the pool's own threads). ATen's OpenMP threads spin for milliseconds after each
+    parallel region; a second pool beside them loses its core to the spinner, so cohort
+    joins the team that is already there (pool_ir, record slot 14)."""
+    return "openmp" if openmp_runtime() else "cohort"
+
+
+def openmp_runtime():
+    """(GOMP_parallel, omp_get_thread_num) addresses of the process's OpenMP runtime, or None.
+    The search takes tens of microseconds, so it runs again only when sys.modules has grown
+    (a library is usually loaded by an import) or a second has passed (ctypes); once found it
+    is kept (an OpenMP runtime is never unloaded)."""
+    import sys
+    how = os.environ.get(POOL_ENV, "auto")
+    if how not in ("auto", "cohort"):
+        raise ValueError(f"{POOL_ENV}={how!r}: expected 'auto' or 'cohort'")
+    if how == "cohort":
+        return None
+    now = _monotonic()
+    if _openmp["found"] is None and (_openmp["modules"] != len(sys.modules) or now > _openmp["at"] + 1.0):
+        _openmp["modules"], _openmp["at"] = len(sys.modules), now
+        for name in _OPENMP_SONAMES:
+            try:
+                lib = ctypes.CDLL(name, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+                fork = ctypes.cast(lib.GOMP_parallel, ctypes.c_void_p).value
+                num = ctypes.cast(lib.omp_get_thread_num, ctypes.c_void_p).value
+            except (OSError, AttributeError):
+                continue
+            _openmp["found"] = (fork, num, lib)
+            break
+    return _openmp["found"][:2] if _openmp["found"] else None
+
+
 def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
@@ -66,6 +109,7 @@ class WorkerPool:
         lib = _native()
         self.threads = threads
         self.record = np.zeros(pool_ir.POOL_SLOTS, np.int64)
+        self.team_record = np.zeros(pool_ir.POOL_SLOTS, np.int64)   # jobs for an OpenMP team
         self.workers = np.zeros(3 * max(threads, 1), np.int64)
         for i in range(threads):
             self.workers[3 * i:3 * i + 3] = (self.record.ctypes.data, i + 1, 0)
@@ -76,6 +120,15 @@ class WorkerPool:
         rc = lib["start"](threads, self.workers.ctypes.data, self.tids.ctypes.data)
         if rc != 0:
             raise OSError(rc, f"pthread_create failed starting {threads} workers")
+
+    def launch_record(self) -> np.ndarray:
+        """The record a launch publishes to: the OpenMP team's when the process has one
+        (pool_host), else the one the pool's own threads wait on."""
+        omp = openmp_runtime()
+        if omp is None:
+            return self.record
+        self.team_record[14], self.team_record[15] = omp
+        return self.team_record
 
     def run(self, prepared, grain: int, participants: int, entry: int = None):
         """Run every block of `prepared` in tasks of `grain` blocks over `participants` threads
@@ -92,7 +145,7 @@ class WorkerPool:
                 self.scratch = np.zeros(need, np.uint8)
             base = self.scratch.ctypes.data
             base += (-base) % 64
-            r = self.record
+            r = self.launch_record()
             r[2] = entry or (prepared.origin.entry if inject.active("pool_rerun_unchecked") else prepared.entry)
             r[4] = max(1, int(grain))
             r[3] = prepared.nblocks - (prepared.nblocks % r[4] if inject.active("pool_partial_task") else 0)
@@ -315,9 +368,8 @@ class NativeLaunch:
 
     def _bind(self) -> "WorkerPool":
         p = pool(self.workers)
-        if p is not self._pool:
-            self._pool = p
-            self.record[0] = p.record.ctypes.data
+        self._pool = p
+        self.record[0] = p.launch_record().ctypes.data
         return p
 
     def launch(self):
