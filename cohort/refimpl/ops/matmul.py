@@ -12,8 +12,9 @@ with stride N, the shared copy is contiguous; a's rows are read in place, each
 a contiguous stream of broadcasts), then each thread runs REG rows at a time
 with REG accumulators in registers - a register block of REG rows x one packet
 of columns - and keeps its running sums in a private array between steps.
-The k loops stop at K (no padding in k); rows past M compute a copy of the
-last row and columns past N read zeros, and neither is stored. The "wide" form
+The k loops stop at K (no padding in k); the last row tile computes its rows
+rounded up to a register block, rows past M a copy of the last row, columns
+past N read zeros, and neither is stored. The "wide" form
 (matrix-vector products) is below.
 """
 import numpy as np
@@ -42,6 +43,9 @@ def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Con
     tiles_m = (M + rb - 1) // rb
     bj = bid // tiles_m                   # consecutive blocks share a column panel (kept in cache)
     i0 = (bid - bj * tiles_m) * rb
+    # the rows this block computes: rb, or the last tile's rows rounded up to a register block
+    # (M = 64 computed 96 rows with rb for every tile); register blocks past them are skipped
+    rows = min(rb, (M - i0 + REG - 1) // REG * REG)
     j = bj * BN + t
     sb = shared(f32, KT * BN)
     acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG))
@@ -53,32 +57,33 @@ def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Con
             sb[(kb % KT) * BN + t] = b[kb * N + j] if j < N else 0.0    # a masked vector load
         barrier()
         for r in range(0, rb, REG):
-            a0 = min(i0 + r, M - 1) * K
-            a1 = min(i0 + r + 1, M - 1) * K
-            a2 = min(i0 + r + 2, M - 1) * K
-            a3 = min(i0 + r + 3, M - 1) * K
-            a4 = min(i0 + r + 4, M - 1) * K
-            a5 = min(i0 + r + 5, M - 1) * K
-            c0 = acc[r]
-            c1 = acc[r + 1]
-            c2 = acc[r + 2]
-            c3 = acc[r + 3]
-            c4 = acc[r + 4]
-            c5 = acc[r + 5]
-            for k in range(k0, kend):
-                bk = sb[(k % KT) * BN + t]
-                c0 = fma(a[a0 + k], bk, c0)
-                c1 = fma(a[a1 + k], bk, c1)
-                c2 = fma(a[a2 + k], bk, c2)
-                c3 = fma(a[a3 + k], bk, c3)
-                c4 = fma(a[a4 + k], bk, c4)
-                c5 = fma(a[a5 + k], bk, c5)
-            acc[r] = c0
-            acc[r + 1] = c1
-            acc[r + 2] = c2
-            acc[r + 3] = c3
-            acc[r + 4] = c4
-            acc[r + 5] = c5
+            if r < rows:          # a constant trip count, block-uniform skip (measured faster)
+                a0 = min(i0 + r, M - 1) * K
+                a1 = min(i0 + r + 1, M - 1) * K
+                a2 = min(i0 + r + 2, M - 1) * K
+                a3 = min(i0 + r + 3, M - 1) * K
+                a4 = min(i0 + r + 4, M - 1) * K
+                a5 = min(i0 + r + 5, M - 1) * K
+                c0 = acc[r]
+                c1 = acc[r + 1]
+                c2 = acc[r + 2]
+                c3 = acc[r + 3]
+                c4 = acc[r + 4]
+                c5 = acc[r + 5]
+                for k in range(k0, kend):
+                    bk = sb[(k % KT) * BN + t]
+                    c0 = fma(a[a0 + k], bk, c0)
+                    c1 = fma(a[a1 + k], bk, c1)
+                    c2 = fma(a[a2 + k], bk, c2)
+                    c3 = fma(a[a3 + k], bk, c3)
+                    c4 = fma(a[a4 + k], bk, c4)
+                    c5 = fma(a[a5 + k], bk, c5)
+                acc[r] = c0
+                acc[r + 1] = c1
+                acc[r + 2] = c2
+                acc[r + 3] = c3
+                acc[r + 4] = c4
+                acc[r + 5] = c5
         barrier()
     for ro in range(rb):
         row = i0 + ro
