@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from cohort import Buffer, block_id, block_sum, f32, fma, global_id, kernel, private, thread_id
+from cohort import Buffer, block_id, block_sum, f32, fma, global_id, i32, kernel, private, thread_id
 from cohort.backend.inject import BUGS, inject_bug_TESTING_ONLY
 from cohort.verify.execute import error_facts, execute, reference
 from cohort.verify.gen import BufferSpec, Case
@@ -125,6 +125,13 @@ def _divergent(x: Buffer[f32], y: Buffer[f32]):
         y[g] = x[g] * 2.0
 
 
+@kernel(block=8)
+def _clamp_above(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    v = i32(x[g] * 8.0)                  # data-dependent, negative where x[g] <= -1/8
+    y[g] = x[v if v < 40 else 0]         # bounded above only: a negative v reads before x
+
+
 P4 = "lanes=4,full_packet=on,predicated=on,private=cohort"
 OFF4 = "lanes=4,full_packet=off,predicated=on,private=cohort"
 # bug -> (kernel, {buffer: length}, variants, expected error)
@@ -134,6 +141,7 @@ PLANTS = {
     "bounds_block_floor": (_by_block, {"x": 6}, ("whole", P4), True),
     "bounds_loop_stop_lo": (_thread_stop, {"x": 43}, ("whole", P4), True),
     "bounds_mod_nonneg": (_neg_rem, {"x": 8}, ("whole", P4), True),
+    "bounds_clamp_one_side": (_clamp_above, {}, ("whole", P4), True),
     "pool_rerun_unchecked": (_past_end, {"x": N}, ("whole,grain=1,workers=2",), True),
     "whole_block_past_task": (_rmw, {}, (P4 + ",grain=1,workers=2",), False),
     "partial_packets_floor": (_copy, {}, (OFF4,), False),

@@ -8,7 +8,12 @@ cycle: `j = j + 1` in a loop is not), with + - * neg abs min max, `select`
 (both arms; the condition is ignored), int casts, // and % (constant or
 provably positive divisors), shifts and `&` by constants. Everything else
 (a loaded value, a private-array value, a block reduction, a float) is
-data-dependent: such accesses keep a per-access check in the safe build.
+data-dependent: such accesses keep a per-access check in the safe build -
+unless guards bound the data-dependent variable on both sides where it is used:
+a select arm `v if 0 <= v < n else spare`, or an access inside
+`if v >= 0 and v < n:` that nothing in the branch reassigns v in (a histogram's
+loaded bin). There the variable's interval is the guards' (`clamp_facts`,
+`two_sided`), whatever its definition.
 
 For each boundable access the prologue computes the interval [lo, hi] of its
 index over the WHOLE launch (every block, every thread gid < n), in i64,
@@ -103,7 +108,8 @@ class Bounds:
         # shared arrays: proven like buffers, against their compile-time size (issue 23)
         self.shared = {s.name: int(s.size.arg) for s in kernel.body if isinstance(s, Shared)}
         self._visit_stmts(kernel.body, ())
-        self.proven = {id(key) for key, _, index in self.accesses if self.boundable(index)}
+        self.proven = {id(key) for key, _, index in self.accesses
+                       if self.boundable(index) or self.boundable(index, self.two_sided(key))}
 
     # ------------------------------------------------------------ guards
     # A guard is (cond, polarity, names assigned inside the guarded region): an `if`'s
@@ -158,28 +164,66 @@ class Bounds:
             out += self._facts(cond, polarity, assigned)
         return out
 
-    def _facts(self, cond: Expr, polarity: bool, assigned) -> list:
+    def data_facts(self, key) -> list:
+        """The guard facts of an access on any variable, data-dependent ones included."""
+        out = []
+        for cond, polarity, assigned in self.guards.get(id(key), ()):
+            out += self._facts(cond, polarity, assigned, any_var=True)
+        return out
+
+    def two_sided(self, key) -> frozenset:
+        """The variables the access's guards bound from below and above (a planted bug: from
+        either side)."""
+        sides = defaultdict(set)
+        for name, side, _, _ in self.data_facts(key):
+            sides[name].add(side)
+        one = inject.active("bounds_clamp_one_side")
+        return frozenset(n for n, x in sides.items() if x == {"lo", "hi"} or (one and x))
+
+    def clamp_facts(self, cond: Expr, polarity: bool, arm: Expr):
+        """The facts bounding a select's arm when it is a variable that the select's condition
+        (holding as `polarity` in that arm) bounds from below and above by boundable
+        expressions, else None. The condition and the arm read the variable in one expression,
+        so nothing assigns it between them: the arm's value lies between the bounds whatever
+        the variable's definition (a loaded index, `v if 0 <= v < n else spare`)."""
+        if arm.op is not Op.VAR or not arm.dtype.is_int:
+            return None
+        facts = [f for f in self._facts(cond, polarity, frozenset(), any_var=True) if f[0] == arm.arg]
+        sides = {f[1] for f in facts}
+        if inject.active("bounds_clamp_one_side"):
+            return facts or None
+        return facts if sides == {"lo", "hi"} else None
+
+    def open_side(self, dtype: DType) -> tuple:
+        """The bounds of a side no guard gives (only a planted one-sided clamp leaves one
+        open): the type's, or, planted, 0 below (as if indices could not be negative)."""
+        lo, hi = RANGE[dtype]
+        return (0 if inject.active("bounds_clamp_one_side") else lo), hi
+
+    def _facts(self, cond: Expr, polarity: bool, assigned, any_var: bool = False) -> list:
         if cond.op is Op.NOT and cond.dtype is DType.BOOL:
-            return self._facts(cond.src[0], not polarity, assigned)
+            return self._facts(cond.src[0], not polarity, assigned, any_var)
         if cond.op is Op.AND and cond.dtype is DType.BOOL and polarity:   # both hold
-            return self._facts(cond.src[0], True, assigned) + self._facts(cond.src[1], True, assigned)
+            return self._facts(cond.src[0], True, assigned, any_var) + self._facts(cond.src[1], True, assigned, any_var)
         if cond.op is Op.OR and cond.dtype is DType.BOOL and not polarity:  # neither holds
-            return self._facts(cond.src[0], False, assigned) + self._facts(cond.src[1], False, assigned)
+            return (self._facts(cond.src[0], False, assigned, any_var)
+                    + self._facts(cond.src[1], False, assigned, any_var))
         if cond.op is Op.SELECT and cond.dtype is DType.BOOL:
             # the frontend's short-circuit `a and b` is `b if a else False`, `a or b` is
             # `True if a else b`
             c, x, y = cond.src
             if polarity and y.op is Op.CONST and y.arg is False:         # a and b holds
-                return self._facts(c, True, assigned) + self._facts(x, True, assigned)
+                return self._facts(c, True, assigned, any_var) + self._facts(x, True, assigned, any_var)
             if not polarity and x.op is Op.CONST and x.arg is True:      # a or b fails
-                return self._facts(c, False, assigned) + self._facts(y, False, assigned)
+                return self._facts(c, False, assigned, any_var) + self._facts(y, False, assigned, any_var)
             return []
         if cond.op not in _COMPARE or not cond.src[0].dtype.is_int:
             return []
         op = cond.op if polarity else _NEGATED[cond.op]
         out = []
         for v, other, flip in ((cond.src[0], cond.src[1], False), (cond.src[1], cond.src[0], True)):
-            if v.op is not Op.VAR or v.arg in assigned or not self.boundable(v) or not self.boundable(other):
+            if (v.op is not Op.VAR or v.arg in assigned or not (any_var or self.boundable(v))
+                    or not self.boundable(other)):
                 continue
             o = _FLIPPED[op] if flip else op        # as `v o other`
             if o is Op.LT:
@@ -212,38 +256,42 @@ class Bounds:
              Op.DIV: lambda: abs(x) // abs(y) * (1 if (x < 0) == (y < 0) else -1)}[e.op]()   # C truncation
         return v if -2 ** 31 <= v < 2 ** 31 else None     # i32 arithmetic that would wrap: no constant
 
-    def boundable(self, e: Expr) -> bool:
-        r = self._node.get(id(e))
+    def boundable(self, e: Expr, bounded: frozenset = frozenset()) -> bool:
+        """`bounded`: variables the access's guards bound on both sides (two_sided), boundable
+        there whatever their definitions."""
+        k = (id(e), bounded)
+        r = self._node.get(k)
         if r is None:
-            r = self._node[id(e)] = self._boundable(e)
+            r = self._node[k] = self._boundable(e, bounded)
         return r
 
-    def _boundable(self, e: Expr) -> bool:
+    def _boundable(self, e: Expr, bounded: frozenset) -> bool:
         op = e.op
         if op in _LEAVES:
             return op is not Op.PARAM or (e.dtype.is_int and self.k.param(e.arg).kind is ParamKind.SCALAR)
         if not e.dtype.is_int:
             return False
         if op is Op.VAR:
-            return self._var_boundable(e.arg)
+            return e.arg in bounded or self.var_boundable(e.arg)
         if op is Op.CAST:
-            return e.src[0].dtype is DType.BOOL or (e.src[0].dtype.is_int and self.boundable(e.src[0]))
+            return e.src[0].dtype is DType.BOOL or (e.src[0].dtype.is_int and self.boundable(e.src[0], bounded))
         if op is Op.SELECT:
-            return self.boundable(e.src[1]) and self.boundable(e.src[2])
+            return all(self.boundable(x, bounded) or self.clamp_facts(e.src[0], pol, x) is not None
+                       for x, pol in ((e.src[1], True), (e.src[2], False)))
         if op in _ARITH:
-            return all(self.boundable(s) for s in e.src)
+            return all(self.boundable(s, bounded) for s in e.src)
         if op is Op.DIV:
-            return self.boundable(e.src[0]) and (bool(_const_int(e.src[1])) or self.boundable(e.src[1]))
+            return self.boundable(e.src[0], bounded) and (bool(_const_int(e.src[1])) or self.boundable(e.src[1]))
         if op is Op.MOD:
-            return bool(_const_int(e.src[1])) and self.boundable(e.src[0])
+            return bool(_const_int(e.src[1])) and self.boundable(e.src[0], bounded)
         if op in (Op.SHL, Op.SHR):
             k = _const_int(e.src[1])
-            return k is not None and 0 <= k < 32 and self.boundable(e.src[0])
+            return k is not None and 0 <= k < 32 and self.boundable(e.src[0], bounded)
         if op is Op.AND:
             return any(_const_int(s) is not None and _const_int(s) >= 0 for s in e.src)
         return False
 
-    def _var_boundable(self, name: str) -> bool:
+    def var_boundable(self, name: str) -> bool:
         r = self._var.get(name)
         if r is not None:
             return r
@@ -339,6 +387,8 @@ class _Emitter:
         path to the access and its variable is not assigned between them, so the narrowed
         interval still covers every index the access is reached with."""
         facts = self.bd.bounds_of(key)
+        data = self.bd.two_sided(key)
+        facts += [f for f in self.bd.data_facts(key) if f[0] in data and not self.bd.var_boundable(f[0])]
         if not facts:
             return self
         known = self.guarded_by.get(tuple(facts))
@@ -346,7 +396,9 @@ class _Emitter:
             return known
         narrow = {}
         for name, side, bound, offset in facts:
-            lo, hi = narrow.get(name) or self.var(name)
+            # a data-dependent variable starts from its type's range: the guards bound it
+            lo, hi = narrow.get(name) or (self.var(name) if self.bd.var_boundable(name) else
+                                          tuple(self.c(x) for x in self.bd.open_side(DType.I32)))
             blo, bhi = self.interval(bound)
             if side == "hi":
                 hi = self.smin(hi, self.b.add(bhi, self.c(offset)))
@@ -421,7 +473,7 @@ class _Emitter:
         if op is Op.CAST:
             return (self.c(0), self.c(1)) if e.src[0].dtype is DType.BOOL else self.interval(e.src[0])
         if op is Op.SELECT:
-            (alo, ahi), (blo, bhi) = self.interval(e.src[1]), self.interval(e.src[2])
+            (alo, ahi), (blo, bhi) = self.arm(e.src[0], True, e.src[1]), self.arm(e.src[0], False, e.src[2])
             return self.smin(alo, blo), self.smax(ahi, bhi)
         if op is Op.AND:
             c = max(_const_int(s) for s in e.src if _const_int(s) is not None)
@@ -471,6 +523,23 @@ class _Emitter:
             corners = [b.mul(x, y) for x in (lo, hi) for y in (blo, bhi)]
             return self.fold(self.smin, corners), self.fold(self.smax, corners)
         raise AssertionError(f"no interval rule for {op}")
+
+    def arm(self, cond: Expr, polarity: bool, x: Expr):
+        """A select arm's interval: its own, or, for a variable the condition bounds on both
+        sides (Bounds.clamp_facts), the bounds' (v >= e: e.lo; v < e: e.hi - 1)."""
+        if self.bd.boundable(x):
+            return self.interval(x)
+        lo = hi = None
+        for _, side, bound, offset in self.bd.clamp_facts(cond, polarity, x):
+            blo, bhi = self.interval(bound)
+            if side == "hi":
+                v = self.b.add(bhi, self.c(offset))
+                hi = v if hi is None else self.smin(hi, v)
+            else:
+                v = self.b.add(blo, self.c(offset))
+                lo = v if lo is None else self.smax(lo, v)
+        rlo, rhi = self.bd.open_side(x.dtype)
+        return (self.c(rlo) if lo is None else lo), (self.c(rhi) if hi is None else hi)
 
     def is_global_id(self, e: Expr) -> bool:
         """e is block_id() * B + thread_id() (either order), B the block size: the global id,

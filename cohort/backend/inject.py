@@ -96,6 +96,9 @@ BUGS = {
     "runtime_caller_one_task": "the runtime's native launch entry, deciding to run on the caller, runs the "
                                "blocks of one task (0..grain), not all of them (pool_ir "
                                "cohort_runtime_launch; active when the process first builds the pool)",
+    "bounds_clamp_one_side": "a select arm that is a variable counts as bounded when its condition bounds it "
+                             "on one side only (bounds.Bounds.clamp_facts): v if v < n else spare is "
+                             "'proven' though v may be negative",
     "openmp_publish_late": "a launch handed to the process's OpenMP team stores the job's generation after "
                            "the team has run, so the team claims nothing (pool_ir cohort_pool_launch; "
                            "active when the process first builds the pool)",

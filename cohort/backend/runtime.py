@@ -27,7 +27,7 @@ import ctypes
 import os
 import threading
 import time
-from time import monotonic as _monotonic   # (tests replace `time` with a fake clock)
+from time import monotonic as _monotonic  # (tests replace `time` with a fake clock)
 
 import numpy as np
 
