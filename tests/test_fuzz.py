@@ -65,7 +65,10 @@ def test_generator_reaches_every_construct():
     for case in collect(250):
         cov.program(case)
     r = cov.report()
-    static_gaps = [g for g in r["gaps"] if not g.startswith(("access:", "effect:"))]
+    # rare shapes (steer.SHAPES) are made on purpose by a steered campaign (test_gen_shapes.py);
+    # unsteered, they come by chance: group:unordered first at program 400 once guard:loaded
+    # shifted the draws (session 21), within 250 before
+    static_gaps = [g for g in r["gaps"] if not g.startswith(("access:", "effect:", "shape:"))]
     assert not static_gaps, static_gaps
     for n in (1, 31, 33, 257):
         assert r["launch"].get(f"n={n}"), n

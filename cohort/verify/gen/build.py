@@ -157,6 +157,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
             body.extend(g or ())
         if phase == 0 and edge != "past" and (gen.aimed == "wrap:loop" or gen.maybe(4)):
             body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
+        if phase == 0 and edge != "past" and (gen.aimed == "guard:loaded" or gen.maybe(10)):
+            body.extend(gen.guard_probe())       # a loaded index behind its guards (bounds.py)
         body.extend(gen.stmts(0))
         if phase == edge_phase and edge != "stress":
             body.extend(gen.boundary(edge == "past"))
@@ -230,7 +232,7 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     block = pick.weighted(bw)
     # one rare shape per program (one-past programs aim at theirs in boundary.py): a program made
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
-    aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop")
+    aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
     if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below

@@ -5,7 +5,7 @@ from __future__ import annotations
 from math import gcd
 from typing import Optional
 
-from ...refimpl.ir import Assign, DType, Expr, For, Op, binary, builtin, cast, const, load, param, var
+from ...refimpl.ir import Assign, DType, Expr, For, If, Op, binary, builtin, cast, const, load, param, select, var
 from .base import BOOL, F32, I32, MASK31, U32, _Output, _Private, _Range
 from .case import BufferSpec
 
@@ -123,6 +123,33 @@ class Indices:
         self.defined.add(w)
         self.shapes.add("wrap:loop")
         return [Assign(w, const(0.0, F32)), loop]
+
+    def guard_probe(self) -> list:
+        """A loaded index used behind its guards (bounds.py proves a data-dependent variable
+        that guards bound on both sides, whatever its definition): v = i32(x[i] * k) + c, then
+        w = y[v if v >= 0 and v < L else s] or `if v >= 0 and v < L: w = y[v]`. Half the
+        time the guard has one side only (v < L): a negative v reads before y, so the program
+        expects the interpreter's error, and a one-sided guard must stay checked."""
+        xs = [b for b in self.inputs if b.dtype is F32 and b.fill == "finite"]
+        ys = [b for b in self.inputs if b.dtype is F32]
+        if not xs or not ys:
+            return []
+        x, y = self.pick(xs), self.pick(ys)
+        v, w = self.fresh("v"), self.fresh("w")
+        L = y.length
+        scale = const(float(self.pick([2.0, 8.0, 64.0, float(L)])), F32)
+        value = cast(binary(Op.MUL, load(x.name, self.in_index(x), F32), scale), I32) + self.ci(self.int(-3, 3))
+        vv = var(v, I32)
+        below = binary(Op.LT, vv, self.ci(L))
+        cond = below if self.maybe(50) else select(binary(Op.GE, vv, self.ci(0)), below, const(False, BOOL))
+        self.vtypes[v], self.vtypes[w] = I32, F32
+        self.defined.update((v, w))
+        self.shapes.add("guard:loaded")
+        if self.maybe(50):
+            spare = self.ci(self.int(0, L - 1))
+            return [Assign(v, value), Assign(w, load(y.name, select(cond, vv, spare), F32))]
+        return [Assign(v, value), Assign(w, const(0.0, F32)),
+                If(cond, (Assign(w, load(y.name, vv, F32)),))]
 
     def wrap_loops(self, L: int) -> list:
         """Uniform loops from 0 by 1 that take a second trip: (t + j) % k with such a j wraps

@@ -71,8 +71,10 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # least 3 whole blocks, where a pool task's edge can run a block twice or skip it
 # `wrap:loop`: a load at (t + j) % k, j a uniform loop's variable from 0 by 1 (index.py): its
 # lanes wrap inside a packet on most trips, which only a loop variable's right alignment sees
+# `guard:loaded`: a loaded index behind guards (index.py guard_probe): proven when they bound it
+# on both sides (bounds.py), checked when one side is open
 SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
-          "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop")
+          "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
