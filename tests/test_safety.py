@@ -37,7 +37,7 @@ def negative(x: Buffer[f32], y: Buffer[f32], off: i32):
 def wrap_under_min(x: Buffer[f32], y: Buffer[f32], off: i32):
     i = global_id()
     # min and max keep their operands' ranges, so the proof checks the sum for wrapping,
-    # not the min (bounds._inside_operands): a sum that wraps must still fail the proof
+    # not the min (bounds_emit._inside_operands): a sum that wraps must still fail the proof
     y[i] = x[max(min(i + off, 63), -1073741824)]
 
 

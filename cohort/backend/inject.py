@@ -64,14 +64,14 @@ BUGS = {
                       "read of the buffer (stmts.interleaved_group)",
     # issue 28: the code written since the one lowering, several per path
     "bounds_len_inclusive": "the launch-time proof accepts an index interval whose top equals the buffer's "
-                            "length (hi <= len, not hi < len; bounds._Emitter.verdict)",
+                            "length (hi <= len, not hi < len; bounds_emit._Emitter.verdict)",
     "bounds_le_guard": "a guard v <= e narrows v to e - 1 (as v < e would), not e (bounds.Bounds._facts)",
     "bounds_block_floor": "the proof's block_id() interval ends at n // B - 1, not ceil(n / B) - 1: the "
-                          "partial last block is left out (bounds._Emitter._interval)",
+                          "partial last block is left out (bounds_emit._Emitter._interval)",
     "bounds_loop_stop_lo": "a loop variable's interval ends at its stop's lowest value - 1, not its highest "
-                           "(bounds._Emitter.var)",
+                           "(bounds_emit._Emitter.var)",
     "bounds_mod_nonneg": "x % m is taken as >= 0 for a dividend that may be negative (Python's remainder, "
-                         "not C's; bounds._Emitter.mod)",
+                         "not C's; bounds_emit._Emitter.mod)",
     "whole_block_past_task": "the whole-block body runs up to the launch's last whole block, not to the task's "
                              "end: a pool task re-runs the blocks of the tasks after it (core.lower)",
     "partial_packets_floor": "the partial block's packet count rounds down: its last, partial packet never "

@@ -72,7 +72,7 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # `wrap:loop`: a load at (t + j) % k, j a uniform loop's variable from 0 by 1 (index.py): its
 # lanes wrap inside a packet on most trips, which only a loop variable's right alignment sees
 # `guard:loaded`: a loaded index behind guards (index.py guard_probe): proven when they bound it
-# on both sides (bounds.py), checked when one side is open
+# on both sides (bounds.py)
 SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
           "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
