@@ -104,3 +104,49 @@ def test_cohort_pool_env_is_checked(monkeypatch):
     monkeypatch.setenv("COHORT_POOL", "omp")
     with pytest.raises(ValueError, match="COHORT_POOL='omp'"):
         runtime.pool_host()
+
+
+_FORKED = """
+import ctypes, os, time
+import numpy as np
+from cohort.backend import runtime
+from cohort.backend.compiler import compile_kernel
+from cohort.backend.variant import parse_variant
+from cohort.refimpl import ops
+ctypes.CDLL({gomp!r}, mode=os.RTLD_GLOBAL)
+import wave  # noqa: F401
+op = ops.get("matmul"); shape = (96, 130, 70); L = op.launch(shape)
+inputs = op.make_inputs(shape, 1); want = ops.run_reference(op, shape, inputs).reshape(-1)
+v = parse_variant("packet,grain=1,workers=2")
+ck = compile_kernel(op.kernel, L.consts, v, n=L.n)
+def once(tag):
+    bufs = ops.allocate(op, shape, inputs)
+    runtime.run(ck.prepare(L.n, {{**bufs, **L.scalars}}), v)
+    same = np.array_equal(bufs["c"].reshape(-1).view(np.uint32), want.view(np.uint32))
+    print(tag, runtime.pool_host(), "same" if same else "DIFFER", flush=True)
+once("parent")              # the team has run: its threads exist in the parent only
+pid = os.fork()
+if pid == 0:
+    once("child")
+    os._exit(0)
+for _ in range(600):
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        print("child exit", status, flush=True)
+        break
+    time.sleep(0.05)
+else:
+    os.kill(pid, 9)
+    print("child hung", flush=True)
+"""
+
+
+@needs_gomp
+def test_a_forked_child_keeps_to_the_pools_own_threads():
+    """GNU libgomp is not fork-safe: a child's parallel region waits for the parent's team
+    forever (torch's own ops hang there too). cohort's launches in a forked child run on the
+    pool's own threads instead: they finish, with the interpreter's bits."""
+    out = subprocess.run([sys.executable, "-c", _FORKED.format(gomp=GOMP)], capture_output=True, text=True,
+                         timeout=600, env={**os.environ, "PYTHONPATH": ROOT, "COHORT_POOL": "auto"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[:3] == ["parent openmp same", "child cohort same", "child exit 0"], out.stdout

@@ -60,7 +60,18 @@ def _native():
 
 POOL_ENV = "COHORT_POOL"           # "auto" (the default) or "cohort": the pool's own threads always
 _OPENMP_SONAMES = ("libgomp.so.1",)
-_openmp: dict = {"modules": -1, "at": 0.0, "found": None}
+_openmp: dict = {"modules": -1, "at": 0.0, "found": None, "forked": False}
+
+
+def _forked_child():
+    # GNU libgomp is not fork-safe: a child's first parallel region waits for the parent's
+    # team, which it does not have (torch's own ops hang there too). A forked child keeps to
+    # the pool's own threads (there, the caller runs every task the dead workers do not claim).
+    _openmp["forked"] = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forked_child)
 
 
 def pool_host() -> str:
@@ -81,7 +92,7 @@ def openmp_runtime():
     how = os.environ.get(POOL_ENV, "auto")
     if how not in ("auto", "cohort"):
         raise ValueError(f"{POOL_ENV}={how!r}: expected 'auto' or 'cohort'")
-    if how == "cohort":
+    if how == "cohort" or _openmp["forked"]:
         return None
     found = _openmp["found"]
     if found is not None:
