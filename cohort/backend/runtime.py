@@ -25,6 +25,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import sys
 import threading
 import time
 from time import monotonic as _monotonic  # (tests replace `time` with a fake clock)
@@ -88,7 +89,6 @@ def openmp_runtime():
     The search takes tens of microseconds, so it runs again only when sys.modules has grown
     (a library is usually loaded by an import) or a second has passed (ctypes); once found it
     is kept (an OpenMP runtime is never unloaded)."""
-    import sys
     how = os.environ.get(POOL_ENV, "auto")
     if how not in ("auto", "cohort"):
         raise ValueError(f"{POOL_ENV}={how!r}: expected 'auto' or 'cohort'")
