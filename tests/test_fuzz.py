@@ -62,13 +62,13 @@ def test_generated_cases_are_valid_and_well_defined(case):
 
 def test_generator_reaches_every_construct():
     cov = Coverage()
-    for case in collect(250):
+    # 500: unsteered, the rare shapes come by chance (a steered campaign makes them on purpose,
+    # test_gen_shapes.py); group:unordered first came at program 400 once guard:loaded shifted
+    # the draws (session 21; within 250 before). About 14 s for the 500.
+    for case in collect(500):
         cov.program(case)
     r = cov.report()
-    # rare shapes (steer.SHAPES) are made on purpose by a steered campaign (test_gen_shapes.py);
-    # unsteered, they come by chance: group:unordered first at program 400 once guard:loaded
-    # shifted the draws (session 21), within 250 before
-    static_gaps = [g for g in r["gaps"] if not g.startswith(("access:", "effect:", "shape:"))]
+    static_gaps = [g for g in r["gaps"] if not g.startswith(("access:", "effect:"))]
     assert not static_gaps, static_gaps
     for n in (1, 31, 33, 257):
         assert r["launch"].get(f"n={n}"), n
