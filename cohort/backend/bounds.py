@@ -158,11 +158,11 @@ class Bounds:
         """What the guards of an access say of its variables: (name, side, bound expr, offset),
         meaning name <= bound + offset (side "hi") or name >= bound + offset (side "lo"). Only
         a variable no statement of the guarded region assigns, compared with an integer
-        expression that is itself boundable."""
-        out = []
-        for cond, polarity, assigned in self.guards.get(id(key), ()):
-            out += self._facts(cond, polarity, assigned)
-        return out
+        expression that is itself boundable; the variable boundable itself, or bounded by
+        the guards on both sides (two_sided)."""
+        facts = self.data_facts(key)
+        both = self.two_sided(key, facts)
+        return [f for f in facts if f[0] in both or self.var_boundable(f[0])]
 
     def data_facts(self, key) -> list:
         """The guard facts of an access on any variable, data-dependent ones included."""
@@ -171,11 +171,11 @@ class Bounds:
             out += self._facts(cond, polarity, assigned, any_var=True)
         return out
 
-    def two_sided(self, key) -> frozenset:
-        """The variables the access's guards bound from below and above (a planted bug: from
-        either side)."""
+    def two_sided(self, key, facts=None) -> frozenset:
+        """The variables the access's guards (`facts`, its data_facts) bound from below and
+        above (a planted bug: from either side)."""
         sides = defaultdict(set)
-        for name, side, _, _ in self.data_facts(key):
+        for name, side, _, _ in (self.data_facts(key) if facts is None else facts):
             sides[name].add(side)
         one = inject.active("bounds_clamp_one_side")
         return frozenset(n for n, x in sides.items() if x == {"lo", "hi"} or (one and x))

@@ -79,8 +79,6 @@ class _Emitter:
         path to the access and its variable is not assigned between them, so the narrowed
         interval still covers every index the access is reached with."""
         facts = self.bd.bounds_of(key)
-        data = self.bd.two_sided(key)
-        facts += [f for f in self.bd.data_facts(key) if f[0] in data and not self.bd.var_boundable(f[0])]
         if not facts:
             return self
         known = self.guarded_by.get(tuple(facts))
