@@ -62,10 +62,11 @@ def test_generated_cases_are_valid_and_well_defined(case):
 
 def test_generator_reaches_every_construct():
     cov = Coverage()
-    # 500: unsteered, the rare shapes come by chance (a steered campaign makes them on purpose,
+    # 800: unsteered, the rare shapes come by chance (a steered campaign makes them on purpose,
     # test_gen_shapes.py); group:unordered first came at program 400 once guard:loaded shifted
-    # the draws (session 21; within 250 before). About 14 s for the 500.
-    for case in collect(500):
+    # the draws (session 21; within 250 before), at 739 once store:either-side did (session 22;
+    # everything else within 150). About 23 s for the 800.
+    for case in collect(800):
         cov.program(case)
     r = cov.report()
     static_gaps = [g for g in r["gaps"] if not g.startswith(("access:", "effect:"))]

@@ -132,6 +132,15 @@ def _clamp_above(x: Buffer[f32], y: Buffer[f32]):
     y[g] = x[v if v < 40 else 0]         # bounded above only: a negative v reads before x
 
 
+@kernel(block=8)
+def _either_apart(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    if g % 3 != 1:                       # both sides store to y, at different indices
+        y[g] = x[g]
+    else:
+        y[g + N] = -x[g]
+
+
 P4 = "lanes=4,full_packet=on,predicated=on,private=cohort"
 OFF4 = "lanes=4,full_packet=off,predicated=on,private=cohort"
 # bug -> (kernel, {buffer: length}, variants, expected error)
@@ -153,6 +162,8 @@ PLANTS = {
     "private_uniform_t0": (_private_phases, {}, (P4 + ",interleave=1",), False),
     "private_scatter_t0": (_private_lanes, {}, (P4,), False),
     "private_zero_packet": (_private_stale, {}, ("whole",), False),
+    "masked_store_mixed_whole": (_divergent, {}, (P4,), False),
+    "store_either_side_index": (_either_apart, {"y": 2 * N}, (P4,), False),
     "lane_loop_short": (_divergent, {}, ("lanes=4,full_packet=on,predicated=off,private=cohort",), False),
     "fma_operand_order": (_fused, {}, ("whole", P4), False),
 }

@@ -59,7 +59,7 @@ from .context import (
 )
 from .facts import code_facts
 from .launch_plan import LaunchPlan
-from .lower_ops import f16_lowering, fma_lowering
+from .lower_ops import f16_lowering, fma_lowering, masked_store_lowering
 from .lowering import Lowering
 from .lowering.regions import describe as describe_regions
 from .variant import Variant, parse_variant
@@ -321,7 +321,7 @@ def cache_key(k: Kernel, variant: Variant) -> str:
     # (checked builds) and compare() interprets its kernel: the same text at other lines
     # (an edited, reloaded module) must not reuse another kernel's statement table.
     locs = ";".join(str(s.loc) for s in walk_stmts(k.body))
-    return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}\n{fma_lowering()}{f16_lowering()}"
+    return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}\n{fma_lowering()}{f16_lowering()}{masked_store_lowering()}"
                           f"{'' if jit.level() == jit.FULL else f'/quick{jit.level()}'}".encode()).hexdigest()
 
 
@@ -347,7 +347,7 @@ def _handle_key(k, consts, variant: Variant, n):
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
         full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-        return (k, ckey, variant, bool(full), fma_lowering() + f16_lowering(), jit.level(),
+        return (k, ckey, variant, bool(full), fma_lowering() + f16_lowering() + masked_store_lowering(), jit.level(),
                 inject.key())   # inject.key() stays last
     except (TypeError, AttributeError, ValueError):
         return None

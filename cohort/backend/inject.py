@@ -25,6 +25,10 @@ BUGS = {
                      "k - 1 elements leave the buffer (memory.span_inside)",
     "masked_load_all_on_any": "a contiguous load under a mask takes the plain (unmasked) load when any lane "
                               "is on, not every lane (memory.buffer_load)",
+    "masked_store_mixed_whole": "a masked store's vector register with some lanes off is stored whole, as "
+                                "if every lane were on (memory.masked_store's dispatch, forced on)",
+    "store_either_side_index": "an if/else storing to one buffer on both sides is one store at the then "
+                               "side's index even where the else side's index differs (stmts.store_either_side)",
     "blend_store_inverted": "a shared store under a mask keeps the old value in the active lanes and "
                             "writes the new one in the others (memory.blend_store)",
     "if_all_on_any": "a varying if's all-on body runs when any lane takes the branch, not every lane "

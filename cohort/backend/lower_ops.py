@@ -135,6 +135,24 @@ def fma_lowering() -> str:
     return _choice(FMA_ENV, lambda: target.current().native_fma)
 
 
+# A store under a lane mask is llvm.masked.store; where the target runs that as microcode
+# (target.Target.slow_masked_store) each vector register's lanes branch first: no store
+# when none is on, a plain store when all are, the masked one only for a mixed register.
+# Same effect on memory either way; the branches cost where masks are random per packet.
+MASKED_STORE_ENV = "COHORT_MASKED_STORE"   # auto (default) | intrinsic | dispatch
+
+
+def masked_store_lowering() -> str:
+    """'dispatch' when the target being built for has microcoded masked stores, else
+    'intrinsic'; COHORT_MASKED_STORE=intrinsic|dispatch forces either."""
+    want = os.environ.get(MASKED_STORE_ENV, "auto") or "auto"
+    if want not in ("auto", "intrinsic", "dispatch"):
+        raise ValueError(f"{MASKED_STORE_ENV}={want!r}: expected auto, intrinsic or dispatch")
+    if want == "auto":
+        return "dispatch" if target.current().slow_masked_store else "intrinsic"
+    return want
+
+
 def _choice(env: str, native) -> str:
     """'hardware' or 'software': the environment variable `env` if set, else by `native()`."""
     want = os.environ.get(env, "auto") or "auto"

@@ -17,7 +17,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...refimpl.ir import DType, Expr, PStore, SStore, Store
-from .. import inject
+from .. import inject, target
 from ..context import (
     ERR_LOAD_OOB,
     ERR_PRIVATE_OOB,
@@ -31,7 +31,7 @@ from ..context import (
     mem_type,
     vector_const,
 )
-from ..lower_ops import narrow, widen
+from ..lower_ops import masked_store_lowering, narrow, widen
 from ..shapes import Access, classify
 
 
@@ -172,11 +172,44 @@ class MemoryLowering:
         if self.mask is None:
             b.store(val, ptr, align=1)
         elif self.variant.predicated:
-            self.counts["masked_stores"] += 1
-            self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem)}.p0", ir.VoidType(),
-                           [val, ptr, self.i32(1), self.mask])
+            self.masked_store(val, ptr, self.mask, elem)
         else:
             self.per_lane_store(val, lambda l: b.gep(ptr, [l], source_etype=elem))
+
+    def masked_store(self, val, ptr, mask, elem):
+        """llvm.masked.store of the vector `val` at `ptr` under `mask`. Where the target's
+        masked stores are microcoded (lower_ops.masked_store_lowering), each vector
+        register's worth of lanes branches first: nothing when none of its lanes is on, a
+        plain store when all are, the masked store only for a mixed register. A partial
+        tile's rows leave whole registers off or on (transpose 1x5x64: 4 masked stores per
+        column, 3 of them with every lane off)."""
+        b = self.b
+        n = val.type.count
+        self.counts["masked_stores"] += 1
+        bits = 32 if isinstance(elem, ir.FloatType) else elem.width
+        per = min(n, max(1, target.current().vector_bits // bits))
+        mixed_whole = inject.active("masked_store_mixed_whole")    # the plant forces the dispatch
+        if masked_store_lowering() != "dispatch" and not mixed_whole:
+            self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem, n)}.p0", ir.VoidType(),
+                           [val, ptr, self.i32(1), mask])
+            return
+        for c0 in range(0, n, per):
+            c = min(per, n - c0)
+            pick = vector_const(ir.VectorType(I32T, c), list(range(c0, c0 + c)))
+            v = val if c == n else b.shuffle_vector(val, val, pick)
+            m = mask if c == n else b.shuffle_vector(mask, mask, pick)
+            p = ptr if c0 == 0 else b.gep(ptr, [self.i64(c0)], source_etype=elem)
+            word = b.bitcast(m, ir.IntType(c))
+            with b.if_then(b.icmp_unsigned("!=", word, ir.Constant(ir.IntType(c), 0))):
+                every = b.icmp_unsigned("==", word, ir.Constant(ir.IntType(c), (1 << c) - 1))
+                if mixed_whole:
+                    every = ir.Constant(I1, 1)
+                with b.if_else(every) as (whole, mixed):
+                    with whole:
+                        b.store(v, p, align=1)
+                    with mixed:
+                        self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem, c)}.p0", ir.VoidType(),
+                                       [v, p, self.i32(1), m])
 
     def gather(self, ptrs, elem):
         self.counts["gathers"] += 1

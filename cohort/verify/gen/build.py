@@ -115,6 +115,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         gen.outputs.append(gen.make_output("y2", BOOL))
     if gen.maybe(25):
         gen.outputs.append(gen.make_output("y3", F32))
+    if gen.aimed == "store:either-side":    # two slots at g and g + M: both of the probe's pairs
+        either = gen.make_output("y4", F32)
+        either.slots, either.interleaved, either.forms = 2, False, [("id", ())] * 2
+        gen.outputs.append(either)
     # scalars and constants
     for name, dt, pct in (("sf", F32, 50), ("si", I32, 50), ("su", U32, 25)):
         if gen.maybe(pct):
@@ -159,6 +163,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
             body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
         if phase == 0 and edge != "past" and (gen.aimed == "guard:loaded" or gen.maybe(10)):
             body.extend(gen.guard_probe())       # a loaded index behind its guards (bounds.py)
+        if phase == 0 and edge != "past" and (gen.aimed == "store:either-side" or gen.maybe(3)):
+            body.extend(gen.either_side_probe())   # if/else storing to one element (one store)
         body.extend(gen.stmts(0))
         if phase == edge_phase and edge != "stress":
             body.extend(gen.boundary(edge == "past"))
@@ -232,7 +238,8 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     block = pick.weighted(bw)
     # one rare shape per program (one-past programs aim at theirs in boundary.py): a program made
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
-    aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded")
+    aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded",
+                      "store:either-side")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
     if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below

@@ -151,6 +151,36 @@ class Indices:
         return [Assign(v, value), Assign(w, const(0.0, F32)),
                 If(cond, (Assign(w, load(y.name, vv, F32)),))]
 
+    def either_side_probe(self) -> list:
+        """`store:either-side` made on purpose (steer.SHAPES): `if c: y[i] = a` / `else: y[i] =
+        b`, which a packet build lowers as one store of `a if c else b` (stmts.store_either_side),
+        and beside it the same with the else side at another slot of y (two stores: a lowering
+        that took them for one would store the else side's value at the then side's index)."""
+        slots = [(o, j) for o in self.outputs if not o.interleaved for j in range(o.slots)
+                 if (o, j) not in self.exchange]
+        if not slots:
+            return []
+        # the then side at a slot whose address is g (side by side across the lanes: one store),
+        # of an output with another slot where there is one (the second pair's else side)
+        ids = [(o, j) for o, j in slots if o.forms[j][0] == "id"]
+        more = [(o, j) for o, j in ids if sum(x is o for x, _ in slots) >= 2]
+        o, j = self.pick(more or ids or slots)
+        others = [k for x, k in slots if x is o and k != j]
+        out = []
+        for k in [j] + ([self.pick(others)] if others else []):
+            # the second pair diverges inside a packet and its values load nothing (an unproven
+            # load would keep it two stores in any build, a wrong lowering's included)
+            cond = self.condition() if k == j else self.lane_condition()
+            value = (lambda: self.expr(o.dtype, 2)) if k == j else (
+                lambda: const(self.pick([1.5, -2.5, 0.75, 3.0]), F32))
+            then = self.own_store(o, j, self.store_value(value(), o.dtype))
+            orelse = self.own_store(o, k, self.store_value(value(), o.dtype))
+            self.slot_uses[(o.name, j)] += 1
+            self.slot_uses[(o.name, k)] += 1
+            out.append(If(cond, (then,), (orelse,)))
+        self.shapes.add("store:either-side")
+        return out
+
     def wrap_loops(self, L: int) -> list:
         """Uniform loops from 0 by 1 that take a second trip: (t + j) % k with such a j wraps
         inside a packet whenever j is not a multiple of the packet (`wrap:loop`, steer.SHAPES;

@@ -73,8 +73,11 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # lanes wrap inside a packet on most trips, which only a loop variable's right alignment sees
 # `guard:loaded`: a loaded index behind guards (index.py guard_probe): proven when they bound it
 # on both sides (bounds.py)
+# `store:either-side`: an if/else storing to one buffer element on both sides (stmts.py
+# either_side_probe), one store of a select in packet builds (lowering/stmts.py)
 SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
-          "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded")
+          "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded",
+          "store:either-side")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
