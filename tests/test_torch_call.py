@@ -197,3 +197,27 @@ def test_rope_hf_makes_its_table_once_and_rotates_as_rope(lead):
         got_q, got_k = fn(q, k, cos, sin)
         assert torch.equal(got_q, ct.rope(q, c, s, interleaved=False))
         assert torch.equal(got_k, ct.rope(k, c, s, interleaved=False))
+
+
+def test_auto_grain_settled_on_the_caller_calls_the_entry_directly():
+    """With grain=auto, once a shape's choice is the caller's thread (a launch too small to
+    share), the pooled block calls the chosen entry itself - and keeps its bits and its
+    checks: a launch of the same shape whose data index leaves x still raises."""
+    with ct.variant("packet,workers=2,grain=auto"):
+        run = launch.launcher(gather, ())
+        x = torch.randn(64)
+        idx = torch.randint(0, 64, (40,), dtype=torch.int32)
+        for _ in range(40):                      # the trials, then the choice
+            y = torch.empty(40)
+            run(40, (x, idx, y))
+            assert np.array_equal(_bits(y), _bits(x[idx.long()]))
+        key = next(k for k in run._ready if k[0] == 40)
+        p, *_, direct = run._ready[key][-1]
+        assert p._auto.chosen is not None and direct == (p._auto.chosen[3] is None)
+        bad = idx.clone()
+        bad[17] = 64
+        with pytest.raises(KernelRuntimeError, match="out of bounds"):
+            run(40, (x, bad, torch.empty(40)))
+        y = torch.empty(40)
+        run(40, (x, idx, y))
+        assert np.array_equal(_bits(y), _bits(x[idx.long()]))

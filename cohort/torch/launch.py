@@ -179,7 +179,7 @@ class Launcher:
         self.f32 = tuple(dt is DType.F32 for _, _, dt in self.scalars)
         self.pointer_slots = tuple(ps for ps, _ in self.buffer_slots)
         self._f32_pos = tuple(i for i, f in enumerate(self.f32) if f)
-        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, args, err, entry, address)
+        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, args, err, entry, address, direct)
         self._code = ck.code                 # the build of a launch of whole blocks (or of any size)
         self._any_size = not ck.code.full_blocks
         v = ck.variant
@@ -203,7 +203,7 @@ class Launcher:
                 key += (i, _copysign(1.0, scalars[i]))
         pool = self._ready.get(key)
         if pool:
-            p, mv, err, fn, address = pool.pop()
+            p, mv, err, fn, address, direct = pool.pop()
             for slot, t in zip(self.pointer_slots, tensors):
                 mv[slot] = t.data_ptr()
         else:
@@ -215,10 +215,11 @@ class Launcher:
             p = PreparedLaunch(self.ck, code)
             mv, err, fn = memoryview(p.args), memoryview(p.err), code.entry_fn
             address = ctypes.c_void_p(p.address)    # (ctypes takes one faster than an int)
+            direct = self._caller
             self._fill(p, mv, n, tensors, scalars)
         if _recording:
             _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))
-        if self._caller:
+        if direct:
             fn(address)                      # the entry, as PreparedLaunch.run calls it
             if err[0]:                       # an error recorded, or a launch the proof did not cover:
                 p.raise_error(rerun=p.run)   # raised, or rerun with the checked build
@@ -226,9 +227,14 @@ class Launcher:
         else:
             self.ck.run_prepared(p)
             fn = p._fn
+            # auto grain, settled on the caller's thread (a launch too small to share): from now
+            # on this shape calls the chosen entry directly, as a caller variant does
+            auto = p.__dict__.get("_auto")
+            if auto is not None and auto.chosen is not None and auto.chosen[3] is None and p.fallback is None:
+                fn, direct = auto.chosen[2], True
         _stats["launches"] += 1
         if len(pool) < POOL:
-            pool.append((p, mv, err, fn, address))
+            pool.append((p, mv, err, fn, address, direct))
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the
