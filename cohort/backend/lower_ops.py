@@ -145,21 +145,17 @@ MASKED_STORE_ENV = "COHORT_MASKED_STORE"   # auto (default) | intrinsic | dispat
 def masked_store_lowering() -> str:
     """'dispatch' when the target being built for has microcoded masked stores, else
     'intrinsic'; COHORT_MASKED_STORE=intrinsic|dispatch forces either."""
-    want = os.environ.get(MASKED_STORE_ENV, "auto") or "auto"
-    if want not in ("auto", "intrinsic", "dispatch"):
-        raise ValueError(f"{MASKED_STORE_ENV}={want!r}: expected auto, intrinsic or dispatch")
-    if want == "auto":
-        return "dispatch" if target.current().slow_masked_store else "intrinsic"
-    return want
+    return _choice(MASKED_STORE_ENV, lambda: target.current().slow_masked_store, ("dispatch", "intrinsic"))
 
 
-def _choice(env: str, native) -> str:
-    """'hardware' or 'software': the environment variable `env` if set, else by `native()`."""
+def _choice(env: str, native, names=("hardware", "software")) -> str:
+    """names[0] or names[1]: the environment variable `env` if set, else by `native()`."""
+    on, off = names
     want = os.environ.get(env, "auto") or "auto"
-    if want not in ("auto", "hardware", "software"):
-        raise ValueError(f"{env}={want!r}: expected auto, hardware or software")
+    if want not in ("auto", on, off):
+        raise ValueError(f"{env}={want!r}: expected auto, {on} or {off}")
     if want == "auto":
-        return "hardware" if native() else "software"
+        return on if native() else off
     return want
 
 
