@@ -469,8 +469,8 @@ def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[d
     (bytes) or assembly (str), lowered as for the host (the same IR but for the choices that are
     the target's: FMA, masked stores, half conversions, register widths) and optimised for `tgt`;
     `kind="ir"` is the lowering's LLVM IR before optimisation (str). Nothing is linked or run:
-    this is how the macOS and AArch64 builds, and an AVX2 build on an AVX-512 host or the
-    reverse, are checked from any host. `full_blocks` builds the form for launches of whole
+    this is how the macOS and AArch64 builds, and builds for a vector width other than the
+    host's, are checked from any host. `full_blocks` builds the form for launches of whole
     blocks only, as compile_kernel does when given `n`."""
     if kind not in ("object", "assembly", "ir"):
         raise ValueError(f"kind must be 'object', 'assembly' or 'ir', got {kind!r}")
