@@ -239,7 +239,7 @@ class MemoryLowering:
         the buffer, it is a masked load of the lanes' elements only (no overread). With
         every lane on and the span inside the buffer (a branch every launch but the
         buffer's last packet takes), a plain load: masked loads ran rope's stride-2 reads
-        from DRAM at half the speed on AMD's AVX2 cores (docs/README.md, 'Measurements behind
+        from DRAM at half the speed on docs/native's machine (docs/README.md, 'Measurements behind
         the code'; rope 1024x4098 in docs/native)."""
         b, W = self.b, self.W
         span = ir.VectorType(elem, k * W)

@@ -39,7 +39,7 @@ are skipped. A tile every row of the block takes (before the block's first
 row's diagonal) updates the state directly, in a block-uniform branch; only
 the diagonal's tiles select per row (a row past its diagonal keeps its state).
 A select of an element's old value stored back is a masked store once code
-generation sees it, slow on some CPUs (AMD's AVX2 cores run it as microcode; the
+generation sees it, slow on some CPUs (microcoded there: Target.slow_masked_store; the
 measurement is in docs/README.md, 'Measurements behind the code').
 
 A mask (MASK = 1) is SDPA's float attn_mask: bias[b, h, s, j] is added to the
