@@ -144,7 +144,7 @@ def cmd_ops(args) -> int:
     for op in ops.OPERATORS.values():
         rows.append({"op": op.name, "signature": op.signature(), "definition": op.definition,
                      "dims": "x".join(op.dims), "sizes": [ops.fmt_shape(s) for s in op.seed_sizes],
-                     "oracle_rel_tol": op.rel_tol})
+                     "forms": list(ops.forms(op.name)), "oracle_rel_tol": op.rel_tol})
     if args.json:
         print(json.dumps({"operators": rows}))
         return 0
@@ -152,6 +152,7 @@ def cmd_ops(args) -> int:
         print(f"{r['op']}: {r['signature']}")
         print(f"    {r['definition']}")
         print(f"    shape {r['dims']}; seed sizes: {', '.join(r['sizes'])}")
+        print(f"    forms: {', '.join(r['forms'])}")
     return 0
 
 

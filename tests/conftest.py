@@ -17,6 +17,24 @@ from cohort.audit.suites import Column, Group, Ratio, Suite
 os.environ.setdefault("COHORT_OBJECT_CACHE", os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "cohort", "objects"))
 
+# The machines whose width- and feature-dependent lowering every host checks, by cross-compiling
+# (built, never run: backend.compiler.cross_compile): a test about register widths, masked stores
+# or half conversions runs for each of them, so one that assumed the CI host's width fails on any
+# host (tests/test_width_portable.py keeps the suite to that rule).
+WIDTH_TARGETS = {
+    "avx2": ("x86_64-unknown-linux-gnu", "znver3", "+avx,+avx2,+fma,+f16c"),
+    "avx512": ("x86_64-unknown-linux-gnu", "znver4", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512vl,+avx512dq"),
+    "neon": ("aarch64-unknown-linux-gnu", "", ""),
+}
+
+
+@pytest.fixture(params=sorted(WIDTH_TARGETS))
+def width_target(request):
+    """Each of WIDTH_TARGETS in turn, as a backend Target."""
+    from cohort.backend import target
+    return target.from_triple(*WIDTH_TARGETS[request.param])
+
+
 TINY = Suite("tiny", "Tiny", "native_entry",
              (Group("g", (("rmsnorm", (3, 63)),), (Column("whole", "variant", "whole"),
                                                    Column("packet", "variant", "packet")),

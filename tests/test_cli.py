@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from cohort.cli import main
+from cohort.refimpl import ops
 
 
 def run(*argv):
@@ -106,6 +107,16 @@ def test_dump_writes_ir_and_assembly(tmp_path, capsys):
     (["run", "rmsnorm", "--shape", "3x3", "--time"], "native variant"),
     (["run", "rmsnorm"], "--shape"),
     (["frobnicate"], "invalid choice"),
+    # malformed operator forms: one line naming the forms the operator has (never exit 3)
+    (["run", "rmsnorm:f64", "--shape", "3x3"], "unknown storage type 'f64'; rmsnorm's forms are rmsnorm, "
+                                                "rmsnorm:bf16, rmsnorm:f16"),
+    (["run", "rmsnorm:BF16", "--shape", "3x3"], "must be spelt in lower case; rmsnorm's forms are"),
+    (["run", "histogram:bf16", "--shape", "3x3"], "histogram's forms are histogram"),
+    (["run", "rmsnorm:bf16:f16", "--shape", "3x3"], "more than one storage suffix"),
+    (["run", "rmsnorm:", "--shape", "3x3"], "no storage type"),
+    (["run", "nope:bf16", "--shape", "3x3"], "unknown operator 'nope'"),
+    (["bench", "quick", "--ops", "cumsum:F16"], "--ops: operator form 'cumsum:F16'"),
+    (["run", "rmsnorm", "--shape", "3x3", "--variant", "ref,lanes=8"], "ref is the interpreter and takes no knobs"),
 ])
 def test_bad_input_is_one_line_exit_2(argv, msg):
     code, out, err = run(*argv)
@@ -179,3 +190,16 @@ def test_workers_has_a_documented_limit():
         parse_variant("packet,workers=100000")
     code, out, err = run("run", "rmsnorm", "--shape", "3x3", "--variant", "whole,workers=100000")
     assert code == 2 and "workers must be from 1 to 256" in err and len(err.strip().splitlines()) == 1
+
+
+def test_ops_lists_every_form():
+    code, out, err = run("ops", "--json")
+    assert code == 0, err
+    forms = {r["op"]: r["forms"] for r in json.loads(out)["operators"]}
+    assert forms["rmsnorm"] == ["rmsnorm", "rmsnorm:bf16", "rmsnorm:f16"]
+    assert forms["histogram"] == ["histogram"]
+    for op, fs in forms.items():        # every listed form is one `cohort run` accepts
+        for f in fs:
+            ops.get(f)
+    code, out, _ = run("ops")
+    assert "    forms: histogram\n" in out and "    forms: rmsnorm, rmsnorm:bf16, rmsnorm:f16\n" in out

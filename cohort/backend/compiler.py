@@ -466,10 +466,14 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
 def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[dict] = None,
                   kind: str = "object", full_blocks: bool = False):
     """The kernel's entry built for another machine `tgt` (target.from_triple): its object file
-    (bytes) or assembly (str), lowered as for the host (the same IR but for the FMA choice, which
-    is the target's) and optimised for `tgt`. Nothing is linked or run: this is how the macOS and
-    AArch64 builds are checked from any host. `full_blocks` builds the form for launches of
-    whole blocks only, as compile_kernel does when given `n`."""
+    (bytes) or assembly (str), lowered as for the host (the same IR but for the choices that are
+    the target's: FMA, masked stores, half conversions, register widths) and optimised for `tgt`;
+    `kind="ir"` is the lowering's LLVM IR before optimisation (str). Nothing is linked or run:
+    this is how the macOS and AArch64 builds, and an AVX2 build on an AVX-512 host or the
+    reverse, are checked from any host. `full_blocks` builds the form for launches of whole
+    blocks only, as compile_kernel does when given `n`."""
+    if kind not in ("object", "assembly", "ir"):
+        raise ValueError(f"kind must be 'object', 'assembly' or 'ir', got {kind!r}")
     if variant is None:
         variant = _WHOLE
     elif isinstance(variant, str):
@@ -486,4 +490,6 @@ def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[d
         lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
         module = lowering.lower()
         text = _with_function_attributes(str(module), symbol, tgt.entry_attributes(lowering.fn_attributes))
+    if kind == "ir":
+        return text
     return jit.emit(text, tgt, kind, lowering.tuning)

@@ -147,6 +147,9 @@ def parse_variant(text: str) -> Variant:
     knobs = {}
     if "=" not in items[0]:
         preset = items.pop(0)
+        if preset == "ref":         # the interpreter: no native variant, so no knobs to set on it
+            raise VariantError("ref is the interpreter and takes no knobs; give a native preset "
+                               f"({', '.join(PRESETS)}) before knob=value")
         if preset not in PRESETS:
             raise VariantError(f"unknown variant {preset!r}; presets are ref, {', '.join(PRESETS)}")
         knobs.update(PRESETS[preset])

@@ -81,18 +81,51 @@ BACKWARD = {op.name: op for op in [
 
 
 class UnknownOperator(KeyError):
+    """An operator name (or NAME:STORAGE form) that names nothing; the message lists what does."""
     def __str__(self):
-        return f"unknown operator {self.args[0]!r}; operators are {', '.join(OPERATORS)}"
+        return self.args[1] if len(self.args) > 1 else \
+            f"unknown operator {self.args[0]!r}; operators are {', '.join(OPERATORS)}"
+
+
+def storage_forms(op: Operator) -> tuple:
+    """The storage suffixes `op` has: bf16 and f16 when it has an f32 buffer to re-type (its
+    aux buffers stay f32, ops/storage.py), none otherwise (histogram, transpose's int forms)."""
+    from ..ir import STORAGE_DTYPES, DType
+    retypable = any(p.dtype is DType.F32 and p.name not in op.aux for p in op.kernel.ir.buffers)
+    return tuple(sorted(d.value for d in STORAGE_DTYPES)) if retypable else ()
+
+
+def forms(name: str) -> tuple:
+    """Every spelling `get` accepts for the operator `name`: NAME, then NAME:bf16, NAME:f16."""
+    op = OPERATORS.get(name) or BACKWARD.get(name)
+    if op is None:
+        raise UnknownOperator(name)
+    return (name, *(f"{name}:{s}" for s in storage_forms(op)))
 
 
 def get(name: str, form: str = None) -> Operator:
     """The operator `name`; with `form`, in that formulation (see Operator.with_form).
-    `name:bf16` / `name:f16`: the operator over bf16/f16 buffers (ops/storage.py)."""
-    name, _, st = name.partition(":")
-    op = OPERATORS.get(name) or BACKWARD.get(name)
+    `name:bf16` / `name:f16`: the operator over bf16/f16 buffers (ops/storage.py). A form the
+    operator does not have raises UnknownOperator naming the forms it has."""
+    base, _, st = name.partition(":")
+    op = OPERATORS.get(base) or BACKWARD.get(base)
     if op is None:
-        raise UnknownOperator(name)
+        raise UnknownOperator(base)
+    if not st and name != base:
+        raise UnknownOperator(name, f"operator form {name!r} ends in ':' with no storage type; "
+                                    f"{base}'s forms are {', '.join(forms(base))}")
     if st:
+        valid = forms(base)
+        if name not in valid:
+            if ":" in st:
+                why = "has more than one storage suffix"
+            elif len(valid) == 1:
+                why = f"is not a form of {base}, which has no f32 buffer to store as bf16 or f16"
+            elif f"{base}:{st.lower()}" in valid:
+                why = "must be spelt in lower case"
+            else:
+                why = f"has an unknown storage type {st!r}"
+            raise UnknownOperator(name, f"operator form {name!r} {why}; {base}'s forms are {', '.join(valid)}")
         from .storage import storage_operator, storage_type
         op = storage_operator(op, storage_type(st))
     return op if form is None else op.with_form(form)
