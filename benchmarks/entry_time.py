@@ -3,7 +3,7 @@
 The entry is called by the native timer (no Python, runtime or allocation inside), one
 thread, on inputs with guard bands, after one run whose output is compared bit for bit with
 the interpreter's. For an A/B of two trees, alternate runs with PYTHONPATH set to each (a
-`git worktree` of the other commit), as session 21 measured matmul's tile rows and
+`git worktree` of the other commit), as docs/README.md's measurements of matmul's tile rows and
 histogram's whole blocks:
 
     python benchmarks/entry_time.py matmul packet 64x64x64 256x512x256 1024x1024x1024

@@ -4,7 +4,7 @@ in one process, this tree against another (unsteered: a steered campaign's progr
 its coverage so far).
 
 Process CPU time is what a loaded machine inflates least (the wall time of a campaign on a
-2-vCPU VM shared with other sessions varies several-fold); a campaign's programs per second
+2-vCPU VM shared with other users varies several-fold); a campaign's programs per second
 on J idle workers is about J / (CPU seconds per program). Trees alternate seed by seed, each
 in a fresh process.
 

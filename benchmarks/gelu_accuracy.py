@@ -4,7 +4,7 @@ Issue 25's gelu cells: eager ATen's F.gelu (approximate="none") is 2-13% faster 
 at the native entry. Both compute 0.5*x*(1 + erf(x/sqrt(2))); they differ in erf. This measures
 what each costs in accuracy against a float64 gelu (math.erf), in float32 ulps of the exact
 value, where |gelu| > 1e-3 (below, the formula's own cancellation for x < -3 dominates both:
-an absolute error about 1e-7, cohort's documented limit). Session 21 on the grid below:
+an absolute error about 1e-7, cohort's documented limit). On the grid below (docs/README.md):
 cohort max 515 ulp, median 0.39; eager torch max 2148, median 0.75.
 
     python benchmarks/gelu_accuracy.py [--points 200001] [--lo -6] [--hi 6]

@@ -1,5 +1,5 @@
-/* A plain C histogram, the yardstick for cohort's histogram at the native entry (README,
- * "Operators that cooperate"): one thread counts n int32 indices into `bins` counters
+/* A plain C histogram, the yardstick for cohort's histogram at the native entry (docs/README.md,
+ * "Cooperative operators"): one thread counts n int32 indices into `bins` counters
  * branch-free, an index outside [0, bins) going to one spare counter, as cohort's kernel
  * does. The indices are uniform over [-1, bins + bins/8] like the operator's own inputs'
  * spread (some out of range). Best of 5 repetitions.
@@ -7,7 +7,7 @@
  *   gcc -O2 -march=native -o /tmp/histogram_scalar benchmarks/histogram_scalar.c
  *   /tmp/histogram_scalar 4194304 256
  *
- * Session 21 (znver3 VM): 4194304 x 256 took 3.23-3.26 ms in three runs alternating with
+ * On the znver3 VM (docs/README.md): 4194304 x 256 took 3.23-3.26 ms in three runs alternating with
  * benchmarks/entry_time.py histogram packet 4194304x256 (medians 3.56-4.40 ms). */
 #include <stdint.h>
 #include <stdio.h>

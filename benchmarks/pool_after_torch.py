@@ -1,7 +1,7 @@
 """The worker pool's launch before and after torch has run at the same thread count.
 
-docs/native-mt (session 20) saw matmul 256x512x256 at 2 workers either 1.9x faster than
-one thread or no faster, round by round. The cause (session 21): after each parallel region
+docs/native-mt once saw matmul 256x512x256 at 2 workers either 1.9x faster than
+one thread or no faster, round by round. The cause: after each parallel region
 ATen's OpenMP threads (libgomp) spin for milliseconds (about 10 ms here), and the pool's
 own worker shares a core with the spinner (/proc/self/task/*/schedstat: the worker waiting
 runnable for most of the launch). So a process with an OpenMP runtime runs cohort's launches

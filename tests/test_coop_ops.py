@@ -180,7 +180,7 @@ def test_atomics_run_one_packet_at_a_time():
     op = ops.get("histogram")
     launch = op.launch((5000, 300))
     # the atomic updates the lowering emits: masked throughout (full_packet=off), 6 (5 before
-    # the whole-block loop of session 21); with full_packet on (the default) more, and it is 17
+    # the loop for blocks wholly inside the launch); with full_packet on (the default) more, and it is 17
     # since the full path also emits the statements under a varying `if` in its all-on body
     # (stmts.varying_branch)
     for variant, sites in (("packet,full_packet=off", 6), ("packet", 17)):

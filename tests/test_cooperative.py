@@ -324,7 +324,7 @@ def masked_bins(x: Buffer[i32], h: Buffer[i32], NB: Const[int]):
 
 
 # Pinned interleaves make packets of 32 and 64 lanes (lanes 4 x 16: the mask an i64), which the
-# automatic choice never does for atomics. A fuzz campaign (seed 18, session 18) found the 64-lane
+# automatic choice never does for atomics. A fuzz campaign (seed 18) found the 64-lane
 # build emitting `zext i64 to i32` for the atomics' lane mask and the first failing lane; and at
 # the fuzzer's quick levels, LLVM's fast code generator aborted on 64-lane predicated=off builds
 # (a lane's mask bit read by a variable-index extract from <64 x i1>: lanes.lane_on).

@@ -64,7 +64,7 @@ def test_generator_reaches_every_construct():
     cov = Coverage()
     # 800: unsteered, the rare shapes come by chance (a steered campaign makes them on purpose,
     # test_gen_shapes.py); group:unordered first came at program 400 once guard:loaded shifted
-    # the draws (session 21; within 250 before), at 739 once store:either-side did (session 22;
+    # the draws (within 250 before), at 739 once store:either-side did (the generator's latest shape;
     # everything else within 150). About 23 s for the 800.
     for case in collect(800):
         cov.program(case)

@@ -20,7 +20,7 @@ def test_a_steered_campaign_makes_every_rare_shape_early():
     offsets where it happens within 60 (generate(k*1000 + s), k = 0..5: 18, 35, 30 before
     `wrap:loop` joined, 29, 35, 26 after; the other three offsets leave one past shape missing
     after 60 programs, unchanged since a program aims at one non-past shape only; since the
-    cooperative walk piece joined (session 18), 28, 35, 57, 26 and two offsets missing one).
+    cooperative walk piece joined (gen/coop.py), 28, 35, 57, 26 and two offsets missing one).
     The non-past shapes are aimed at one per program (build.py: all at once made programs of
     30-50 statements), so each comes within a dozen: first at 0-11 over the six offsets; the
     past shape guard-le at 0-12: 4, 0, 12, 2, 10, 7 before the walk piece and 8, 0, 12, 2, 10,

@@ -149,7 +149,7 @@ def test_an_audit_without_digests_fails_with_one_reason(copy, capsys):
 
 # docs/ folders whose replays record a commit this repository does not hold (amended or rebased
 # away before the results were committed): `cohort audit check` reports that, as a problem. None
-# since session 7 regenerated docs/private and docs/e2e (issue 28, item 5); a folder named here
+# since docs/private and docs/e2e were regenerated from committed code (issue 28, item 5); a folder named here
 # must fail that way.
 RECORDED_COMMIT_MISSING: set = set()
 

@@ -43,8 +43,8 @@ BUGS = {
     "le_unordered": "f32 a <= b is lowered as not (a > b) (true when either is NaN)",
     "loop_stride_unit": "the variable of a loop whose start is affine with stride k is given stride 1",
     "loop_align_start": "a loop variable's known divisor is its start's alone, not gcd(start, step): "
-                        "(t + j) % 32 over range(0, C) taken as contiguous (shapes; found on main in "
-                        "session 8)",
+                        "(t + j) % 32 over range(0, C) taken as contiguous (shapes; a bug once found "
+                        "on main)",
     # issue 23: the cooperative lowering (regions.py, core.py, memory.py, atomics.py)
     "barrier_late": "a region ends one statement after its barrier: the statement after a barrier runs in "
                     "the packet loop before it (regions.split_regions)",
@@ -108,10 +108,10 @@ BUGS = {
                            "active when the process first builds the pool)",
     "launch_nblocks_floor": "a launch's block count is n // B, not ceil(n / B): the partial last block never "
                             "runs (launch_plan.LaunchPlan.fill)",
-    # session 15: per-lane work (predicated=off's effects, atomics) as one loop over the lanes
+    # per-lane work (predicated=off's effects, atomics) as one loop over the lanes (loops.lane_loop)
     "lane_loop_short": "the loop over a packet's lanes stops one lane early: the last lane's predicated=off "
                        "load or store, or its atomic update, never happens (loops.lane_loop)",
-    # session 18: a loop's strided shared reads transposed in registers before it
+    # a loop's strided shared reads transposed in registers before it (DESIGN §5)
     "transposed_last_stage": "the in-register transpose of a loop's shared windows skips its last round (bit 0 "
                              "of row and column never swapped; transposed.transpose_rows)",
 }

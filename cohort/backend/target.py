@@ -103,7 +103,7 @@ class _X86(_Isa):
         return "fma" in features
 
     # AMD's AVX2 cores run vmaskmovps to memory as microcode: 3.7 ns per store on the znver3
-    # VM whether 0, 5 or 8 lanes are on, against 0.3 for a plain store (session 22, a C loop
+    # VM whether 0, 5 or 8 lanes are on, against 0.3 for a plain store (docs/README.md, a C loop
     # of _mm256_maskstore_ps); AVX-512's masked stores and Intel's AVX2 ones are not
     _MICROCODED_MASKED_STORE = ("znver1", "znver2", "znver3", "bdver", "btver")
 

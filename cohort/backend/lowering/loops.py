@@ -119,7 +119,7 @@ class LoopLowering:
         honoured though the tuning turns the unroller off for everything else): a distinct,
         self-referring loop id each time. Only in a build optimised as a user's is (jit.FULL):
         the fuzzer's quick levels keep the loop, as unrolled it made their modules 2-3x
-        dearer to optimise and compile (docs/fuzzing.md, session 15)."""
+        dearer to optimise and compile (docs/fuzzing.md, 'per-lane work as one loop')."""
         if jit.level() != jit.FULL:
             return
         m = self.module

@@ -239,8 +239,8 @@ class MemoryLowering:
         the buffer, it is a masked load of the lanes' elements only (no overread). With
         every lane on and the span inside the buffer (a branch every launch but the
         buffer's last packet takes), a plain load: masked loads ran rope's stride-2 reads
-        from DRAM at half the speed on the VM of session 20 (2.8-3.1 ms against 1.5-1.6 ms
-        at 1024x4098, native entry)."""
+        from DRAM at half the speed on docs/native's machine (docs/README.md, 'Measurements behind
+        the code'; rope 1024x4098 in docs/native)."""
         b, W = self.b, self.W
         span = ir.VectorType(elem, k * W)
         keep = vector_const(ir.VectorType(I1, k * W), [1 if j % k == 0 else 0 for j in range(k * W)])

@@ -16,12 +16,12 @@ granularity): the tile's eight scores are independent accumulators over d,
 each step one fused multiply-add s = fma(q[d], k[d], s), in two passes of four
 (each score's chain is the same either way; four live accumulators per packet
 let two packets run side by side in sixteen vector registers, so one key
-broadcast feeds both: 1x8x8x256x256x64x64 at 8 lanes 2.77 -> 2.20 ms with 16
-256-bit registers, session 10); the running max m moves once per tile, so one correction
+broadcast feeds both: the timing is in docs/README.md, 'Measurements behind the code');
+the running max m moves once per tile, so one correction
 exp(m - m_new) rescales l and acc per tile, not per key; the values are folded
 in as acc[e] = fma(p7, v7[e], ... fma(p0, v0[e], acc[e]*corr)), p0 first. Fused
 steps halve the rounding of a dot product and the instructions of the inner
-loops (session 6: 1x4x1x64x128x32x32 at 16 lanes 56.8 -> 45.8 us). Keys past the last full tile run one at a time with the same
+loops (docs/README.md, 'Measurements behind the code'). Keys past the last full tile run one at a time with the same
 update for a tile of one. This order of float32 operations is the operator's
 definition (DESIGN §4); the oracle is float64.
 
@@ -39,8 +39,8 @@ are skipped. A tile every row of the block takes (before the block's first
 row's diagonal) updates the state directly, in a block-uniform branch; only
 the diagonal's tiles select per row (a row past its diagonal keeps its state).
 A select of an element's old value stored back is a masked store once code
-generation sees it, slow on some CPUs: 1x4x1x64x128x32x32 causal at 16 lanes
-took 1.2x Inductor's time with it on every tile (session 11).
+generation sees it, slow on some CPUs (microcoded there: Target.slow_masked_store; the
+measurement is in docs/README.md, 'Measurements behind the code').
 
 A mask (MASK = 1) is SDPA's float attn_mask: bias[b, h, s, j] is added to the
 scaled score (after the dot product, before the max), the bias read through

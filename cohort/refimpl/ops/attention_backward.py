@@ -30,8 +30,8 @@ Keys (kernels 1, 2) and query rows (kernel 3) go in tiles of 4: the tile's
 four dot products are independent chains (one load of q[d], or of the key's
 k[d], feeds four), then the accumulators take the four in order - the same
 operations in the same order as one at a time, so the same bits (checked when
-the tiles were introduced; 1x8x2x256x256x64 causal at 8 lanes: stats 2.1 ->
-0.9 ms, dq 11.1 -> 3.3 ms, dkv 21.5 -> 3.4 ms; the forward takes 2.9 ms).
+the tiles were introduced; their speed-up: docs/README.md, 'Measurements
+behind the code', measured by benchmarks/bench_autograd.py).
 Rows and keys past a tile's end are clamped to a real row for their loads and
 are not visible.
 """

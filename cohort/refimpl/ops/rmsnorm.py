@@ -35,8 +35,8 @@ def rmsnorm_private(x: Buffer[f32], w: Buffer[f32], y: Buffer[f32], cols: Const[
     # tail < cols: unguarded full items and one guarded partial item, as CUB
     # splits a full tile from a partial one. The partial item is stored whole
     # (0 where it is no column): a store under a mask followed by a full
-    # vector load of the same place cannot be forwarded and stalls (measured
-    # 0.57 vs 0.23 us at 17x65). Hence cols//B + 1 items: ceil(cols/B), plus
+    # vector load of the same place cannot be forwarded and stalls (measured:
+    # docs/README.md, 'Measurements behind the code'). Hence cols//B + 1 items: ceil(cols/B), plus
     # one unused item when B divides cols. Every pass guards the partial item.
     # The load loop is the first pass's loop: the items cannot all stay in
     # registers across block_sum (24 per thread at 768 columns, for every

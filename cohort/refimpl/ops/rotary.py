@@ -17,7 +17,7 @@ commutative, so the results agree with transformers' functions bit for bit.
 One block per leading row n: it walks its positions s in order, its threads
 striped over the pairs of each (n, s) row, so x and y are read and written
 front to back (a block per position, as before, walked N rows S*D floats
-apart: 8x17x64x64 at 16 lanes 0.77 -> 0.64 us, 1x1x2x2 0.035 -> 0.003 us).
+apart, was slower: docs/README.md, 'Measurements behind the code').
 N and S are runtime arguments, so one build serves every sequence length and
 row count; D, R and the convention are Const (the row's index pattern:
 contiguous for halves, stride 2 for pairs). Blocks are the N rows: a launch

@@ -39,7 +39,7 @@ class CampaignConfig:
                                         # ...) draws from the unsteered distribution, so the aimed
                                         # programs of a campaign's first minutes never crowd out the
                                         # plain ones (NaN compares, stride and sign slips are found
-                                        # there: docs/fuzzing.md, session 12); 0: every seed steered
+                                        # there: docs/fuzzing.md, 'steering on by default'); 0: every seed steered
     steer_batch: int = 3                # steered: Hypothesis runs of at most this many examples, the
                                         # steering refreshed between them (a run keeps one steering)
 

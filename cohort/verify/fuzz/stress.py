@@ -26,7 +26,7 @@ import numpy as np
 from ...refimpl.ir import Atomic, Shared, walk_stmts
 
 STRESS = "stress"                       # the pseudo-variant's name in a program's variant list
-STRESS_THREADS = 1 << 19               # docs/fuzzing.md, session 14: 2^19 and 2^20 threads caught the
+STRESS_THREADS = 1 << 19               # docs/fuzzing.md, 'a lighter stress check': 2^19 and 2^20 threads caught the
                                         # same lost-update plants (atomic_plain 7 of 12 stress programs, 6 of
                                         # 12 with both cores busy) at half the CPU time (0.9 s against 2.0 clean)
 STRESS_SPEC = "lanes=8,full_packet=on,predicated=on,private=cohort"
