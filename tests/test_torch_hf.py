@@ -118,7 +118,7 @@ def test_the_sliding_window_is_applied_and_matters(family):
     """The window changes these models' logits (so dropping it would fail the test above);
     cohort's layers carry the config's window (Qwen2: on its sliding layer only)."""
     ref, mine = models(family)
-    windows = [layer.self_attn.window for layer in mine.model.layers]
+    windows = [layer.self_attn._cohort.window for layer in mine.model.layers]
     assert windows == ([5, 5] if family == "mistral" else [None, 4])
     full = build(family, config(family, sliding_window=None, use_sliding_window=False))
     ids, _ = padded()
@@ -222,15 +222,21 @@ def test_compiles_fullgraph_with_no_graph_break():
     assert not counters["graph_break"]
 
 
-def test_install_replaces_each_part_and_shares_the_parameters():
+def test_install_changes_the_classes_only_and_keeps_every_name_and_parameter():
     ref = build("phi")
     params = {id(p) for p in ref.parameters()}
+    names = [n for n, _ in ref.named_modules()]
+    keys = list(ref.state_dict())
     mine = hf.install(ref)
     kinds = [type(m).__name__ for m in mine.modules()]
-    assert kinds.count("CohortAttention") == 2 and kinds.count("CohortMLP") == 2
-    assert kinds.count("CohortLayerNorm") == 3                      # input_layernorm x2, final_layernorm
-    assert not any(k.startswith("Phi") and k.endswith(("Attention", "MLP")) for k in kinds)
-    assert "LayerNorm" not in kinds
+    assert kinds.count("PhiAttentionOnCohort") == 2 and kinds.count("PhiMLPOnCohort") == 2
+    assert kinds.count("LayerNormOnCohort") == 3                    # input_layernorm x2, final_layernorm
+    assert not {"PhiAttention", "PhiMLP", "LayerNorm"} & set(kinds)
+    # the model's own classes still (isinstance), the same names, parameters and keys
+    from transformers.models.phi.modeling_phi import PhiAttention
+    assert isinstance(mine.model.layers[0].self_attn, PhiAttention)
+    assert isinstance(mine.model.layers[0].self_attn, hf.CohortAttention)
+    assert [n for n, _ in mine.named_modules()] == names and list(mine.state_dict()) == keys
     assert {id(p) for p in mine.parameters()} == params
     assert mine.config._attn_implementation == "cohort"
     assert hf.install(mine) is mine                                  # again: unchanged
@@ -270,14 +276,12 @@ def test_gemma_norm_is_one_plus_w_in_float32(dtype):
         norm.weight.copy_(torch.randn(96, generator=g) * 0.3)
     norm = norm.to(dtype)
     x = (torch.randn(5, 96, generator=g) * 2).to(dtype)
-    mine = hf.CohortRMSNorm(norm.weight, norm.eps, offset=True)
-    want, got = norm(x), mine(x)
+    want, got = norm(x), hf.rmsnorm_offset(x, norm.weight, norm.eps)
     assert got.dtype == dtype
     # float32: the sums differ in order only; bf16: at most one rounding step apart
     bound = 1e-6 if dtype == torch.float32 else 2.0 ** -8
     assert ((got.float() - want.float()).abs() <= bound * want.float().abs().amax(-1, keepdim=True)).all()
-    plain = hf.CohortRMSNorm(norm.weight, norm.eps)                    # without the offset: far off
-    assert rel(plain(x), want) > 0.5
+    assert rel(ct.rmsnorm(x, norm.weight, norm.eps), want) > 0.5       # without the offset: far off
 
 
 # ---------------------------------------------------------------- what install refuses
