@@ -284,6 +284,177 @@ def test_gemma_norm_is_one_plus_w_in_float32(dtype):
     assert rel(ct.rmsnorm(x, norm.weight, norm.eps), want) > 0.5       # without the offset: far off
 
 
+# ---------------------------------------------------------------- structure kept: round trips, uninstall
+
+_RELOAD = """
+import sys, torch, transformers as T
+out = {}
+for family, path in zip(sys.argv[2::2], sys.argv[3::2]):
+    model = getattr(T, family).from_pretrained(path).eval()
+    ids = torch.load(sys.argv[1] + ".ids")
+    with torch.no_grad():
+        out[family] = model(ids[0], attention_mask=ids[1]).logits
+assert not any(m == "cohort" or m.startswith("cohort.") for m in sys.modules), "cohort was imported"
+torch.save(out, sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Each family's installed model saved with save_pretrained, and the logits a fresh
+    process without cohort computes from the checkpoint: {family: (directory, logits)}."""
+    import subprocess
+    import sys
+    root = tmp_path_factory.mktemp("saved")
+    ids, mask = padded()
+    torch.save((ids, mask), str(root / "logits.ids"))
+    args = []
+    for family in FAMILIES:
+        _, mine = models(family)
+        mine.save_pretrained(root / family)
+        args += [CLASSES[family], str(root / family)]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", _RELOAD, str(root / "logits"), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    logits = torch.load(root / "logits")
+    return {family: (root / family, logits[CLASSES[family]]) for family in FAMILIES}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_round_trips_keep_every_weight(family, saved):
+    """state_dict keys are the uninstalled model's; a strict load into another installed model,
+    save_pretrained then from_pretrained (with cohort, then installed; and in a process
+    without cohort), and torch.save of the whole model give the same logits bit for bit."""
+    import io
+    ref, mine = models(family)
+    assert list(mine.state_dict()) == list(ref.state_dict())
+    ids, mask = padded()
+    with torch.no_grad():
+        want, eager = mine(ids, attention_mask=mask).logits, ref(ids, attention_mask=mask).logits
+        other = hf.install(build(family, seed=7))
+        other.load_state_dict(mine.state_dict(), strict=True)
+        assert torch.equal(other(ids, attention_mask=mask).logits, want)
+        path, without_cohort = saved[family]
+        assert torch.equal(without_cohort, eager)                      # every weight came back
+        loaded = getattr(T, CLASSES[family]).from_pretrained(path).eval()
+        assert loaded.config._attn_implementation != "cohort"
+        assert torch.equal(loaded(ids, attention_mask=mask).logits, eager)
+        assert torch.equal(hf.install(loaded)(ids, attention_mask=mask).logits, want)
+        buf = io.BytesIO()
+        torch.save(mine, buf)
+        buf.seek(0)
+        again = torch.load(buf, weights_only=False)
+        assert [type(m) for m in again.modules()] == [type(m) for m in mine.modules()]
+        assert torch.equal(again(ids, attention_mask=mask).logits, want)
+
+
+def _shape(model):
+    """Each module's name, class, attributes, hooks and parameter identities."""
+    return [(name, type(m), sorted(m.__dict__), dict(m._forward_pre_hooks), dict(m._forward_hooks),
+             [id(p) for p in m.parameters(recurse=False)]) for name, m in model.named_modules()]
+
+
+@pytest.mark.parametrize("family", ["gemma", "gpt_neox"])
+def test_uninstall_restores_the_model_exactly(family):
+    ref, _ = models(family)
+    model = copy.deepcopy(ref)
+    hook = model.model.layers[0].mlp.register_forward_hook(lambda *a: None) if family == "gemma" else None
+    before = _shape(model)
+    ids, mask = padded()
+    hf.install(model)
+    assert _shape(model) != before
+    with torch.no_grad():
+        model(ids, attention_mask=mask)
+        assert hf.uninstall(model) is model
+        assert _shape(model) == before and model.config._attn_implementation == "sdpa"
+        assert torch.equal(model(ids, attention_mask=mask).logits, ref(ids, attention_mask=mask).logits)
+        model.double()                                                 # its own again: anything goes
+    assert hf.uninstall(model) is model and _shape(model) == _shape(model)
+    if hook is not None:
+        hook.remove()
+
+
+def test_torch_save_of_an_installed_model_loads_where_install_never_ran():
+    """The ...OnCohort classes are made on demand by name (unpickling needs cohort, not install)."""
+    import subprocess
+    import sys
+    _, mine = models("phi")
+    import io
+    buf = io.BytesIO()
+    torch.save(mine, buf)
+    code = ("import sys, io, torch; m = torch.load(io.BytesIO(sys.stdin.buffer.read()), weights_only=False); "
+            "print(type(m.model.layers[0].self_attn).__name__, m.config._attn_implementation)")
+    done = subprocess.run([sys.executable, "-c", code], input=buf.getvalue(), capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["PhiAttentionOnCohort", "cohort"]
+
+
+# ---------------------------------------------------------------- switches flipped after install
+
+def test_output_attentions_is_refused_in_one_line_and_eager_returns_them():
+    ref, mine = models("llama")
+    ids, mask = padded()
+    model = copy.deepcopy(mine)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"^cohort.torch.hf: output_attentions=True: cohort's attention does "
+                                             r"not form") as e:
+            model(ids, attention_mask=mask, output_attentions=True)
+        assert "\n" not in str(e.value)
+        with pytest.raises(ValueError, match="output_attentions=True"):
+            model.model(ids, attention_mask=mask, output_attentions=True)          # the base model too
+        with pytest.raises(ValueError, match=r"output_attentions` attribute is not supported when using the "
+                                             r"`attn_implementation` set to cohort"):
+            model.config.output_attentions = True               # in the config: transformers refuses it
+        model.set_attn_implementation("eager")
+        eager = copy.deepcopy(ref)
+        eager.set_attn_implementation("eager")
+        got = model(ids, attention_mask=mask, output_attentions=True).attentions
+        want = eager(ids, attention_mask=mask, output_attentions=True).attentions
+    assert len(got) == len(want) == 2
+    assert all(rel(g, w) <= 1e-5 for g, w in zip(got, want))
+
+
+def test_set_attn_implementation_after_install_routes_the_attention_layers():
+    """"eager" runs the layers' own attention (norms and MLPs stay cohort's), "cohort" routes
+    them back: the logits move off cohort's by float32 rounding, and return to its bits."""
+    from unittest import mock
+    ref, mine = models("qwen2")
+    model = copy.deepcopy(mine)
+    ids, mask = padded()
+    with torch.no_grad():
+        want = model(ids, attention_mask=mask).logits
+        for name in ("eager", "sdpa"):
+            model.set_attn_implementation(name)
+            assert model.config._attn_implementation == name
+            with mock.patch.object(ct, "attention", side_effect=AssertionError("cohort attention ran")):
+                got = model(ids, attention_mask=mask).logits
+            live = mask.bool()
+            assert rel(got[live], ref(ids, attention_mask=mask).logits[live]) <= 1e-5
+        model.set_attn_implementation("cohort")
+        assert torch.equal(model(ids, attention_mask=mask).logits, want)
+
+
+@pytest.mark.parametrize("convert, what", [
+    (lambda m: m.double(), "torch.float64"),
+    (lambda m: m.to(torch.float64), "torch.float64"),
+    (lambda m: m.to("meta"), "device 'meta'"),
+    (lambda m: m.model.layers[1].to(torch.float64), "torch.float64"),       # a part of it
+    (lambda m: m.model.layers[1].mlp.double(), "torch.float64"),
+])
+def test_a_dtype_or_device_cohort_does_not_run_is_refused_at_the_conversion(convert, what):
+    _, mine = models("gemma")
+    model = copy.deepcopy(mine)
+    with pytest.raises(TypeError, match=rf"^cohort.torch.hf: \w+ runs on cohort.torch, which cannot run {what} "
+                                        rf"\(float32, bfloat16, float16 on the CPU\); call cohort.torch.hf.uninstall"
+                                        rf"\(model\) first$"):
+        convert(model)
+    assert {(p.dtype, p.device.type) for p in model.parameters()} == {(torch.float32, "cpu")}    # nothing converted
+    model.to(torch.bfloat16)                                                # one it runs: converted
+    with torch.no_grad():
+        assert model(padded()[0]).logits.dtype == torch.bfloat16
+
+
 # ---------------------------------------------------------------- what install refuses
 
 def _gpt2():
