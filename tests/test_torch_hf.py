@@ -390,6 +390,44 @@ def test_torch_save_of_an_installed_model_loads_where_install_never_ran():
     assert done.stdout.decode().split() == ["PhiAttentionOnCohort", "cohort"]
 
 
+class _LowRank(torch.nn.Module):
+    """A LoRA-style wrapper put where PEFT puts one: at the target's own module name."""
+
+    def __init__(self, base, rank=2, seed=5):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.base = base
+        self.a = torch.nn.Parameter(torch.randn(rank, base.in_features, generator=g) * 0.1)
+        self.b = torch.nn.Parameter(torch.randn(base.out_features, rank, generator=g) * 0.1)
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.a.T) @ self.b.T
+
+
+def test_module_name_targets_and_hooks_reach_the_installed_model():
+    """Adapters put at a projection's name (before or after install) run inside cohort's
+    layers, and a hook registered on a layer before install still fires."""
+    ref, mine = models("llama")
+    ids, mask = padded()
+    live = mask.bool()
+    eager, before, after = copy.deepcopy(ref), copy.deepcopy(ref), copy.deepcopy(mine)
+    for model in (eager, before, after):
+        for name in ("model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"):
+            parent, leaf = name.rsplit(".", 1)
+            owner = model.get_submodule(parent)
+            setattr(owner, leaf, _LowRank(getattr(owner, leaf)))
+    calls = []
+    before.model.layers[0].self_attn.register_forward_hook(lambda *a: calls.append(1))
+    hf.install(before)
+    with torch.no_grad():
+        want = eager(ids, attention_mask=mask).logits[live]
+        assert rel(want, ref(ids, attention_mask=mask).logits[live]) > 1e-3          # the adapters matter
+        assert rel(before(ids, attention_mask=mask).logits[live], want) <= 1e-5
+        assert rel(after(ids, attention_mask=mask).logits[live], want) <= 1e-5
+    assert calls == [1]
+    assert [n for n, _ in before.named_modules()] == [n for n, _ in eager.named_modules()]
+
+
 # ---------------------------------------------------------------- switches flipped after install
 
 def test_output_attentions_is_refused_in_one_line_and_eager_returns_them():
