@@ -118,7 +118,7 @@ def test_the_sliding_window_is_applied_and_matters(family):
     """The window changes these models' logits (so dropping it would fail the test above);
     cohort's layers carry the config's window (Qwen2: on its sliding layer only)."""
     ref, mine = models(family)
-    windows = [layer.self_attn._cohort.window for layer in mine.model.layers]
+    windows = [hf.modules._WINDOWS[layer.self_attn._cohort.window](layer.self_attn) for layer in mine.model.layers]
     assert windows == ([5, 5] if family == "mistral" else [None, 4])
     full = build(family, config(family, sliding_window=None, use_sliding_window=False))
     ids, _ = padded()
@@ -471,6 +471,38 @@ def test_set_attn_implementation_after_install_routes_the_attention_layers():
             assert rel(got[live], ref(ids, attention_mask=mask).logits[live]) <= 1e-5
         model.set_attn_implementation("cohort")
         assert torch.equal(model(ids, attention_mask=mask).logits, want)
+
+
+def test_settings_changed_after_install_are_read_when_the_layers_run():
+    """The sliding window (Mistral's config) and a norm's eps are read when the layer runs,
+    as the model reads them; an activation module swapped after install is refused."""
+    ref, mine = models("mistral")
+    eager, model = copy.deepcopy(ref), copy.deepcopy(mine)
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        before = model(ids, attention_mask=mask).logits[live]
+        for m in (eager, model):
+            m.config.sliding_window = 2
+            m.model.norm.variance_epsilon = 0.5
+        want = eager(ids, attention_mask=mask).logits[live]
+        assert rel(want, before) > 1e-3
+        assert rel(model(ids, attention_mask=mask).logits[live], want) <= 1e-5
+        model.model.layers[1].mlp.act_fn = torch.nn.GELU()
+        with pytest.raises(ValueError, match=r"^cohort.torch.hf: MistralMLPOnCohort.act_fn is now GELU, not the "
+                                             r"SiLUActivation install planned for; call cohort.torch.hf.uninstall"):
+            model(ids)
+
+
+def test_installing_the_base_model_then_the_whole_one_uninstalls_to_the_original():
+    ref, _ = models("llama")
+    model = copy.deepcopy(ref)
+    before = _shape(model)
+    hf.install(model.model)
+    hf.install(model)
+    assert model.config._attn_implementation == "cohort"
+    hf.uninstall(model)
+    assert _shape(model) == before and model.config._attn_implementation == "sdpa"
 
 
 @pytest.mark.parametrize("convert, what", [

@@ -168,8 +168,8 @@ def _norm(fam: Family, norm: nn.Module):
             _fail(f"a LayerNorm over {tuple(norm.normalized_shape)}{' without ' + missing if missing else ''}: "
                   f"cohort's layernorm normalizes the last dimension and takes a weight and a bias")
         return NormPlan()
-    eps = norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
-    return NormPlan(eps=float(eps), offset=fam.norm == "rms_offset")
+    return NormPlan(eps="variance_epsilon" if hasattr(norm, "variance_epsilon") else "eps",
+                    offset=fam.norm == "rms_offset")
 
 
 def _mlp(fam: Family, mlp: nn.Module, config):
@@ -178,7 +178,8 @@ def _mlp(fam: Family, mlp: nn.Module, config):
     if extra:
         _fail(f"{type(mlp).__name__} has submodules {sorted(extra)}, which cohort's MLP does not run")
     act = _activation(config, getattr(mlp, names[-1]), kind == "gated")
-    return MLPPlan(activation=act, gated=kind == "gated", names=tuple(names[:-1]))
+    return MLPPlan(activation=act, gated=kind == "gated", names=tuple(names[:-1]), act=names[-1],
+                   act_type=type(getattr(mlp, names[-1])))
 
 
 def _attention(fam: Family, attn: nn.Module, config):
@@ -196,7 +197,7 @@ def _attention(fam: Family, attn: nn.Module, config):
               "layer": getattr(attn, "sliding_window", None)}[fam.window]
     if window is not None and (type(window) is not int or window < 1):
         _fail(f"model.config.sliding_window={window!r} must be a positive int")
-    return AttentionPlan(fused=fam.qkv == "fused", out=fam.out, head_dim=int(head_dim), window=window)
+    return AttentionPlan(fused=fam.qkv == "fused", out=fam.out, head_dim=int(head_dim), window=fam.window)
 
 
 def register() -> str:
@@ -295,6 +296,7 @@ def uninstall(model: nn.Module) -> nn.Module:
             if hook is _refuse_attention_weights:
                 del m._forward_pre_hooks[key]
                 m._forward_pre_hooks_with_kwargs.pop(key, None)
-        if m.config._attn_implementation == NAME and record.attn_implementation is not None:
+        # (a model installed a second time from its outer model recorded "cohort": nothing to restore)
+        if m.config._attn_implementation == NAME and record.attn_implementation not in (None, NAME):
             m.config._attn_implementation = record.attn_implementation
     return model

@@ -44,9 +44,10 @@ class CohortRMSNorm(CohortModule):
 
     def forward(self, x):
         plan = self._cohort
+        eps = float(getattr(self, plan.eps))              # the module's own, read when it runs
         if plan.offset:
-            return rmsnorm_offset(x, self.weight, plan.eps)
-        return ct.rmsnorm(x, self.weight, plan.eps)
+            return rmsnorm_offset(x, self.weight, eps)
+        return ct.rmsnorm(x, self.weight, eps)
 
 
 def rmsnorm_offset(x, weight, eps: float):
@@ -81,6 +82,11 @@ class CohortMLP(CohortModule):
 
     def forward(self, x):
         plan = self._cohort
+        act = getattr(self, plan.act)
+        if type(act) is not plan.act_type:               # replaced after install: not what cohort runs
+            raise ValueError(f"cohort.torch.hf: {type(self).__name__}.{plan.act} is now {type(act).__name__}, "
+                             f"not the {plan.act_type.__name__} install planned for; call "
+                             f"cohort.torch.hf.uninstall(model) and install again")
         if plan.gated:
             gate, up, down = (getattr(self, n) for n in plan.names)
             return down(GATED[plan.activation](gate(x), up(x)))
@@ -125,9 +131,12 @@ class CohortAttention(CohortModule):
         q, k = ct.rope_hf(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
+        window = _WINDOWS[plan.window](self)               # read when the layer runs, as the model does
+        if window is not None and (type(window) is not int or window < 1):
+            raise ValueError(f"cohort attention: sliding_window={window!r} must be a positive int")
         out, _ = cohort_attention(self, q, k, v, attention_mask, scaling=float(self.scaling),
                                   dropout=float(self.attention_dropout or 0.0) if self.training else 0.0,
-                                  sliding_window=plan.window, **kwargs)
+                                  sliding_window=window, **kwargs)
         return getattr(self, plan.out)(out.reshape(*lead, -1)), None
 
 
@@ -135,7 +144,7 @@ class CohortAttention(CohortModule):
 
 @dataclass(frozen=True)
 class NormPlan:
-    eps: float = 0.0                # RMSNorm's (LayerNorm reads its own .eps)
+    eps: str = "eps"                # the attribute holding the module's eps (Llama's: variance_epsilon)
     offset: bool = False            # Gemma's (1 + w)
 
 
@@ -144,6 +153,15 @@ class MLPPlan:
     activation: str                 # a key of GATED / PLAIN
     gated: bool
     names: tuple                    # the projections: (gate, up, down) or (in, out)
+    act: str                        # the activation module's attribute name
+    act_type: type                  # ... and its class, which the activation stands for
+
+
+# where a layer's causal sliding window comes from: Mistral's config, Qwen2's layer (None on
+# its full-attention layers), or nowhere
+_WINDOWS = {"config": lambda m: getattr(m.config, "sliding_window", None),
+            "layer": lambda m: getattr(m, "sliding_window", None),
+            "none": lambda m: None}
 
 
 @dataclass(frozen=True)
@@ -151,7 +169,7 @@ class AttentionPlan:
     fused: bool                     # query_key_value (GPT-NeoX) rather than q_proj, k_proj, v_proj
     out: str                        # the output projection: o_proj or dense
     head_dim: int
-    window: int | None              # a causal sliding window, or None
+    window: str                     # where the causal sliding window is read: a key of _WINDOWS
 
 
 # ---------------------------------------------------------------- the classes
