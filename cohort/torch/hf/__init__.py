@@ -23,7 +23,9 @@ llama, mistral, qwen2, gemma, gpt_neox, phi), any head on top (ForCausalLM, the 
 It changes behaviour, not structure (modules.py): those modules stay where they are, with
 their parameters, buffers, submodules and hooks; only their class becomes a subclass of their
 own whose forward calls cohort. state_dict keys, save_pretrained checkpoints (loadable
-without cohort), named_modules and module-name targets are the model's. Projections,
+without cohort), named_modules and module-name targets are the model's. torch.save of the
+whole installed model pickles those classes: loading it needs cohort importable (not a call
+of install); uninstall first for a pickle that does not. Projections,
 embeddings, residuals, the rotary tables and the LM head are untouched. Gradients flow
 through cohort's backward kernels.
 
