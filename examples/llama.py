@@ -3,11 +3,12 @@
 Builds transformers' LlamaForCausalLM from a config (random weights, float32
 or bfloat16, nothing downloaded), then runs its RMSNorms, its MLP's SwiGLU, its
 rotary embedding (rotate-half) and its causal attention on cohort.torch, by
-`cohort.torch.hf.install(model)`: the norms, MLPs and attention layers are
-replaced by modules that call cohort.torch (module replacement), and the
-attention itself is registered with transformers' AttentionInterface as
-"cohort". transformers is not edited. examples/gemma.py does the same for Gemma.
+`cohort.torch.hf.install(model)`: the norms, MLPs and attention layers keep
+their names and weights and run forwards that call cohort.torch (each one's
+class becomes a subclass of its own), and the attention itself is registered
+with transformers' AttentionInterface as "cohort". transformers is not edited. examples/gemma.py does the same for Gemma.
 
+    pip install -e '.[hf]'                        # torch and transformers
     python examples/llama.py                      # compare with eager PyTorch, time forward passes
     python examples/llama.py --layers 4 --hidden 256 --heads 8 --kv-heads 2 --prompt 64
     python examples/llama.py --dtype bfloat16     # both models in bf16
@@ -53,7 +54,7 @@ def build_model(cfg: LlamaConfig = None, seed: int = 0) -> LlamaForCausalLM:
 
 
 def use_cohort(model: LlamaForCausalLM) -> LlamaForCausalLM:
-    """Replace the norms, MLPs and attention layers by cohort modules (in place; weights shared):
+    """Run the norms, MLPs and attention layers on cohort (in place; names and weights kept):
     cohort.torch.hf.install, which also registers the "cohort" attention and its mask function."""
     return hf.install(model)
 

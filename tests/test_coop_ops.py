@@ -47,31 +47,50 @@ def test_matmul_is_one_fma_chain_per_element_in_ascending_k():
     assert np.array_equal(_bits(y), _bits(acc))
 
 
+def _pair_sum(a, b):
+    """(ah, al) (+) (bh, bl) = (s, al + (bl + e)): s = ah + bh, v = s - ah, e = (ah - (s - v)) + (bh - v)."""
+    (ah, al), (bh, bl) = a, b
+    s = ah + bh
+    v = s - ah
+    return s, al + (bl + ((ah - (s - v)) + (bh - v)))
+
+
+def _renormalised(h, l):
+    return (h + l, l - ((h + l) - h)) if abs(l) > 0 else (h, np.float32(0.0))
+
+
 def _cumsum_definition(x):
-    """DESIGN §4's order, written out: groups of 16, Hillis-Steele d = 1, 2, 4, 8,
-    out = carry + h, carry = out_15 from -0.0 (float32 throughout)."""
+    """DESIGN §4's definition, written out in float32 pairs (h, l): groups of 16,
+    Hillis-Steele d = 1, 2, 4, 8 of pair sums, out = carry (+) H rounded to h + l (h where
+    l is 0 or not a number), carry = out_15 from (-0.0, -0.0), renormalised every 256."""
+    f = np.float32
     R, C = x.shape
     y = np.empty_like(x)
-    for r in range(R):
-        carry = np.float32(-0.0)
-        for g in range(0, C, 16):
-            h = np.array([x[r, min(g + t, C - 1)] for t in range(16)], np.float32)
-            for d in (1, 2, 4, 8):
-                h = np.array([h[t - d] + h[t] if t >= d else h[t] for t in range(16)], np.float32)
-            out = (carry + h).astype(np.float32)
-            n = min(16, C - g)
-            y[r, g:g + n] = out[:n]
-            carry = out[15]
+    with np.errstate(invalid="ignore", over="ignore"):
+        for r in range(R):
+            carry = (f(-0.0), f(-0.0))
+            for g in range(0, C, 16):
+                H = [(x[r, g + t] if g + t < C else f(0.0), f(-0.0)) for t in range(16)]
+                for d in (1, 2, 4, 8):
+                    H = [_pair_sum(H[t - d], H[t]) if t >= d else H[t] for t in range(16)]
+                for t in range(min(16, C - g)):
+                    s, ll = _pair_sum(carry, H[t])
+                    y[r, g + t] = s + ll if abs(ll) > 0 else s
+                carry = _pair_sum(carry, H[15])
+                if (g + 16) % 256 == 0 or g + 16 >= C:
+                    carry = _renormalised(*carry)
     return y
 
 
-def test_cumsum_follows_its_documented_order_of_additions():
-    shape = (3, 53)
+def test_cumsum_follows_its_documented_definition():
+    shape = (3, 533)                      # three steps of 256, the last one partial
     x = ops.get("cumsum").make_inputs(shape, 1)["x"]
     x[0, 0] = -0.0                        # the first carry is -0.0: y[r, 0] is x[r, 0] to the bit
     y = ops.run_reference(ops.get("cumsum"), shape, {"x": x})
     assert np.array_equal(_bits(y), _bits(_cumsum_definition(x)))
     assert _bits(y)[0, 0] == 0x80000000
+    special = _special((3, 37), 11)       # infinities and NaN as float32 addition has them
+    assert bitwise_equal(ops.run_reference(ops.get("cumsum"), (3, 37), {"x": special}), _cumsum_definition(special))
 
 
 def test_histogram_counts_in_range_indices_and_ignores_the_rest():

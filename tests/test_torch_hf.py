@@ -118,7 +118,7 @@ def test_the_sliding_window_is_applied_and_matters(family):
     """The window changes these models' logits (so dropping it would fail the test above);
     cohort's layers carry the config's window (Qwen2: on its sliding layer only)."""
     ref, mine = models(family)
-    windows = [layer.self_attn.window for layer in mine.model.layers]
+    windows = [hf.modules._WINDOWS[layer.self_attn._cohort.window](layer.self_attn) for layer in mine.model.layers]
     assert windows == ([5, 5] if family == "mistral" else [None, 4])
     full = build(family, config(family, sliding_window=None, use_sliding_window=False))
     ids, _ = padded()
@@ -222,15 +222,21 @@ def test_compiles_fullgraph_with_no_graph_break():
     assert not counters["graph_break"]
 
 
-def test_install_replaces_each_part_and_shares_the_parameters():
+def test_install_changes_the_classes_only_and_keeps_every_name_and_parameter():
     ref = build("phi")
     params = {id(p) for p in ref.parameters()}
+    names = [n for n, _ in ref.named_modules()]
+    keys = list(ref.state_dict())
     mine = hf.install(ref)
     kinds = [type(m).__name__ for m in mine.modules()]
-    assert kinds.count("CohortAttention") == 2 and kinds.count("CohortMLP") == 2
-    assert kinds.count("CohortLayerNorm") == 3                      # input_layernorm x2, final_layernorm
-    assert not any(k.startswith("Phi") and k.endswith(("Attention", "MLP")) for k in kinds)
-    assert "LayerNorm" not in kinds
+    assert kinds.count("PhiAttentionOnCohort") == 2 and kinds.count("PhiMLPOnCohort") == 2
+    assert kinds.count("LayerNormOnCohort") == 3                    # input_layernorm x2, final_layernorm
+    assert not {"PhiAttention", "PhiMLP", "LayerNorm"} & set(kinds)
+    # the model's own classes still (isinstance), the same names, parameters and keys
+    from transformers.models.phi.modeling_phi import PhiAttention
+    assert isinstance(mine.model.layers[0].self_attn, PhiAttention)
+    assert isinstance(mine.model.layers[0].self_attn, hf.CohortAttention)
+    assert [n for n, _ in mine.named_modules()] == names and list(mine.state_dict()) == keys
     assert {id(p) for p in mine.parameters()} == params
     assert mine.config._attn_implementation == "cohort"
     assert hf.install(mine) is mine                                  # again: unchanged
@@ -270,14 +276,253 @@ def test_gemma_norm_is_one_plus_w_in_float32(dtype):
         norm.weight.copy_(torch.randn(96, generator=g) * 0.3)
     norm = norm.to(dtype)
     x = (torch.randn(5, 96, generator=g) * 2).to(dtype)
-    mine = hf.CohortRMSNorm(norm.weight, norm.eps, offset=True)
-    want, got = norm(x), mine(x)
+    want, got = norm(x), hf.rmsnorm_offset(x, norm.weight, norm.eps)
     assert got.dtype == dtype
     # float32: the sums differ in order only; bf16: at most one rounding step apart
     bound = 1e-6 if dtype == torch.float32 else 2.0 ** -8
     assert ((got.float() - want.float()).abs() <= bound * want.float().abs().amax(-1, keepdim=True)).all()
-    plain = hf.CohortRMSNorm(norm.weight, norm.eps)                    # without the offset: far off
-    assert rel(plain(x), want) > 0.5
+    assert rel(ct.rmsnorm(x, norm.weight, norm.eps), want) > 0.5       # without the offset: far off
+
+
+# ---------------------------------------------------------------- structure kept: round trips, uninstall
+
+_RELOAD = """
+import sys, torch, transformers as T
+out = {}
+for family, path in zip(sys.argv[2::2], sys.argv[3::2]):
+    model = getattr(T, family).from_pretrained(path).eval()
+    ids = torch.load(sys.argv[1] + ".ids")
+    with torch.no_grad():
+        out[family] = model(ids[0], attention_mask=ids[1]).logits
+assert not any(m == "cohort" or m.startswith("cohort.") for m in sys.modules), "cohort was imported"
+torch.save(out, sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Each family's installed model saved with save_pretrained, and the logits a fresh
+    process without cohort computes from the checkpoint: {family: (directory, logits)}."""
+    import subprocess
+    import sys
+    root = tmp_path_factory.mktemp("saved")
+    ids, mask = padded()
+    torch.save((ids, mask), str(root / "logits.ids"))
+    args = []
+    for family in FAMILIES:
+        _, mine = models(family)
+        mine.save_pretrained(root / family)
+        args += [CLASSES[family], str(root / family)]
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-c", _RELOAD, str(root / "logits"), *args], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    logits = torch.load(root / "logits")
+    return {family: (root / family, logits[CLASSES[family]]) for family in FAMILIES}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_round_trips_keep_every_weight(family, saved):
+    """state_dict keys are the uninstalled model's; a strict load into another installed model,
+    save_pretrained then from_pretrained (with cohort, then installed; and in a process
+    without cohort), and torch.save of the whole model give the same logits bit for bit."""
+    import io
+    ref, mine = models(family)
+    assert list(mine.state_dict()) == list(ref.state_dict())
+    ids, mask = padded()
+    with torch.no_grad():
+        want, eager = mine(ids, attention_mask=mask).logits, ref(ids, attention_mask=mask).logits
+        other = hf.install(build(family, seed=7))
+        other.load_state_dict(mine.state_dict(), strict=True)
+        assert torch.equal(other(ids, attention_mask=mask).logits, want)
+        path, without_cohort = saved[family]
+        assert torch.equal(without_cohort, eager)                      # every weight came back
+        loaded = getattr(T, CLASSES[family]).from_pretrained(path).eval()
+        assert loaded.config._attn_implementation != "cohort"
+        assert torch.equal(loaded(ids, attention_mask=mask).logits, eager)
+        assert torch.equal(hf.install(loaded)(ids, attention_mask=mask).logits, want)
+        buf = io.BytesIO()
+        torch.save(mine, buf)
+        buf.seek(0)
+        again = torch.load(buf, weights_only=False)
+        assert [type(m) for m in again.modules()] == [type(m) for m in mine.modules()]
+        assert torch.equal(again(ids, attention_mask=mask).logits, want)
+
+
+def _shape(model):
+    """Each module's name, class, attributes, hooks and parameter identities."""
+    return [(name, type(m), sorted(m.__dict__), dict(m._forward_pre_hooks), dict(m._forward_hooks),
+             [id(p) for p in m.parameters(recurse=False)]) for name, m in model.named_modules()]
+
+
+@pytest.mark.parametrize("family", ["gemma", "gpt_neox"])
+def test_uninstall_restores_the_model_exactly(family):
+    ref, _ = models(family)
+    model = copy.deepcopy(ref)
+    hook = model.model.layers[0].mlp.register_forward_hook(lambda *a: None) if family == "gemma" else None
+    before = _shape(model)
+    ids, mask = padded()
+    hf.install(model)
+    assert _shape(model) != before
+    with torch.no_grad():
+        model(ids, attention_mask=mask)
+        assert hf.uninstall(model) is model
+        assert _shape(model) == before and model.config._attn_implementation == "sdpa"
+        assert torch.equal(model(ids, attention_mask=mask).logits, ref(ids, attention_mask=mask).logits)
+        model.double()                                                 # its own again: anything goes
+    assert hf.uninstall(model) is model and _shape(model) == _shape(model)
+    if hook is not None:
+        hook.remove()
+
+
+def test_torch_save_of_an_installed_model_loads_where_install_never_ran():
+    """The ...OnCohort classes are made on demand by name (unpickling needs cohort, not install)."""
+    import subprocess
+    import sys
+    _, mine = models("phi")
+    import io
+    buf = io.BytesIO()
+    torch.save(mine, buf)
+    code = ("import sys, io, torch; m = torch.load(io.BytesIO(sys.stdin.buffer.read()), weights_only=False); "
+            "print(type(m.model.layers[0].self_attn).__name__, m.config._attn_implementation)")
+    done = subprocess.run([sys.executable, "-c", code], input=buf.getvalue(), capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().split() == ["PhiAttentionOnCohort", "cohort"]
+
+
+class _LowRank(torch.nn.Module):
+    """A LoRA-style wrapper put where PEFT puts one: at the target's own module name."""
+
+    def __init__(self, base, rank=2, seed=5):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.base = base
+        self.a = torch.nn.Parameter(torch.randn(rank, base.in_features, generator=g) * 0.1)
+        self.b = torch.nn.Parameter(torch.randn(base.out_features, rank, generator=g) * 0.1)
+
+    def forward(self, x):
+        return self.base(x) + (x @ self.a.T) @ self.b.T
+
+
+def test_module_name_targets_and_hooks_reach_the_installed_model():
+    """Adapters put at a projection's name (before or after install) run inside cohort's
+    layers, and a hook registered on a layer before install still fires."""
+    ref, mine = models("llama")
+    ids, mask = padded()
+    live = mask.bool()
+    eager, before, after = copy.deepcopy(ref), copy.deepcopy(ref), copy.deepcopy(mine)
+    for model in (eager, before, after):
+        for name in ("model.layers.0.self_attn.q_proj", "model.layers.1.mlp.down_proj"):
+            parent, leaf = name.rsplit(".", 1)
+            owner = model.get_submodule(parent)
+            setattr(owner, leaf, _LowRank(getattr(owner, leaf)))
+    calls = []
+    before.model.layers[0].self_attn.register_forward_hook(lambda *a: calls.append(1))
+    hf.install(before)
+    with torch.no_grad():
+        want = eager(ids, attention_mask=mask).logits[live]
+        assert rel(want, ref(ids, attention_mask=mask).logits[live]) > 1e-3          # the adapters matter
+        assert rel(before(ids, attention_mask=mask).logits[live], want) <= 1e-5
+        assert rel(after(ids, attention_mask=mask).logits[live], want) <= 1e-5
+    assert calls == [1]
+    assert [n for n, _ in before.named_modules()] == [n for n, _ in eager.named_modules()]
+
+
+# ---------------------------------------------------------------- switches flipped after install
+
+def test_output_attentions_is_refused_in_one_line_and_eager_returns_them():
+    ref, mine = models("llama")
+    ids, mask = padded()
+    model = copy.deepcopy(mine)
+    with torch.no_grad():
+        with pytest.raises(ValueError, match=r"^cohort.torch.hf: output_attentions=True: cohort's attention does "
+                                             r"not form") as e:
+            model(ids, attention_mask=mask, output_attentions=True)
+        assert "\n" not in str(e.value)
+        with pytest.raises(ValueError, match="output_attentions=True"):
+            model.model(ids, attention_mask=mask, output_attentions=True)          # the base model too
+        with pytest.raises(ValueError, match=r"output_attentions` attribute is not supported when using the "
+                                             r"`attn_implementation` set to cohort"):
+            model.config.output_attentions = True               # in the config: transformers refuses it
+        model.set_attn_implementation("eager")
+        eager = copy.deepcopy(ref)
+        eager.set_attn_implementation("eager")
+        got = model(ids, attention_mask=mask, output_attentions=True).attentions
+        want = eager(ids, attention_mask=mask, output_attentions=True).attentions
+    assert len(got) == len(want) == 2
+    assert all(rel(g, w) <= 1e-5 for g, w in zip(got, want))
+
+
+def test_set_attn_implementation_after_install_routes_the_attention_layers():
+    """"eager" runs the layers' own attention (norms and MLPs stay cohort's), "cohort" routes
+    them back: the logits move off cohort's by float32 rounding, and return to its bits."""
+    from unittest import mock
+    ref, mine = models("qwen2")
+    model = copy.deepcopy(mine)
+    ids, mask = padded()
+    with torch.no_grad():
+        want = model(ids, attention_mask=mask).logits
+        for name in ("eager", "sdpa"):
+            model.set_attn_implementation(name)
+            assert model.config._attn_implementation == name
+            with mock.patch.object(ct, "attention", side_effect=AssertionError("cohort attention ran")):
+                got = model(ids, attention_mask=mask).logits
+            live = mask.bool()
+            assert rel(got[live], ref(ids, attention_mask=mask).logits[live]) <= 1e-5
+        model.set_attn_implementation("cohort")
+        assert torch.equal(model(ids, attention_mask=mask).logits, want)
+
+
+def test_settings_changed_after_install_are_read_when_the_layers_run():
+    """The sliding window (Mistral's config) and a norm's eps are read when the layer runs,
+    as the model reads them; an activation module swapped after install is refused."""
+    ref, mine = models("mistral")
+    eager, model = copy.deepcopy(ref), copy.deepcopy(mine)
+    ids, mask = padded()
+    live = mask.bool()
+    with torch.no_grad():
+        before = model(ids, attention_mask=mask).logits[live]
+        for m in (eager, model):
+            m.config.sliding_window = 2
+            m.model.norm.variance_epsilon = 0.5
+        want = eager(ids, attention_mask=mask).logits[live]
+        assert rel(want, before) > 1e-3
+        assert rel(model(ids, attention_mask=mask).logits[live], want) <= 1e-5
+        model.model.layers[1].mlp.act_fn = torch.nn.GELU()
+        with pytest.raises(ValueError, match=r"^cohort.torch.hf: MistralMLPOnCohort.act_fn is now GELU, not the "
+                                             r"SiLUActivation install planned for; call cohort.torch.hf.uninstall"):
+            model(ids)
+
+
+def test_installing_the_base_model_then_the_whole_one_uninstalls_to_the_original():
+    ref, _ = models("llama")
+    model = copy.deepcopy(ref)
+    before = _shape(model)
+    hf.install(model.model)
+    hf.install(model)
+    assert model.config._attn_implementation == "cohort"
+    hf.uninstall(model)
+    assert _shape(model) == before and model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("convert, what", [
+    (lambda m: m.double(), "torch.float64"),
+    (lambda m: m.to(torch.float64), "torch.float64"),
+    (lambda m: m.to("meta"), "device 'meta'"),
+    (lambda m: m.model.layers[1].to(torch.float64), "torch.float64"),       # a part of it
+    (lambda m: m.model.layers[1].mlp.double(), "torch.float64"),
+])
+def test_a_dtype_or_device_cohort_does_not_run_is_refused_at_the_conversion(convert, what):
+    _, mine = models("gemma")
+    model = copy.deepcopy(mine)
+    with pytest.raises(TypeError, match=rf"^cohort.torch.hf: \w+ runs on cohort.torch, which cannot run {what} "
+                                        rf"\(float32, bfloat16, float16 on the CPU\); call cohort.torch.hf.uninstall"
+                                        rf"\(model\) first$"):
+        convert(model)
+    assert {(p.dtype, p.device.type) for p in model.parameters()} == {(torch.float32, "cpu")}    # nothing converted
+    model.to(torch.bfloat16)                                                # one it runs: converted
+    with torch.no_grad():
+        assert model(padded()[0]).logits.dtype == torch.bfloat16
 
 
 # ---------------------------------------------------------------- what install refuses

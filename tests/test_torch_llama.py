@@ -93,7 +93,7 @@ def test_attention_arguments_it_cannot_honour_raise(example):
 def test_the_model_runs_through_cohort_modules_and_attention_interface(models):
     _, model = models
     names = {type(m).__name__ for m in model.modules()}
-    assert {"CohortRMSNorm", "CohortMLP", "CohortAttention"} <= names
+    assert {"LlamaRMSNormOnCohort", "LlamaMLPOnCohort", "LlamaAttentionOnCohort"} <= names
     assert not {"LlamaRMSNorm", "LlamaMLP", "LlamaAttention"} & names
     assert model.config._attn_implementation == "cohort"
     from transformers import AttentionInterface

@@ -8,11 +8,12 @@
 float32 CPU tensors in, new tensors out (DESIGN §4 for each operator's exact
 definition). Ops: rmsnorm, layernorm, masked_softmax, swiglu, gelu,
 gelu_tanh, gelu_residual, rope, rope_hf, attention (ops.py); matmul, cumsum,
-histogram (int32), transpose (coop_ops.py, issue 24); `kernel_op` makes any
+histogram (int32 or int64 indices), transpose (coop_ops.py, issue 24); `kernel_op` makes any
 `@cohort.kernel` an op; `variant` chooses the variant they run (default
 "packet"); `stats` counts builds and launches. torch is an extra
 (`pip install cohort[torch]`). `cohort.torch.hf.install(model)` runs a transformers
-model's norms, activations, rope and attention on these ops (hf/; needs transformers).
+model's norms, activations, rope and attention on these ops (hf/; needs transformers:
+`pip install cohort[hf]`, which examples/ need too).
 """
 try:
     import torch as _torch  # noqa: F401

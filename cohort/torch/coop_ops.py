@@ -5,7 +5,7 @@ defines each one's bits).
     matmul(a, b)         a [..., M, K] float32, b [K, N] float32 -> [..., M, N] (and bf16/fp16, dtypes.py)
                          (torch.matmul with a 2-D b: a linear layer's product)
     cumsum(x, dim=-1)    along the last dimension only (another dim raises)
-    histogram(idx, bins) idx int32 (any shape) -> int32 counts [bins]; indices outside
+    histogram(idx, bins) idx int32 or int64 (any shape) -> int32 counts [bins]; indices outside
                          [0, bins) are not counted (as torch.histc ignores values
                          outside its range); torch.bincount(idx, minlength=bins) for
                          in-range indices
@@ -113,8 +113,8 @@ def cumsum(x: Tensor, dim: int = -1) -> Tensor:
 
 # ---------------------------------------------------------------- histogram
 
-def _histogram_check(idx, bins):
-    checks.tensor("histogram", "idx", idx, dtype=torch.int32)
+def _histogram_check(idx, bins, dtype=torch.int32):
+    checks.tensor("histogram", "idx", idx, dtype=dtype)
     if isinstance(bins, bool) or not isinstance(bins, int):
         raise TypeError(f"histogram: bins must be an int, got {type(bins).__name__}")
     if not 1 <= bins <= checks.MAX_ELEMENTS:
@@ -138,9 +138,13 @@ def _(idx, bins):
 
 
 def histogram(idx: Tensor, bins: int) -> Tensor:
-    """int32 counts [bins] of the int32 indices idx; indices outside [0, bins) are not
-    counted (torch.bincount(idx, minlength=bins) when every index is in range)."""
-    _histogram_check(idx, bins)          # before the dispatcher, whose own type errors span lines
+    """int32 counts [bins] of the int32 or int64 indices idx; indices outside [0, bins) are
+    not counted (torch.bincount(idx, minlength=bins) when every index is in range). int64
+    indices (torch.bincount's dtype) are narrowed first, any outside [0, bins) becoming -1,
+    so that no index of 2^32 + b is counted in bin b."""
+    _histogram_check(idx, bins, (torch.int32, torch.int64))   # before the dispatcher, whose errors span lines
+    if idx.dtype == torch.int64:
+        idx = torch.where((idx >= 0) & (idx < bins), idx, -1).to(torch.int32)
     return torch.ops.cohort.histogram(idx, bins)
 
 

@@ -2,10 +2,11 @@
 
     import cohort.torch.hf as hf
     model = hf.install(model)          # in place; returns the model
+    hf.uninstall(model)                # the model exactly as it was
 
 For the Llama, Mistral, Qwen2, Gemma, GPT-NeoX and Phi families (`config.model_type`
 llama, mistral, qwen2, gemma, gpt_neox, phi), any head on top (ForCausalLM, the base model,
-...), float32, bfloat16 or float16 weights on the CPU. `install` replaces
+...), float32, bfloat16 or float16 weights on the CPU. `install` runs on cohort.torch
 
 - the norms: RMSNorm by cohort's rmsnorm; Gemma's (1 + w) RMSNorm by rmsnorm on x in
   float32 with the float32 weight 1 + w, rounded once to the model's dtype, as Gemma
@@ -19,31 +20,59 @@ llama, mistral, qwen2, gemma, gpt_neox, phi), any head on top (ForCausalLM, the 
   the config has them), registered as the attention implementation "cohort" with SDPA's mask
   function, so padding masks always arrive and are applied.
 
-Projections, embeddings, residuals, the rotary tables and the LM head stay the model's own,
-and every replacement shares the original's parameters (training updates the model's
-weights). Gradients flow through cohort's backward kernels.
+It changes behaviour, not structure (modules.py): those modules stay where they are, with
+their parameters, buffers, submodules and hooks; only their class becomes a subclass of their
+own whose forward calls cohort. state_dict keys, save_pretrained checkpoints (loadable
+without cohort), named_modules and module-name targets are the model's. torch.save of the
+whole installed model pickles those classes: loading it needs cohort importable (not a call
+of install); uninstall first for a pickle that does not. Projections,
+embeddings, residuals, the rotary tables and the LM head are untouched. Gradients flow
+through cohort's backward kernels.
 
-Anything it cannot honour raises a one-line ValueError/TypeError naming it: another family,
-an activation without a cohort operator, a config option that changes the computation
-(logit soft-capping, alibi, qk-norm, bidirectional attention, attention weights as outputs,
-...), an attention layer with submodules it does not know, a dtype or device the operators do not run, and at run time
-attention dropout while training. Nothing is copied from transformers: the modules are
-cohort's own (modules.py) and follow the models' parameter layouts.
+Switches flipped after install: `set_attn_implementation("eager")` (or "sdpa", ...) routes
+the attention layers back to their own forward, "cohort" routes them here again;
+`output_attentions=True` (per call or in the config) while "cohort" runs is a one-line
+ValueError (cohort's attention never forms the weights; "eager" returns them); a `.to()`,
+`.double()`, `.cuda()`... to a dtype or device the operators do not run is a one-line
+TypeError before any tensor is converted; attention dropout while training is an error at
+run time.
+
+Anything else it cannot honour raises a one-line ValueError/TypeError at install naming it:
+another family, an activation without a cohort operator, a config option that changes the
+computation (logit soft-capping, alibi, qk-norm, bidirectional attention, attention weights
+as outputs, ...), an attention layer with submodules it does not know, a dtype or device the
+operators do not run. Nothing is copied from transformers: the forwards are cohort's own and
+follow the models' parameter layouts.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from importlib import import_module
 
 import torch
 from torch import nn
 
-from .modules import PLAIN, CohortAttention, CohortLayerNorm, CohortMLP, CohortRMSNorm, cohort_attention
+from .modules import (
+    NAME,
+    PLAIN,
+    AttentionPlan,
+    CohortAttention,
+    CohortLayerNorm,
+    CohortMLP,
+    CohortModule,
+    CohortRMSNorm,
+    MLPPlan,
+    NormPlan,
+    check_conversion,
+    cohort_attention,
+    on_cohort,
+    original,
+    rmsnorm_offset,
+)
 
-__all__ = ["FAMILIES", "CohortAttention", "CohortLayerNorm", "CohortMLP", "CohortRMSNorm", "cohort_attention",
-           "install"]
-
-NAME = "cohort"                 # the attention implementation's name in transformers' registries
+__all__ = ["FAMILIES", "NAME", "CohortAttention", "CohortLayerNorm", "CohortMLP", "CohortModule", "CohortRMSNorm",
+           "cohort_attention", "install", "rmsnorm_offset", "uninstall"]
 
 
 @dataclass(frozen=True)
@@ -134,43 +163,43 @@ def _activation(config, act_module: nn.Module, gated: bool) -> str:
     return mine
 
 
-def _norm(fam: Family, norm: nn.Module) -> nn.Module:
+def _norm(fam: Family, norm: nn.Module):
     if fam.norm == "layer":
         if len(norm.normalized_shape) != 1 or norm.weight is None or norm.bias is None:
             missing = " and ".join(n for n in ("weight", "bias") if getattr(norm, n) is None)
             _fail(f"a LayerNorm over {tuple(norm.normalized_shape)}{' without ' + missing if missing else ''}: "
                   f"cohort's layernorm normalizes the last dimension and takes a weight and a bias")
-        return CohortLayerNorm(norm.weight, norm.bias, norm.eps)
-    eps = norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
-    return CohortRMSNorm(norm.weight, eps, offset=fam.norm == "rms_offset")
+        return NormPlan()
+    return NormPlan(eps="variance_epsilon" if hasattr(norm, "variance_epsilon") else "eps",
+                    offset=fam.norm == "rms_offset")
 
 
-def _mlp(fam: Family, mlp: nn.Module, config) -> nn.Module:
+def _mlp(fam: Family, mlp: nn.Module, config):
     kind, *names = fam.mlp
     extra = {n for n, _ in mlp.named_children()} - set(names)
     if extra:
         _fail(f"{type(mlp).__name__} has submodules {sorted(extra)}, which cohort's MLP does not run")
     act = _activation(config, getattr(mlp, names[-1]), kind == "gated")
-    if kind == "gated":
-        gate, up, down, _ = (getattr(mlp, n) for n in names)
-        return CohortMLP(act, gate=gate, up=up, down=down)
-    fc_in, fc_out, _ = (getattr(mlp, n) for n in names)
-    return CohortMLP(act, fc_in=fc_in, fc_out=fc_out)
+    return MLPPlan(activation=act, gated=kind == "gated", names=tuple(names[:-1]), act=names[-1],
+                   act_type=type(getattr(mlp, names[-1])))
 
 
-def _attention(fam: Family, attn: nn.Module, config) -> nn.Module:
+def _attention(fam: Family, attn: nn.Module, config):
     children = {n for n, _ in attn.named_children()} - {fam.out}
     extra = children - _ATTENTION_CHILDREN[fam.qkv]
     if extra or not getattr(attn, "is_causal", True):
         what = f"submodules {sorted(extra)}" if extra else "is_causal=False"
         _fail(f"{type(attn).__name__} (layer {attn.layer_idx}) has {what}, which cohort's attention layer does "
               f"not run")
+    if getattr(attn, "config", None) is not config:
+        _fail(f"{type(attn).__name__} (layer {attn.layer_idx}) does not share the model's config, whose "
+              f"attention implementation routes it")
     head_dim = attn.head_size if fam.qkv == "fused" else attn.head_dim
     window = {"none": None, "config": getattr(config, "sliding_window", None),
               "layer": getattr(attn, "sliding_window", None)}[fam.window]
     if window is not None and (type(window) is not int or window < 1):
         _fail(f"model.config.sliding_window={window!r} must be a positive int")
-    return CohortAttention(attn, qkv=fam.qkv, out=fam.out, head_dim=head_dim, window=window, config=config)
+    return AttentionPlan(fused=fam.qkv == "fused", out=fam.out, head_dim=int(head_dim), window=fam.window)
 
 
 def register() -> str:
@@ -184,31 +213,92 @@ def register() -> str:
     return NAME
 
 
+@dataclass(frozen=True)
+class ModelPlan:
+    """What install records on each transformers model (PreTrainedModel) in the tree."""
+    attn_implementation: str | None         # the config's before install, which uninstall puts back
+
+
+def _guarded_apply(model, fn, recurse=True):
+    """model._apply while installed: refuses a dtype or device cohort's operators do not run
+    before any tensor is converted (nn.Module._apply converts the children one by one)."""
+    check_conversion(model, fn)
+    return type(model)._apply(model, fn, recurse)
+
+
+def _refuse_attention_weights(model, args, kwargs):
+    """A forward pre-hook on each transformers model in the tree: output_attentions (per call or
+    in the config) while the attention implementation is cohort's."""
+    config = model.config
+    if config._attn_implementation == NAME and kwargs.get("output_attentions",
+                                                          getattr(config, "output_attentions", False)):
+        raise ValueError("cohort.torch.hf: output_attentions=True: cohort's attention does not form the attention "
+                         "weights; model.set_attn_implementation('eager') runs the layers' own attention, which "
+                         "returns them")
+
+
+def _transformers_models(model: nn.Module):
+    from transformers import PreTrainedModel
+    return [m for m in model.modules() if isinstance(m, PreTrainedModel)]
+
+
 def install(model: nn.Module) -> nn.Module:
-    """Run `model`'s norms, MLP activations, rope and attention on cohort.torch (in place; the
-    parameters are shared). Returns the model. Raises, naming the cause, for anything it
-    cannot honour (see the module's docstring); a model it has already installed into is
-    returned unchanged."""
+    """Run `model`'s norms, MLP activations, rope and attention on cohort.torch (in place).
+    Returns the model. Each module it changes keeps its parameters, buffers, submodules, hooks
+    and name: its class becomes a subclass of its own whose forward calls cohort (modules.py),
+    so state_dict keys, checkpoints and named_modules are the model's; `uninstall` undoes it.
+    Raises, naming the cause, for anything it cannot honour (see the module's docstring); a
+    model it has already installed into is returned unchanged."""
     fam = _family(model)
     config = model.config
     modeling = import_module(f"transformers.models.{fam.module}.modeling_{fam.module}")
     norms = (nn.LayerNorm,) if fam.norm == "layer" else (getattr(modeling, f"{fam.prefix}RMSNorm"),)
     mlp_cls, attn_cls = getattr(modeling, f"{fam.prefix}MLP"), getattr(modeling, f"{fam.prefix}Attention")
-    plan = []                                           # (parent, name, replacement): built before any change
-    for parent in model.modules():
-        for name, child in parent.named_children():
-            if type(child) in norms:
-                plan.append((parent, name, _norm(fam, child)))
-            elif type(child) is mlp_cls:
-                plan.append((parent, name, _mlp(fam, child, config)))
-            elif type(child) is attn_cls:
-                plan.append((parent, name, _attention(fam, child, config)))
-    attention = sum(isinstance(new, CohortAttention) for _, _, new in plan)
-    if not attention and not any(isinstance(m, CohortAttention) for m in model.modules()):
+    plan = []                                           # (module, plan): checked before any change
+    for module in model.modules():
+        if type(module) in norms:
+            plan.append((module, _norm(fam, module)))
+        elif type(module) is mlp_cls:
+            plan.append((module, _mlp(fam, module, config)))
+        elif type(module) is attn_cls:
+            plan.append((module, _attention(fam, module, config)))
+    if not any(isinstance(p, AttentionPlan) for _, p in plan) and \
+            not any(isinstance(m, CohortAttention) for m in model.modules()):
         _fail(f"found no {attn_cls.__name__} in the model: its structure is not the {fam.prefix} family's")
-    for parent, name, new in plan:
-        new.train(getattr(parent, name).training)          # a new module is in training mode: keep the model's
-        setattr(parent, name, new)
     register()
+    for module, p in plan:
+        module.__class__ = on_cohort(type(module))
+        module._cohort = p
+    for m in _transformers_models(model):
+        if not isinstance(m.__dict__.get("_cohort"), ModelPlan):
+            m._cohort = ModelPlan(m.config._attn_implementation)
+            m._apply = partial(_guarded_apply, m)
+            m.register_forward_pre_hook(_refuse_attention_weights, with_kwargs=True)
     model.config._attn_implementation = NAME
+    return model
+
+
+def uninstall(model: nn.Module) -> nn.Module:
+    """Undo `install` in place: every module gets its own class back, loses `_cohort`, and
+    each transformers model its guard, its hook and its config's attention implementation as
+    it was before install. Returns the model; a model without cohort is returned unchanged."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"cohort.torch.hf.uninstall: model must be a torch.nn.Module, got {type(model).__name__}")
+    for m in model.modules():
+        cls = original(type(m))
+        if cls is not type(m):
+            m.__class__ = cls
+            m.__dict__.pop("_cohort", None)
+    for m in _transformers_models(model):
+        record = m.__dict__.pop("_cohort", None)
+        if not isinstance(record, ModelPlan):
+            continue
+        m.__dict__.pop("_apply", None)
+        for key, hook in list(m._forward_pre_hooks.items()):
+            if hook is _refuse_attention_weights:
+                del m._forward_pre_hooks[key]
+                m._forward_pre_hooks_with_kwargs.pop(key, None)
+        # (a model installed a second time from its outer model recorded "cohort": nothing to restore)
+        if m.config._attn_implementation == NAME and record.attn_implementation not in (None, NAME):
+            m.config._attn_implementation = record.attn_implementation
     return model
