@@ -10,9 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import tir
-from .tir import TT, Bin, Cmp, Dt, K, Node, Ptr, Red, Un
-from .typing import (PromotionError, broadcast_shapes, check_literal_fits, computation_type, integer_promote,
-                     literal_type)
+from .tir import TT, Bin, Cmp, Dt, K, Node, Ptr, Un
+from .typing import (
+    broadcast_shapes,
+    check_literal_fits,
+    computation_type,
+    integer_promote,
+    literal_type,
+)
 
 _BINOPS = {"Add": Bin.ADD, "Sub": Bin.SUB, "Mult": Bin.MUL, "Div": Bin.DIV, "FloorDiv": Bin.IDIV,
            "Mod": Bin.MOD, "BitAnd": Bin.AND, "BitOr": Bin.OR, "BitXor": Bin.XOR, "LShift": Bin.SHL,
@@ -279,8 +284,12 @@ class Builtins:
     def python_builtin(self, fn, args, kwargs):
         from .frontend import unwrap
         if any(isinstance(a, Node) for a in args):
-            if fn in (min, max):
-                raise self.fe.unsupported(f"Python `{fn.__name__}` on tiles", f"use tl.{fn.__name__}imum")
+            if fn in (min, max) and len(args) >= 2 and not kwargs:
+                import triton.language as tl  # as Triton's code generator: tl.minimum/maximum
+                acc = args[0]
+                for a in args[1:]:
+                    acc = self.fe.call(tl.minimum if fn is min else tl.maximum, [acc, a], {})
+                return acc
             raise self.fe.unsupported(f"Python `{fn.__name__}` on tiles")
         return fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()})
 

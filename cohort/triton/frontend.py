@@ -466,6 +466,14 @@ class Frontend:
             return unwrap(args[0]) if args else None
         if isinstance(fn, tl.dtype):
             raise self.unsupported(f"calling the dtype {fn} as a function", "use x.to(dtype)")
+        from triton.language.core import is_builtin
+        if callable(fn) and not is_builtin(fn) and not any(isinstance(a, Node) for a in args) \
+                and not any(isinstance(v, Node) for v in kwargs.values()):
+            try:                             # a compile-time helper (a dtype's method, ...)
+                return unwrap(fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()}))
+            except Exception as ex:
+                raise self.type_error(f"compile-time call of `{getattr(fn, '__qualname__', fn)}` failed: {ex}") \
+                    from None
         name = getattr(fn, "__qualname__", None) or repr(fn)
         mod = getattr(fn, "__module__", "") or ""
         raise self.unsupported(f"`{mod + '.' if mod else ''}{name}`")
