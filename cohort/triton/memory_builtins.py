@@ -112,7 +112,7 @@ def register(B, reg, tl):
     reg(tl.atomic_cas, atomic_cas)
 
     def descriptor(*a, **k):
-        raise fe.unsupported("tl.make_tensor_descriptor",
+        raise fe.unsupported("`tl.make_tensor_descriptor`",
                              "tensor descriptors are not in cohort.triton's reference yet; index with "
                              "pointer arithmetic and masks")
 

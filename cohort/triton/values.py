@@ -204,7 +204,7 @@ def minmax(is_max: bool, nan_all: bool, dt: Dt, a, b):
         return np.maximum(a, b) if is_max else np.minimum(a, b)
     x, y = _wide_float(a, dt), _wide_float(b, dt)
     # order key on (value, sign): +0 above -0
-    xs, ys = np.signbit(x), np.signbit(y)
+    xs = np.signbit(x)
     if is_max:
         pick_x = (x > y) | ((x == y) & ~xs)
     else:
