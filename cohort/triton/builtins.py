@@ -94,8 +94,9 @@ class Builtins:
                 raise self.fe.unsupported("casting a pointer to another element type")
             raise self.fe.unsupported("casting between pointers and integers")
         if v.op is K.CONST:
+            from .interp import _const
             from .values import cast
-            val = cast(np.asarray(v.arg, _carrier(v.elem)), v.elem, dt)
+            val = cast(_const(v.arg, v.elem), v.elem, dt)
             return Node(K.CONST, TT(dt, v.shape), (), _py(val, dt))
         return Node(K.CAST, TT(dt, v.shape), (v,))
 
@@ -341,10 +342,6 @@ class Builtins:
         if sorted(dims) != list(range(len(v.shape))):
             raise self.err(f"permutation {list(dims)} for a tile of rank {len(v.shape)}")
         return Node(K.PERMUTE, TT(v.elem, tuple(v.shape[d] for d in dims)), (v,), dims)
-
-
-def _carrier(d):
-    return d.np
 
 
 def _py(val, dt: Dt):

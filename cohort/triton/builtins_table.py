@@ -183,16 +183,16 @@ def table(B) -> dict:
     reg(tl.minimum, minmax(False))
 
     def clamp(x, min, max, propagate_nan=None):
+        """minimum(maximum(x, min), max) under the NaN rule asked for: NONE (the default) takes
+        the non-NaN operand at each step (a NaN x gives min), ALL gives NaN for any NaN."""
         nan_all = unwrap(propagate_nan) is not None and unwrap(propagate_nan) == tl.PropagateNan.ALL
         x = B.tile(x)
         if not x.elem.is_float:
             return minmax(False)(minmax(True)(x, min, propagate_nan), max, propagate_nan)
         a, lo = B.operands(x, min)
         a, hi = B.operands(a, max)
-        lo = B.broadcast_to(lo, a.shape)
-        # clamp = minimum(maximum(x, lo), hi) with NaN x giving NaN (as the GPU's clamp)
-        m = Node(K.MINMAX, a.type, (Node(K.MINMAX, a.type, (a, lo), (True, True)), hi), (False, True))
-        return m if nan_all else m
+        a, lo, hi = B.bcast(a, lo, hi)
+        return Node(K.MINMAX, a.type, (Node(K.MINMAX, a.type, (a, lo), (True, nan_all)), hi), (False, nan_all))
 
     reg(tl.clamp, clamp)
 

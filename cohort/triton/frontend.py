@@ -128,6 +128,11 @@ class Frontend:
             pass
         except PromotionError as e:
             raise self.type_error(str(e)) from None
+        except (UnsupportedConstruct, KernelTypeError):
+            raise
+        except Exception as e:             # a case the frontend does not handle: say where, never a traceback
+            raise self.unsupported(f"this construct (cohort.triton failed on it: {type(e).__name__}: {e})") \
+                from None
         prog = tir.Program(self.name, self.filename, tuple(self.params), tuple(self.consts),
                            tuple(self.blocks[0]), dict(self.vars))
         try:
@@ -341,6 +346,7 @@ class Frontend:
         dt = Dt.I32 if dt.bits < 32 else dt
         start, stop, step = (self.let(self.B.convert(b, dt), "bound") for b in (start, stop, step))
         line = self.line
+        before = set(env)
         carry = self.carried(st.body, env, src)
         iv = self.fresh(st.target.id)
         self.vars[iv] = TT(dt)
@@ -356,13 +362,13 @@ class Frontend:
         body = self.blocks.pop()
         self.line = line
         self.emit(tir.For(iv, TT(dt), start, stop, step, tuple(body), line))
-        for name, var in carry.items():
-            env[name] = Node(K.VAR, self.vars[var], (), var)
+        self.scope_end(env, before, carry)
 
     def s_While(self, st, env, src):
         if st.orelse:
             raise self.unsupported("`while ... else`")
         line = self.line
+        before = set(env)
         carry = self.carried(st.body, env, src)
         self.blocks.append([])
         cond = unwrap(self.expr(st.test, env, src))
@@ -381,6 +387,14 @@ class Frontend:
         body = self.blocks.pop()
         self.line = line
         self.emit(tir.While(tuple(cond_body), cond, tuple(body), line))
+        self.scope_end(env, before, carry)
+
+    def scope_end(self, env, before, carry):
+        """After a loop: carried names read their variables; names the body made are gone
+        (a loop may run zero times), as in Triton."""
+        for name in list(env):
+            if name not in before:
+                del env[name]
         for name, var in carry.items():
             env[name] = Node(K.VAR, self.vars[var], (), var)
 

@@ -127,6 +127,10 @@ class Interpreter:
                         self.block(self.p.body)
                     except _Return:
                         pass
+                    except KernelRuntimeError:
+                        raise
+                    except Exception as e:     # never a traceback from inside cohort: say where
+                        raise self.fail(f"evaluation failed: {type(e).__name__}: {e}") from None
 
     # ------------------------------------------------------------ statements
     def block(self, stmts):
