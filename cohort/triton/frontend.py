@@ -473,6 +473,9 @@ class Frontend:
         from triton.runtime.jit import ConstexprFunction
         if isinstance(fn, ConstexprFunction):
             return unwrap(fn.fn(*[unwrap(a) for a in args], **{k: unwrap(v) for k, v in kwargs.items()}))
+        from .memory_builtins import TensorDesc
+        if isinstance(getattr(fn, "__self__", None), TensorDesc):
+            return fn(*args, **kwargs)
         if fn in _PY_FUNCS:
             return self.B.python_builtin(fn, args, kwargs)
         import triton.language as tl

@@ -111,11 +111,68 @@ def register(B, reg, tl):
 
     reg(tl.atomic_cas, atomic_cas)
 
-    def descriptor(*a, **k):
-        raise fe.unsupported("`tl.make_tensor_descriptor`",
-                             "tensor descriptors are not in cohort.triton's reference yet; index with "
-                             "pointer arithmetic and masks")
+    def make_descriptor(base, shape, strides, block_shape, padding_option="zero"):
+        p = pointer(base, "tl.make_tensor_descriptor")
+        shape, strides, block = (list(unwrap(x)) for x in (shape, strides, block_shape))
+        if not (len(shape) == len(strides) == len(block) >= 1):
+            raise fe.type_error("tl.make_tensor_descriptor: shape, strides and block_shape differ in length")
+        block = [unwrap(b) for b in block]
+        for b in block:
+            if not isinstance(b, int) or b <= 0 or b & (b - 1):
+                raise fe.type_error(f"tensor descriptor block shape {block}: powers of two")
+        pad = unwrap(padding_option)
+        if pad not in ("zero", "", None):
+            raise fe.unsupported(f"tensor descriptor padding_option={pad!r}", "zero padding")
+        return TensorDesc(B, p, [B.tile(x) for x in shape], [B.tile(x) for x in strides], block)
 
-    reg(getattr(tl, "make_tensor_descriptor", None), descriptor)
-    reg(getattr(tl, "load_tensor_descriptor", None), descriptor)
-    reg(getattr(tl, "store_tensor_descriptor", None), descriptor)
+    reg(getattr(tl, "make_tensor_descriptor", None), make_descriptor)
+
+    def refuse_desc(*a, **k):
+        raise fe.unsupported("`tl.load_tensor_descriptor`/`store_tensor_descriptor`", "use desc.load/desc.store")
+
+    reg(getattr(tl, "load_tensor_descriptor", None), refuse_desc)
+    reg(getattr(tl, "store_tensor_descriptor", None), refuse_desc)
+    B.load, B.store = load, store
+
+
+class TensorDesc:
+    """A device-side tensor descriptor: a block of `block` elements at given offsets, the
+    elements outside `shape` read as zero and not written (Triton's padding_option="zero")."""
+
+    def __init__(self, B, base, shape, strides, block):
+        self.B, self.base, self.shape, self.strides, self.block_shape = B, base, shape, strides, block
+        import triton.language as tl
+
+        from .builtins import tl_dtype
+        self.dtype = tl_dtype(base.elem.elem)
+        self.tl = tl
+
+    def _address(self, offsets):
+        B = self.B
+        offsets = list(unwrap(offsets))
+        if len(offsets) != len(self.block_shape):
+            raise B.fe.type_error(f"tensor descriptor of rank {len(self.block_shape)} indexed by "
+                                  f"{len(offsets)} offsets")
+        rank = len(self.block_shape)
+        ptr, mask = self.base, None
+        for d, (o, n) in enumerate(zip(offsets, self.block_shape)):
+            idx = B.binop("Add", B.fe.call(self.tl.arange, [0, n], {}), o)
+            idx = B.convert(idx, Dt.I64) if idx.elem is not Dt.I64 else idx
+            shape = (1,) * d + (n,) + (1,) * (rank - d - 1)
+            idx = Node(K.RESHAPE, TT(idx.elem, shape), (idx,))
+            ok = B.logical(True, B.compare("GtE", idx, 0), B.compare("Lt", idx, self.shape[d]))
+            ptr = B.ptr_add(ptr, B.binop("Mult", idx, self.strides[d]), False)
+            mask = ok if mask is None else B.logical(True, mask, ok)
+        return ptr, mask
+
+    def load(self, offsets):
+        ptr, mask = self._address(offsets)
+        return self.B.load(ptr, mask=mask, other=0)
+
+    def store(self, offsets, value):
+        ptr, mask = self._address(offsets)
+        v = self.B.tile(value)
+        if list(v.shape) != list(self.block_shape):
+            raise self.B.fe.type_error(f"tensor descriptor store of shape {list(v.shape)} into blocks of "
+                                       f"{self.block_shape}")
+        return self.B.store(ptr, v, mask=mask)
