@@ -305,9 +305,15 @@ def break_kernel(x_ptr):
 
 
 @triton.jit
-def descriptor_kernel(x_ptr):
-    d = tl.make_tensor_descriptor(x_ptr, [4], [1], [4])
-    tl.store(x_ptr, d.load([0]).sum())
+def pow_kernel(x_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 4))
+    tl.store(x_ptr + tl.arange(0, 4), x ** 2)
+
+
+@triton.jit
+def slice_kernel(x_ptr):
+    x = tl.load(x_ptr + tl.arange(0, 4))
+    tl.store(x_ptr + tl.arange(0, 2), x[0:2])
 
 
 @pytest.mark.parametrize("kernel, pattern", [
@@ -315,7 +321,8 @@ def descriptor_kernel(x_ptr):
     (block_ptr_kernel, r"`tl.make_block_ptr` is not supported .*block pointers are gone"),
     (f32_atomic_add_kernel, r"tl.atomic_add on fp32.*tl.sum"),
     (break_kernel, r"`break` is not supported"),
-    (descriptor_kernel, r"tl.make_tensor_descriptor` is not supported"),
+    (pow_kernel, r"`pow_kernel` \(.*:\d+\): `\*\*` on tiles is not supported"),
+    (slice_kernel, r"slicing a tile with bounds is not supported"),
 ])
 def test_refused_constructs_name_the_line(kernel, pattern):
     x = torch.zeros(4)
