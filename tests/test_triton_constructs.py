@@ -187,3 +187,15 @@ def test_kernel_mistakes_name_the_line(run, exc, pattern):
     x = torch.ones(4, dtype=torch.int32)
     with pytest.raises(exc, match=pattern):
         run(x)
+
+
+@triton.jit
+def annotated_kernel(out_ptr, n: tl.int64, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out_ptr + o, (n * 3000000000 + o) % 7)     # i64 arithmetic: no wrap at 2**31
+
+
+def test_annotated_scalar_argument_type():
+    out = torch.zeros(4, dtype=torch.int64)
+    annotated_kernel[(1,)](out, 1, BLOCK=4)
+    assert out.tolist() == [(3000000000 + i) % 7 for i in range(4)]

@@ -84,6 +84,11 @@ def specialise(jitfn, bound):
             params.append((p.name, TT(Ptr(dt))))
             buffers[p.name] = buf
         elif isinstance(v, (bool, int, float)) and not isinstance(v, np.generic):
+            annotated = _ANNOTATED.get(getattr(p, "annotation_type", ""))
+            if annotated is not None:             # `n: tl.int64`: the argument has that type
+                params.append((p.name, TT(annotated)))
+                scalars[p.name] = _scalar_of(v, annotated, name, p.name)
+                continue
             if isinstance(v, int) and not isinstance(v, bool) and v == 1 and not p.do_not_specialize:
                 consts.append((p.name, 1))
                 continue
@@ -98,6 +103,24 @@ def specialise(jitfn, bound):
             raise LaunchError(f"kernel `{name}`: argument `{p.name}` of type {type(v).__name__} is not supported "
                               "(CPU torch tensors, ints, floats, bools and constexprs are)")
     return params, consts, buffers, scalars
+
+
+_ANNOTATED = {"i8": Dt.I8, "i16": Dt.I16, "i32": Dt.I32, "i64": Dt.I64, "u1": Dt.I1, "u8": Dt.U8,
+              "u16": Dt.U16, "u32": Dt.U32, "u64": Dt.U64, "fp16": Dt.F16, "bf16": Dt.BF16, "fp32": Dt.F32,
+              "fp64": Dt.F64}
+
+
+def _scalar_of(v, dt: Dt, kernel, pname):
+    from .tir import int_range
+    from .values import cast
+    if dt.is_int and dt is not Dt.I1:
+        lo, hi = int_range(dt)
+        if not isinstance(v, int) or not lo <= v <= hi:
+            raise LaunchError(f"kernel `{kernel}`: argument `{pname}` = {v!r} does not fit its annotation {dt!r}")
+        return np.asarray(v).astype(dt.np)
+    if dt is Dt.I1:
+        return np.bool_(v)
+    return cast(np.float64(v), Dt.F64, dt)
 
 
 def build(jitfn, params, consts):
