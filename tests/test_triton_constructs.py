@@ -199,3 +199,23 @@ def test_annotated_scalar_argument_type():
     out = torch.zeros(4, dtype=torch.int64)
     annotated_kernel[(1,)](out, 1, BLOCK=4)
     assert out.tolist() == [(3000000000 + i) % 7 for i in range(4)]
+
+
+@triton.jit
+def _helper_bad(x):
+    return x ** 2
+
+
+@triton.jit
+def calls_helper_kernel(x_ptr):
+    x = tl.load(x_ptr)
+    tl.store(x_ptr, _helper_bad(x))
+
+
+def test_error_in_inlined_function_names_both_lines():
+    src = open(__file__).read().splitlines()
+    call = next(i + 1 for i, ln in enumerate(src) if "tl.store(x_ptr, _helper_bad(x))" in ln)
+    inner = next(i + 1 for i, ln in enumerate(src) if "return x ** 2" in ln)
+    with pytest.raises(ct.UnsupportedConstruct,
+                       match=rf"`calls_helper_kernel` \(.*:{call}\), in `_helper_bad` \(.*:{inner}\): `\*\*`"):
+        calls_helper_kernel[(1,)](torch.ones(1))

@@ -12,6 +12,7 @@ UnsupportedConstruct naming the construct, the kernel and its source line.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import textwrap
 from typing import Any
@@ -73,13 +74,18 @@ class Frontend(ControlFlow):
         self.counter = 0
         self.line = self.src.fdef.lineno + self.src.offset
         self.depth = 0                       # inlining depth (0: the kernel itself)
+        self.stack: list = []                # (inlined function's source, kernel line of the outermost call)
         self.dynamic = 0                     # >0 inside a runtime if/for/while of an inlined function
         from . import builtins
         self.B = builtins.Builtins(self)
 
     # ------------------------------------------------------------ errors and emission
     def where(self) -> str:
-        return where(self.name, self.filename, self.line)
+        if not self.stack:
+            return where(self.name, self.filename, self.line)
+        inner = self.stack[-1][0]
+        return (f"{where(self.name, self.filename, self.stack[0][1])}, in `{inner.name}` "
+                f"({inner.filename}:{self.line})")
 
     def unsupported(self, what: str, hint: str = "") -> UnsupportedConstruct:
         return UnsupportedConstruct(f"{self.where()}: {what} is not supported by cohort.triton"
@@ -89,6 +95,8 @@ class Frontend(ControlFlow):
         return KernelTypeError(f"{self.where()}: {msg}")
 
     def emit(self, stmt) -> None:
+        if self.stack:                       # run-time errors name the kernel line of the call
+            stmt = dataclasses.replace(stmt, line=self.stack[0][1])
         self.blocks[-1].append(stmt)
 
     def fresh(self, base: str) -> str:
@@ -343,6 +351,7 @@ class Frontend(ControlFlow):
         if self.depth > 40:
             raise self.unsupported("recursion in @triton.jit functions")
         line, self.depth = self.line, self.depth + 1
+        self.stack.append((src, self.stack[0][1] if self.stack else line))
         saved_dyn, self.dynamic = self.dynamic, 0
         try:
             self.block(src.fdef.body, env, src)
@@ -351,6 +360,7 @@ class Frontend(ControlFlow):
             result = r.value
         finally:
             self.depth, self.line, self.dynamic = self.depth - 1, line, saved_dyn
+            self.stack.pop()
         return result
 
     def e_BinOp(self, e, env, src):
