@@ -69,8 +69,10 @@ class Builtins:
         raise self.err(f"`{d}` is not a scalar dtype")
 
     def const(self, value, dt: Dt, shape=()) -> Node:
+        """A splat constant; its value is stored exactly as `dt` holds it (floats rounded once)."""
         if dt.is_float:
-            value = float(value)
+            from .values import _round_f64, to_f32
+            value = float(value) if dt is Dt.F64 else float(to_f32(_round_f64(float(value), dt), dt))
         elif dt is Dt.I1:
             value = bool(value)
         else:

@@ -330,38 +330,71 @@ def _walk(n: Node, seen: set):
 
 
 def check_node(n: Node) -> None:
-    """The type rules each operation keeps; the frontend builds by them, this re-checks."""
+    """The type rule of each operation; the frontend builds by them, this re-checks."""
     t, s = n.type, n.srcs
     bad = None
-    if any(not isinstance(x, int) or x < 1 for x in t.shape):
-        bad = f"shape {t.shape}"
+    elem_ok = isinstance(t.elem, (Dt, Ptr))
+    if not elem_ok or any(not isinstance(x, int) or x < 1 for x in t.shape):
+        bad = f"an element type and positive dimensions, not {t.elem!r} {t.shape}"
+    elif n.op in (K.CONST, K.PARAM, K.VAR, K.PROGRAM_ID, K.NUM_PROGRAMS, K.ARANGE) and s:
+        bad = "no operands"
+    elif n.op in (K.PROGRAM_ID, K.NUM_PROGRAMS) and (t != TT(Dt.I32) or n.arg not in (0, 1, 2)):
+        bad = "an i32 scalar of axis 0, 1 or 2"
+    elif n.op is K.ARANGE and (t.elem is not Dt.I32 or len(t.shape) != 1):
+        bad = "a 1-D i32 tile"
     elif n.op in (K.UNARY, K.BINARY, K.MINMAX, K.FMA, K.MATH, K.UMULHI):
-        if any(x.shape != t.shape or x.elem != s[0].elem for x in s):
-            bad = "operands of one shape and type"
-        elif n.op in (K.BINARY, K.MINMAX, K.UNARY, K.FMA, K.UMULHI) and s[0].elem != t.elem:
-            bad = "the operands' type"
+        if any(x.type != t for x in s):
+            bad = "operands of the result's type"
     elif n.op is K.CMP:
         if t.elem is not Dt.I1 or s[0].shape != t.shape or s[0].type != s[1].type:
             bad = "int1 result over operands of one type"
     elif n.op is K.WHERE:
-        if s[0].elem is not Dt.I1 or any(x.shape != t.shape for x in s) or s[1].type != s[2].type:
-            bad = "an int1 condition and two operands of one type"
+        if s[0].elem is not Dt.I1 or any(x.shape != t.shape for x in s) or s[1].type != t or s[2].type != t:
+            bad = "an int1 condition and two operands of the result's type"
     elif n.op is K.PTR_ADD:
-        if not (s[0].type.is_ptr and isinstance(s[1].elem, Dt) and s[1].elem.is_int) or s[0].type != t:
-            bad = "a pointer tile plus an integer tile"
-    elif n.op in (K.CAST, K.BITCAST, K.BROADCAST):
-        if n.op is not K.BROADCAST and s[0].shape != t.shape:
-            bad = "the operand's shape"
-        if n.op is K.BROADCAST and (s[0].elem != t.elem or len(s[0].shape) not in (0, len(t.shape))):
-            bad = "a broadcast keeps the type and rank"
+        if not (s[0].type.is_ptr and isinstance(s[1].elem, Dt) and s[1].elem.is_int) or s[0].type != t \
+                or s[1].shape != t.shape:
+            bad = "a pointer tile plus an integer tile of its shape"
+    elif n.op in (K.CAST, K.BITCAST):
+        if s[0].shape != t.shape or not isinstance(s[0].elem, Dt) or not isinstance(t.elem, Dt):
+            bad = "a value tile of the result's shape"
+        elif n.op is K.BITCAST and s[0].elem.bits != t.elem.bits:
+            bad = "the same width"
+    elif n.op is K.BROADCAST:
+        a = s[0].shape
+        if s[0].elem != t.elem or (a and (len(a) != len(t.shape)
+                                          or any(x not in (1, y) for x, y in zip(a, t.shape)))):
+            bad = "a scalar or a tile of the same rank with dimensions 1 or equal"
     elif n.op is K.RESHAPE:
-        if s[0].type.numel != t.numel:
-            bad = "as many elements"
+        if s[0].type.numel != t.numel or s[0].elem != t.elem:
+            bad = "as many elements of one type"
+    elif n.op is K.PERMUTE:
+        if sorted(n.arg) != list(range(len(s[0].shape))) or tuple(s[0].shape[d] for d in n.arg) != t.shape:
+            bad = "a permutation of the operand's axes"
+    elif n.op is K.EXPAND:
+        a = n.arg
+        if t.shape != s[0].shape[:a] + (1,) + s[0].shape[a:]:
+            bad = "a 1 inserted at the axis"
+    elif n.op in (K.REDUCE, K.ARGREDUCE, K.COMBINE) and (n.op is not K.COMBINE or n.arg[0] == "reduce"):
+        a = n.arg[0] if n.op is not K.COMBINE else n.arg[1]
+        if not 0 <= a < len(s[0].shape) or t.shape != s[0].shape[:a] + s[0].shape[a + 1:]:
+            bad = "the operand's shape without the axis"
+        elif n.op is K.ARGREDUCE and t.elem is not Dt.I32:
+            bad = "i32 indices"
+    elif n.op is K.SCAN or n.op is K.COMBINE:
+        if s[0].shape != t.shape:
+            bad = "the operand's shape"
+    elif n.op is K.JOIN:
+        if s[0].type != s[1].type or t.shape != s[0].shape + (2,):
+            bad = "two tiles of one type stacked on a new last axis"
+    elif n.op is K.SPLIT:
+        if s[0].shape != t.shape + (2,):
+            bad = "a last axis of 2"
     elif n.op is K.DOT:
         a, b, c = s
         if not (len(a.shape) == len(b.shape) == 2 and a.shape[1] == b.shape[0]
-                and c.shape == (a.shape[0], b.shape[1]) == t.shape):
-            bad = "[M,K] x [K,N] + [M,N]"
+                and c.shape == (a.shape[0], b.shape[1]) == t.shape and c.elem == t.elem == a.elem == b.elem):
+            bad = "[M,K] x [K,N] + [M,N], one element type"
     if bad:
         raise VerifyError(f"{n.op.name} node of type {t!r}: expected {bad}")
 
@@ -407,3 +440,79 @@ def verify(prog: Program) -> None:
             elif isinstance(st, Print):
                 nodes(*st.values)
     block(prog.body)
+
+
+# ---------------------------------------------------------------- printer
+
+def format_program(prog: Program) -> str:
+    """A readable listing: one line per statement, each node once as %n = op(...) : type."""
+    lines = [f"program {prog.name}(" + ", ".join(f"{n}: {t!r}" for n, t in prog.params) + ")"
+             + (" consts " + ", ".join(f"{n}={v!r}" for n, v in prog.consts) if prog.consts else "")]
+    names: dict = {}
+
+    def ref(n: Node, out: list, ind: str) -> str:
+        if n.op is K.VAR:
+            return n.arg
+        if n.op is K.PARAM:
+            return f"${n.arg}"
+        if n.op is K.CONST and not n.shape:
+            return repr(n.arg)
+        if id(n) in names:
+            return names[id(n)]
+        args = [ref(x, out, ind) for x in n.srcs]
+        arg = n.arg.value if isinstance(n.arg, enum.Enum) else n.arg
+        if isinstance(arg, Region):
+            arg = "region"
+        name = f"%{len(names)}"
+        names[id(n)] = name
+        extra = "" if arg is None else f"[{arg}]"
+        out.append(f"{ind}{name} = {n.op.name.lower()}{extra}({', '.join(args)}) : {n.type!r}")
+        return name
+
+    def block(stmts, ind):
+        for st in stmts:
+            out: list = []
+            if isinstance(st, Let):
+                r = ref(st.value, out, ind)
+                out.append(f"{ind}{st.var} = {r}")
+            elif isinstance(st, Load):
+                p = ref(st.ptr, out, ind)
+                m = "" if st.mask is None else f", mask={ref(st.mask, out, ind)}"
+                o = "" if st.other is None else f", other={ref(st.other, out, ind)}"
+                out.append(f"{ind}{st.var} = load({p}{m}{o}) : {st.type!r}")
+            elif isinstance(st, Store):
+                p, v = ref(st.ptr, out, ind), ref(st.value, out, ind)
+                m = "" if st.mask is None else f", mask={ref(st.mask, out, ind)}"
+                out.append(f"{ind}store({p}, {v}{m})")
+            elif isinstance(st, Atomic):
+                p, v = ref(st.ptr, out, ind), ref(st.value, out, ind)
+                c = "" if st.cmp is None else f", cmp={ref(st.cmp, out, ind)}"
+                m = "" if st.mask is None else f", mask={ref(st.mask, out, ind)}"
+                out.append(f"{ind}{st.var} = atomic_{st.op}({p}, {v}{c}{m})")
+            elif isinstance(st, For):
+                a, b, c = (ref(x, out, ind) for x in (st.start, st.stop, st.step))
+                out.append(f"{ind}for {st.var} in range({a}, {b}, {c}):")
+            elif isinstance(st, While):
+                out.append(f"{ind}while:")
+            elif isinstance(st, If):
+                out.append(f"{ind}if {ref(st.cond, out, ind)}:")
+            elif isinstance(st, Return):
+                out.append(f"{ind}return")
+            elif isinstance(st, Assert):
+                out.append(f"{ind}assert {ref(st.cond, out, ind)}, {st.message!r}")
+            elif isinstance(st, Print):
+                out.append(f"{ind}print {st.prefix!r}, " + ", ".join(ref(v, out, ind) for v in st.values))
+            lines.extend(line + f"    # line {st.line}" if k == len(out) - 1 else line for k, line in enumerate(out))
+            if isinstance(st, For):
+                block(st.body, ind + "  ")
+            elif isinstance(st, While):
+                block(st.cond_body, ind + "  ")
+                lines.append(f"{ind}  test {ref(st.cond, lines, ind + '  ')}")
+                block(st.body, ind + "  ")
+            elif isinstance(st, If):
+                block(st.then, ind + "  ")
+                if st.orelse:
+                    lines.append(f"{ind}else:")
+                    block(st.orelse, ind + "  ")
+    block(prog.body, "  ")
+    return "\n".join(lines)
