@@ -219,3 +219,69 @@ def test_error_in_inlined_function_names_both_lines():
     with pytest.raises(ct.UnsupportedConstruct,
                        match=rf"`calls_helper_kernel` \(.*:{call}\), in `_helper_bad` \(.*:{inner}\): `\*\*`"):
         calls_helper_kernel[(1,)](torch.ones(1))
+
+
+@triton.jit
+def misc_kernel(x_ptr, i8_ptr, out_ptr, iout_ptr, B: tl.constexpr):
+    r = tl.arange(0, B)
+    r = tl.multiple_of(r, 4)
+    r = tl.max_contiguous(r, B)
+    tl.assume(B > 0)
+    tl.debug_barrier()
+    x = tl.load(x_ptr + r[:, None] * B + r[None, :], cache_modifier=".cg", eviction_policy="evict_last")
+    tl.store(out_ptr + r, tl.min(x, axis=1))
+    tl.store(iout_ptr + r, tl.argmin(x, axis=1))
+    tl.store(iout_ptr + B + r, tl.xor_sum(x.to(tl.int32, bitcast=True), axis=0))
+    tl.store(out_ptr + B + r, tl.full([B], 2.5, tl.float32) + tl.sum(tl.dot(x, x, allow_tf32=True), axis=0) * 0)
+    a = tl.load(i8_ptr + r[:, None] * B + r[None, :])
+    tl.store(iout_ptr + 2 * B + r[:, None] * B + r[None, :], tl.dot(a, a))
+    bf = x.to(tl.bfloat16)
+    d = tl.dot(bf, bf, input_precision="ieee")
+    tl.store(out_ptr + 2 * B + r[:, None] * B + r[None, :], d)
+
+
+def test_hints_min_argmin_xor_sum_full_and_dots():
+    import numpy as np
+
+    from cohort.refimpl.semantics import fma
+    B = 16
+    x = torch.randn(B, B)
+    x[3, 5] = x[3, 9] = -100.0                          # a tie: the lowest index wins
+    a = torch.randint(-128, 127, (B, B), dtype=torch.int8)
+    out = torch.empty(2 * B + B * B)
+    iout = torch.empty(2 * B + B * B, dtype=torch.int32)
+    misc_kernel[(1,)](x, a, out, iout, B=B)
+    assert torch.equal(out[:B], x.min(1).values)
+    assert iout[3].item() == 5 and torch.equal(iout[:B], x.argmin(1).int())
+    xi = x.view(torch.int32).numpy()
+    assert np.array_equal(iout[B:2 * B].numpy(), np.bitwise_xor.reduce(xi, axis=0))
+    assert (out[B:2 * B] == 2.5).all()
+    assert torch.equal(iout[2 * B:].view(B, B), (a.int() @ a.int()))
+    xb = x.bfloat16().float().numpy()
+    acc = np.float32(0.0)
+    for k in range(B):
+        acc = fma(xb[2, k], xb[k, 7], acc)
+    assert out[2 * B + 2 * B + 7].item() == float(acc)
+
+
+@triton.jit
+def dot_f16_out_kernel(x_ptr, B: tl.constexpr):
+    r = tl.arange(0, B)
+    x = tl.load(x_ptr + r[:, None] * B + r[None, :])
+    tl.store(x_ptr + r[:, None] * B + r[None, :], tl.dot(x, x, out_dtype=tl.float16))
+
+
+def test_dot_out_dtype_f16_refused():
+    with pytest.raises(ct.UnsupportedConstruct, match=r"tl.dot with out_dtype=fp16.*accumulates in f32"):
+        dot_f16_out_kernel[(1,)](torch.zeros(16, 16, dtype=torch.float16), B=16)
+
+
+@triton.jit
+def print_kernel(x_ptr):
+    tl.device_print("value", tl.load(x_ptr))
+
+
+def test_device_print(capsys):
+    print_kernel[(2,)](torch.tensor([3], dtype=torch.int32))
+    out = capsys.readouterr().out
+    assert "pid (0, 0, 0) value 3" in out and "pid (1, 0, 0) value 3" in out
