@@ -1,7 +1,7 @@
 """The reference: exact NumPy evaluation of a tile program, one program at a time (DESIGN §10).
 
-Programs run in program-id order, row-major over the grid (axis 0 fastest... as
-Triton numbers them: pid 0 varies fastest). Within a program the statements
+Programs run in program-id order: axis 0 varies fastest, then axis 1, then axis 2
+(pid (0,0,0), (1,0,0), ..., (0,1,0), ...). Within a program the statements
 run in order; an expression is evaluated once per statement (memoised by node).
 Memory: each pointer argument is the flat storage of its tensor; a pointer
 tile is (argument, element-offset tile); an active access outside the storage
@@ -199,7 +199,7 @@ class Interpreter:
         ptr = self.ev(st.ptr, memo)
         mask = None if st.mask is None else self.ev(st.mask, memo)
         buf, idx, active = self._addresses(ptr, mask, "load")
-        out = buf.flat[idx]
+        out = buf.flat[idx] if buf.flat.size else np.zeros(idx.shape, buf.flat.dtype)
         if mask is not None:
             other = self.ev(st.other, memo) if st.other is not None else np.zeros((), out.dtype)
             out = np.where(active, out, np.broadcast_to(np.asarray(other, out.dtype), out.shape))
@@ -399,8 +399,9 @@ def _atomic_new(op, elem: Dt, old, v, cmp):
     o, v = np.asarray(old), np.asarray(v)
     if op == "xchg":
         return v
-    if op == "cas":
-        return v if o == cmp else o
+    if op == "cas":                    # compares bits, as the hardware does (-0.0 != +0.0, NaN == same NaN)
+        same = np.asarray(o).tobytes() == np.asarray(cmp, o.dtype).tobytes()
+        return v if same else o
     if elem.is_float:                  # max/min: cohort's f32 rule (canonical NaN; -0 below +0)
         if np.isnan(o) or np.isnan(v):
             return np.uint32(S.CANONICAL_NAN_BITS).view(np.float32)
