@@ -10,6 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="cohort.triton needs torch (pip install -e '.[triton]')")
 triton = pytest.importorskip("triton", reason="cohort.triton needs triton (pip install -e '.[triton]')")
 import triton.language as tl  # noqa: E402
+from triton.language.extra import libdevice  # noqa: E402
 
 import cohort.triton as ct  # noqa: E402
 
@@ -311,6 +312,12 @@ def pow_kernel(x_ptr):
 
 
 @triton.jit
+def libdevice_pow_kernel(x_ptr):
+    from_ld = tl.load(x_ptr)
+    tl.store(x_ptr, libdevice.pow(from_ld, 2.0))
+
+
+@triton.jit
 def slice_kernel(x_ptr):
     x = tl.load(x_ptr + tl.arange(0, 4))
     tl.store(x_ptr + tl.arange(0, 2), x[0:2])
@@ -323,6 +330,7 @@ def slice_kernel(x_ptr):
     (break_kernel, r"`break` is not supported"),
     (pow_kernel, r"`pow_kernel` \(.*:\d+\): `\*\*` on tiles is not supported"),
     (slice_kernel, r"slicing a tile with bounds is not supported"),
+    (libdevice_pow_kernel, r"`tl.extra.libdevice.pow` is not supported .*not in cohort's math library yet"),
 ])
 def test_refused_constructs_name_the_line(kernel, pattern):
     x = torch.zeros(4)

@@ -18,6 +18,7 @@ def main(argv=None) -> int:
     if not os.path.isfile(ns.script):
         print(f"cohort.triton: script {ns.script!r} not found", file=sys.stderr)
         return 2
+    os.environ.pop("TRITON_INTERPRET", None)     # triton's own interpreter would take the launches
     try:
         ct.activate(ns.mode)
     except (ct.ModeNotAvailable, ValueError, ImportError) as e:
