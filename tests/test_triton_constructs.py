@@ -173,7 +173,14 @@ def unsigned_neg_kernel(x_ptr):
     tl.store(x_ptr, (u + -1).to(tl.int32))
 
 
+@triton.jit
+def mixed_sign_div_kernel(x_ptr):
+    u = tl.load(x_ptr).to(tl.uint32)
+    tl.store(x_ptr, (u // 3).to(tl.int32))
+
+
 @pytest.mark.parametrize("run, exc, pattern", [
+    (lambda x: mixed_sign_div_kernel[(1,)](x), ct.KernelTypeError, r"uint32 and int32: they differ in signedness"),
     (lambda x: div_zero_kernel[(2,)](x, 0), ct.KernelRuntimeError,
      r"`div_zero_kernel` \(.*:\d+\), program \(0, 0, 0\): integer division by zero"),
     (lambda x: assert_kernel[(1,)](x, 5), ct.KernelRuntimeError, r"device_assert failed: n too large"),

@@ -63,6 +63,34 @@ def int_reduce_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
     tl.store(out_ptr + R + 2 * C + tl.arange(0, C), tl.cumsum(x, axis=0).reshape(R * C).reshape(R, C).sum(axis=0))
 
 
+@triton.jit
+def promotion_kernel(a_ptr, b_ptr, c_ptr, d_ptr, e_ptr, h_ptr, f_ptr, iout_ptr, fout_ptr, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    a, b, c = tl.load(a_ptr + o), tl.load(b_ptr + o), tl.load(c_ptr + o)            # i8, u8, i16
+    d, e = tl.load(d_ptr + o), tl.load(e_ptr + o)                                    # u32, i64
+    h, f = tl.load(h_ptr + o), tl.load(f_ptr + o)                                    # f16, f32
+    ints = (a + b, a * c, c - d, d + e, b - 1, d >> 1, c >> 1, a << 2, (a < b).to(tl.int8),
+            e // 3, c % 7, a * 100, -b, ~c, b | a)
+    for k in tl.static_range(len(ints)):
+        tl.store(iout_ptr + k * BLOCK + o, ints[k].to(tl.int64))
+    floats = (h * 3, h + f, h / 3, h * 0.1, a / 3, f + e, e + 1.5, h * h, (h - 1).to(tl.float32) * f, d * 0.5)
+    for k in tl.static_range(len(floats)):
+        tl.store(fout_ptr + k * BLOCK + o, floats[k].to(tl.float32))
+
+
+def _promotion_inputs():
+    g = torch.Generator().manual_seed(9)
+    n = 16
+    a = torch.randint(-128, 128, (n,), generator=g).to(torch.int8)
+    b = torch.randint(0, 256, (n,), generator=g).to(torch.uint8)
+    c = torch.randint(-2 ** 15, 2 ** 15, (n,), generator=g).to(torch.int16)
+    d = torch.randint(0, 2 ** 32, (n,), generator=g, dtype=torch.int64).to(torch.uint32)
+    e = torch.randint(-2 ** 40, 2 ** 40, (n,), generator=g, dtype=torch.int64)
+    h = (torch.randn(n, generator=g) * 10).half()
+    f = torch.randn(n, generator=g)
+    return a, b, c, d, e, h, f
+
+
 def _int_inputs():
     g = torch.Generator().manual_seed(5)
     a = torch.randint(-2 ** 31, 2 ** 31 - 1, (300,), generator=g, dtype=torch.int64).to(torch.int32)
@@ -80,11 +108,13 @@ def _run_int_kernels():
     philox_kernel[(4,)](out2, 1000, 0x12345678, BLOCK=256)
     out3 = torch.zeros(8 + 3 * 16, dtype=torch.int32)
     int_reduce_kernel[(1,)](x, out3, R=8, C=16)
-    return out1, out2, out3
+    iout, fout = torch.zeros(15 * 16, dtype=torch.int64), torch.zeros(10 * 16)
+    promotion_kernel[(1,)](*_promotion_inputs(), iout, fout, BLOCK=16)
+    return out1, out2, out3, iout, fout
 
 
 def test_integer_ops_c_semantics():
-    out1, _, out3 = _run_int_kernels()
+    out1, _, out3, _, _ = _run_int_kernels()
     a, b, x = (t.numpy().astype(np.int64) for t in _int_inputs())
     n = 300
     q = np.trunc(a / b).astype(np.int64)            # truncation toward zero (|a| < 2**31: exact in f64)
@@ -100,7 +130,8 @@ def test_integer_ops_c_semantics():
 
 @pytest.mark.skipif(IN_SUBPROCESS, reason="this is the comparison's driver")
 def test_bit_for_bit_against_triton_interpreter(tmp_path):
-    """Integer, bitwise and Philox kernels give the same bits as TRITON_INTERPRET=1."""
+    """Integer, bitwise, Philox and promotion kernels give the same bits as TRITON_INTERPRET=1
+    (the promotion kernel mixes i8, u8, i16, u32, i64, f16, f32 and literals: same types, same bits)."""
     dump = tmp_path / "interp.pt"
     code = (f"import importlib.util, torch; spec = importlib.util.spec_from_file_location('k', {__file__!r}); "
             f"m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
@@ -110,8 +141,8 @@ def test_bit_for_bit_against_triton_interpreter(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     theirs = torch.load(dump)
     ours = _run_int_kernels()
-    for t, o in zip(theirs, ours):
-        assert torch.equal(t, o)
+    for k, (t, o) in enumerate(zip(theirs, ours)):
+        assert torch.equal(t, o), k
 
 
 # ---------------------------------------------------------------- floats: casts, NaN rules, math
