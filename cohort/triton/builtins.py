@@ -304,6 +304,10 @@ class Builtins:
         except TypeError:
             return None
 
+    def device_assert(self, cond, msg):
+        from .builtins_table import device_assert
+        device_assert(self, cond, msg)
+
     def _build_table(self):
         from . import builtins_table
         return builtins_table.table(self)
@@ -352,11 +356,3 @@ def _py(val, dt: Dt):
         from .values import to_f32
         return float(to_f32(a, dt))
     return a.item()
-
-
-def _device_assert(self, cond, msg):
-    from .builtins_table import device_assert
-    device_assert(self, cond, msg)
-
-
-Builtins.device_assert = _device_assert

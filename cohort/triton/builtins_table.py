@@ -23,7 +23,6 @@ REFUSED = {
     "sort": "tl.sort",
     "flip": "tl.flip",
     "topk": "tl.topk",
-    "atomic_add_f32": "",
 }
 
 LIBDEVICE = {
@@ -313,13 +312,7 @@ def table(B) -> dict:
         fe.emit(tir.Print(str(unwrap(prefix)), vals, fe.line))
 
     reg(tl.device_print, device_print)
-    reg(getattr(tl, "static_range", None), None)
-
-    def constexpr_ctor(x=None):
-        return unwrap(x)
-
-    t[id(tl.constexpr)] = constexpr_ctor
-    t.pop(id(None), None)
+    reg(tl.constexpr, lambda x=None: unwrap(x))
     return t
 
 
