@@ -124,7 +124,7 @@ def _scalar_of(v, dt: Dt, kernel, pname):
 
 
 def build(jitfn, params, consts):
-    key = (id(jitfn), tuple(params), tuple((k, _hashable(v)) for k, v in consts))
+    key = (jitfn, tuple(params), tuple((k, _hashable(v)) for k, v in consts))   # holds jitfn: no id reuse
     prog = _BUILDS.get(key)
     if prog is None:
         prog = _BUILDS[key] = Frontend(jitfn, params, consts).build()
