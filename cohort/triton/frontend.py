@@ -44,7 +44,11 @@ _SOURCES: dict = {}
 def source_of(fn) -> _Source:
     s = _SOURCES.get(fn)
     if s is None:
-        s = _SOURCES[fn] = _Source(fn)
+        try:
+            s = _SOURCES[fn] = _Source(fn)
+        except (OSError, TypeError, SyntaxError, StopIteration) as e:
+            raise UnsupportedConstruct(f"kernel `{getattr(fn, '__name__', fn)}`: its Python source cannot be "
+                                       f"read ({type(e).__name__}: {e})") from None
     return s
 
 
