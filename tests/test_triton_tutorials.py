@@ -1,0 +1,209 @@
+"""Tutorial-shaped kernels on cohort.triton's reference: layer norm backward with its
+atomic_cas/atomic_xchg lock, fused attention forward (causal and not), tensor
+descriptors, @triton.autotune (prune_configs_by, reset_to_zero) and @triton.heuristics."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="cohort.triton needs torch (pip install -e '.[triton]')")
+triton = pytest.importorskip("triton", reason="cohort.triton needs triton (pip install -e '.[triton]')")
+import triton.language as tl  # noqa: E402
+
+import cohort.triton as ct  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _on_cpu():
+    with ct.on_cpu(mode="reference"):
+        yield
+
+
+@triton.jit
+def ln_bwd_dx_fused(DX, DY, DW, DB, X, W, Mean, Rstd, Lock, stride, N, GROUP_SIZE_M: tl.constexpr,
+                    BLOCK_SIZE_N: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE_N)
+    mask = cols < N
+    X += row * stride
+    DY += row * stride
+    DX += row * stride
+    lock_id = row % GROUP_SIZE_M
+    Lock += lock_id
+    Count = Lock + GROUP_SIZE_M
+    DW = DW + lock_id * N + cols
+    DB = DB + lock_id * N + cols
+    x = tl.load(X + cols, mask=mask, other=0).to(tl.float32)
+    dy = tl.load(DY + cols, mask=mask, other=0).to(tl.float32)
+    w = tl.load(W + cols, mask=mask).to(tl.float32)
+    mean = tl.load(Mean + row)
+    rstd = tl.load(Rstd + row)
+    xhat = (x - mean) * rstd
+    wdy = w * dy
+    xhat = tl.where(mask, xhat, 0.)
+    wdy = tl.where(mask, wdy, 0.)
+    c1 = tl.sum(xhat * wdy, axis=0) / N
+    c2 = tl.sum(wdy, axis=0) / N
+    dx = (wdy - (xhat * c1 + c2)) * rstd
+    tl.store(DX + cols, dx, mask=mask)
+    partial_dw = (dy * xhat).to(w.dtype)
+    partial_db = (dy).to(w.dtype)
+    while tl.atomic_cas(Lock, 0, 1) == 1:
+        pass
+    count = tl.load(Count)
+    if count == 0:
+        tl.atomic_xchg(Count, 1)
+    else:
+        partial_dw += tl.load(DW, mask=mask)
+        partial_db += tl.load(DB, mask=mask)
+    tl.store(DW, partial_dw, mask=mask)
+    tl.store(DB, partial_db, mask=mask)
+    tl.atomic_xchg(Lock, 0)
+
+
+@triton.jit
+def ln_bwd_dwdb(DW, DB, FINAL_DW, FINAL_DB, M, N, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = pid * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    dw = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    db = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for i in range(0, M, BLOCK_SIZE_M):
+        rows = i + tl.arange(0, BLOCK_SIZE_M)
+        mask = (rows[:, None] < M) & (cols[None, :] < N)
+        offs = rows[:, None] * N + cols[None, :]
+        dw += tl.load(DW + offs, mask=mask, other=0.)
+        db += tl.load(DB + offs, mask=mask, other=0.)
+    sum_dw = tl.sum(dw, axis=0)
+    sum_db = tl.sum(db, axis=0)
+    tl.store(FINAL_DW + cols, sum_dw, mask=cols < N)
+    tl.store(FINAL_DB + cols, sum_db, mask=cols < N)
+
+
+def test_layer_norm_backward_with_lock():
+    M, N, G = 23, 100, 4
+    x = torch.randn(M, N, requires_grad=True)
+    w = torch.randn(N, requires_grad=True)
+    b = torch.randn(N, requires_grad=True)
+    dy = torch.randn(M, N)
+    y = torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5)
+    y.backward(dy)
+    mean = x.detach().mean(1)
+    rstd = 1 / torch.sqrt(x.detach().var(1, unbiased=False) + 1e-5)
+    dx = torch.empty(M, N)
+    locks = torch.zeros(2 * G, dtype=torch.int32)
+    _dw, _db = torch.zeros(G, N), torch.zeros(G, N)
+    ln_bwd_dx_fused[(M,)](dx, dy, _dw, _db, x, w, mean, rstd, locks, x.stride(0), N,
+                          GROUP_SIZE_M=G, BLOCK_SIZE_N=128)
+    dw, db = torch.empty(N), torch.empty(N)
+    ln_bwd_dwdb[(triton.cdiv(N, 32),)](_dw, _db, dw, db, G, N, BLOCK_SIZE_M=4, BLOCK_SIZE_N=32)
+    torch.testing.assert_close(dx, x.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dw, w.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(db, b.grad, rtol=1e-4, atol=1e-4)
+    assert locks[:G].tolist() == [0] * G
+
+
+@triton.jit
+def attn_fwd(Q, K, V, Out, sm_scale, stride_h, stride_t, T, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
+    start_m = tl.program_id(0)
+    h = tl.program_id(1)
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_d = tl.arange(0, HEAD_DIM)
+    base = h * stride_h
+    q = tl.load(Q + base + offs_m[:, None] * stride_t + offs_d[None, :], mask=offs_m[:, None] < T, other=0.0)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    hi = tl.minimum((start_m + 1) * BLOCK_M, T) if CAUSAL else T
+    for start_n in range(0, hi, BLOCK_N):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        k = tl.load(K + base + offs_n[None, :] * stride_t + offs_d[:, None], mask=offs_n[None, :] < T, other=0.0)
+        qk = tl.dot(q, k)
+        valid = offs_n[None, :] < T
+        if CAUSAL:
+            valid = valid & (offs_m[:, None] >= offs_n[None, :])
+        qk = tl.where(valid, qk * qk_scale, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        qk = qk - m_ij[:, None]
+        p = tl.math.exp2(qk)
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + base + offs_n[:, None] * stride_t + offs_d[None, :], mask=offs_n[:, None] < T, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * stride_t + offs_d[None, :], acc.to(Out.dtype.element_ty),
+             mask=offs_m[:, None] < T)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_attention_forward(causal, dtype):
+    H, T, D = 3, 45, 16
+    q, k, v = (torch.randn(H, T, D).to(dtype) for _ in range(3))
+    o = torch.empty_like(q)
+    scale = D ** -0.5
+    attn_fwd[(triton.cdiv(T, 16), H)](q, k, v, o, scale, q.stride(0), q.stride(1), T, HEAD_DIM=D, BLOCK_M=16,
+                                      BLOCK_N=16, CAUSAL=causal)
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+    tol = 1e-4 if dtype is torch.float32 else 2e-2
+    torch.testing.assert_close(o.float(), ref, rtol=tol, atol=tol)
+
+
+@triton.jit
+def desc_copy_kernel(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    dx = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    dy = tl.make_tensor_descriptor(y_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    t = dx.load([pid_m * BM, pid_n * BN])
+    dy.store([pid_m * BM, pid_n * BN], t * 2 + 1)
+
+
+def test_tensor_descriptor_load_store_edges():
+    M, N = 21, 37
+    x = torch.randn(M, N)
+    storage = torch.zeros(M * N + 2 * 16 * N)          # room past the tensor: blocks past M must not write it
+    y = storage[:M * N].view(M, N)
+    desc_copy_kernel[(triton.cdiv(M, 8), triton.cdiv(N, 16))](x, y, M, N, BM=8, BN=16)
+    assert torch.equal(y, x * 2 + 1)
+    assert torch.equal(storage[M * N:], torch.zeros(2 * 16 * N))
+
+
+def _prune(configs, named_args, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK"] <= named_args["n"] * 4]
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 512}), triton.Config({"BLOCK": 64}),
+                          triton.Config({"BLOCK": 32})],
+                 key=["n"], prune_configs_by={"early_config_prune": _prune}, reset_to_zero=["out_ptr"])
+@triton.jit
+def tuned_count_kernel(out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + tl.zeros([BLOCK], tl.int32), 1, mask=offs < n)
+    tl.atomic_max(out_ptr + 1 + tl.zeros([BLOCK], tl.int32), BLOCK)
+
+
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def heur_kernel(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if EVEN:
+        tl.store(x_ptr + offs, 1)
+    else:
+        tl.store(x_ptr + offs, 2, mask=offs < n)
+
+
+def test_autotune_first_pruned_config_and_reset_to_zero():
+    out = torch.full((2,), 5, dtype=torch.int32)
+    n = 50                                              # prunes BLOCK=512 (> 4 * 50); picks BLOCK=64
+    tuned_count_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](out, n)
+    assert out.tolist() == [50, 64]                     # two configs left: reset to zero before the run
+    assert tuned_count_kernel.best_config.kwargs["BLOCK"] == 64
+
+
+def test_heuristics():
+    x = torch.zeros(100, dtype=torch.int32)
+    heur_kernel[(4,)](x, 100, BLOCK=32)
+    assert (x == 2).all()
+    x = torch.zeros(64, dtype=torch.int32)
+    heur_kernel[(2,)](x, 64, BLOCK=32)
+    assert (x == 1).all()
