@@ -7,7 +7,8 @@ cohort reference: `kernel[grid](...)` under cohort.triton.on_cpu(mode="reference
 cohort's exact NumPy interpreter of the kernel's tile program. Triton interpreter:
 the same launch in a child process started with TRITON_INTERPRET=1 (Triton reads it
 when it is imported, so it cannot be switched on in this process). torch eager: the
-example's torch reference for that kernel. One thread (torch.set_num_threads(1) in
+example's torch reference for that kernel (dropout: F.dropout; layer norm
+backward: aten's native_layer_norm_backward). One thread (torch.set_num_threads(1) in
 both processes). Each figure is the median over N timed launches, after one untimed
 launch (which builds the kernel's program), with the min-max range of the N; the
 ratios are of the medians (interpreter / reference > 1: the reference is faster).
@@ -51,6 +52,24 @@ SIZE_TEXT = {
 }
 
 
+def _eager_dropout(n, p=0.3):
+    import torch
+    x = torch.randn(n)
+    return lambda: torch.nn.functional.dropout(x, p, training=True)
+
+
+def _eager_layer_norm_backward(rows, cols, eps=1e-5):
+    import torch
+    x, w, b, dy = torch.randn(rows, cols), torch.randn(cols), torch.randn(cols), torch.randn(rows, cols)
+    _, mean, rstd = torch.ops.aten.native_layer_norm(x, [cols], w, b, eps)
+    return lambda: torch.ops.aten.native_layer_norm_backward(dy, x, [cols], mean, rstd, w, b, [True, True, True])
+
+
+# torch eager for the kernels whose example reference is not the plain eager op: dropout's reference
+# checks the kernel's own mask; layer norm backward's runs autograd (forward and backward)
+EAGER = {"low-memory dropout": _eager_dropout, "layer norm backward": _eager_layer_norm_backward}
+
+
 def _example():
     spec = importlib.util.spec_from_file_location("triton_kernels", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
@@ -76,6 +95,8 @@ def measure(side: str, launches: int) -> dict:
     result = {}
     for name, case in ex.CASES.items():
         launch, reference, _ = case(torch.Generator().manual_seed(0), **SIZES[name])
+        if side == "torch" and name in EAGER:
+            reference = EAGER[name](**SIZES[name])
         try:
             result[name] = _times(launch if side == "kernel" else reference, launches)
         except Exception as e:                          # e.g. Triton's interpreter on rmsnorm's eps.to()
