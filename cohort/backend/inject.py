@@ -114,6 +114,21 @@ BUGS = {
     # session 18: a loop's strided shared reads transposed in registers before it
     "transposed_last_stage": "the in-register transpose of a loop's shared windows skips its last round (bit 0 "
                              "of row and column never swapped; transposed.transpose_rows)",
+    # issue 53: paths a campaign reached rarely or on some hosts only (lowering switches, f32 and
+    # shared atomics); tests/test_plants53.py has a named kernel for each
+    "atomic_f32_nan_old": "an f32 atomic min/max tests the old value for NaN, not the update's: a NaN "
+                          "update is lost (atomics.combine)",
+    "atomic_f32_zero_equal": "an f32 atomic min/max compares as floats, -0.0 == +0.0, so the old zero is "
+                             "kept (atomics.combine; the contract orders -0.0 below +0.0)",
+    "shared_atomic_spare_update": "a shared-array atomic's off lane, sent to element 0, keeps its update "
+                                  "there instead of the old value (atomics.plain_updates)",
+    "masked_store_dispatch_first_lane": "the per-register masked-store dispatch reads 'no lane on' from the "
+                                        "register's first lane: a register whose first lane is off is not "
+                                        "stored (memory.masked_store; live only where the dispatch is "
+                                        "chosen: COHORT_MASKED_STORE=dispatch, or a host with slow masked "
+                                        "stores)",
+    "fma_software_order": "the software fma (no FMA instructions, or COHORT_FMA=software) computes "
+                          "a*c + b (lower_ops._fma_software)",
 }
 
 _active: set = set()

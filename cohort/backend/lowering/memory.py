@@ -200,7 +200,10 @@ class MemoryLowering:
             m = mask if c == n else b.shuffle_vector(mask, mask, pick)
             p = ptr if c0 == 0 else b.gep(ptr, [self.i64(c0)], source_etype=elem)
             word = b.bitcast(m, ir.IntType(c))
-            with b.if_then(b.icmp_unsigned("!=", word, ir.Constant(ir.IntType(c), 0))):
+            # planted masked_store_dispatch_first_lane: "none on" read from the register's first lane
+            some = ir.Constant(ir.IntType(c), 1 if inject.active("masked_store_dispatch_first_lane") else 0)
+            test = b.and_(word, some) if some.constant else word
+            with b.if_then(b.icmp_unsigned("!=", test, ir.Constant(ir.IntType(c), 0))):
                 every = b.icmp_unsigned("==", word, ir.Constant(ir.IntType(c), (1 << c) - 1))
                 if mixed_whole:
                     every = ir.Constant(I1, 1)

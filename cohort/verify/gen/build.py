@@ -179,6 +179,12 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
             "structure:barrier", "structure:atomic")
     if edge == "stress":         # fuzz/stress.py: integer atomics on global buffers, always
         body.extend(gen.coop_stress())
+    elif edge != "past" and (gen.aimed in ("atomic:f32-edge", "atomic:shared-edge") or gen.maybe(6)):
+        # on purpose while a campaign lacks it, else in 6% of programs (either kind)
+        shared = gen.aimed == "atomic:shared-edge" if gen.aimed else gen.maybe(50)
+        body.extend(gen.coop_atomic_edges(shared))
+        if gen.maybe(30):
+            body.extend(gen.coop_section())
     elif edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
         body.extend(gen.coop_section())
     body.extend(gen.epilogue())
@@ -239,7 +245,7 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     # one rare shape per program (one-past programs aim at theirs in boundary.py): a program made
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
     aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded",
-                      "store:either-side")
+                      "store:either-side", "atomic:f32-edge", "atomic:shared-edge")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
     if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below

@@ -205,6 +205,47 @@ class Cooperative:
         m = binary(Op.MOD, e, self.ci(L))
         return binary(Op.MOD, m + self.ci(L), self.ci(L))
 
+    def edge_f32(self):
+        """An f32 value for an atomic min/max that is NaN, -0.0 or +0.0 in chosen lanes and an
+        edge-rich load (or any value) in the others: where the NaN test and the order of the
+        two zeros decide what is left in memory."""
+        edge = const(self.pick([float("nan"), -0.0, 0.0, -0.0]), F32)
+        other = self.lane_special(1) if self.maybe(60) else self.expr(F32, 1)
+        return select(self.lane_condition(), edge, other)
+
+    def coop_atomic_edges(self, shared: bool) -> list:
+        """`atomic:f32-edge` (global) or `atomic:shared-edge` made on purpose (steer.SHAPES):
+        f32 atomic min/max of NaN, ±0 and edge values colliding on a few elements; the shared
+        one under a condition that turns lanes off inside a packet (an off lane must leave the
+        bins as they were), its bins set by thread 0 and flushed into a global buffer."""
+        op = self.pick([AtomicOp.MIN, AtomicOp.MAX])
+        L = self.int(1, 3)
+        out = []
+        if not shared:
+            buf = self.atomic_buffer(F32, L)
+            for _ in range(self.int(1, 2)):
+                s = Atomic(op, buf, self.bin_index(L), self.edge_f32())
+                out.append(If(self.lane_condition(), (s,)) if self.maybe(30) else s)
+            self.shapes.add("atomic:f32-edge")
+            return out
+        dt = F32 if self.maybe(70) else self.pick([I32, U32])
+        iop = op if dt is F32 else self.pick(_INT_OPS)
+        bins = self.shared_array(dt, L, out)
+        j, j2 = self.fresh("j"), self.fresh("j")
+        first = binary(Op.EQ, self.t(), self.ci(0))
+        init = const(self.pick([0.0, -0.0, 1.5, float("nan")]), F32) if dt is F32 else self.literal(dt)
+        out.append(If(first, (For(j, self.ci(0), self.ci(L), self.ci(1), (SStore(bins, var(j, I32), init),)),)))
+        out.append(Barrier())
+        value = self.edge_f32() if dt is F32 else self.expr(dt, 1)
+        upd = Atomic(iop, bins, self.bin_index(L), value)
+        out.append(If(self.lane_condition(), (upd,)))          # lanes off inside the packet
+        out.append(Barrier())
+        buf = self.atomic_buffer(dt, L)
+        out.append(If(first, (For(j2, self.ci(0), self.ci(L), self.ci(1),
+                                  (Atomic(iop, buf, var(j2, I32), sload(bins, var(j2, I32), dt)),)),)))
+        self.shapes.add("atomic:shared-edge")
+        return out
+
     def coop_stress(self) -> list:
         """Integer updates of small global buffers only (the stress check's programs, fuzz/stress.py)."""
         return [s for _ in range(self.int(1, 2))

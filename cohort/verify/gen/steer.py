@@ -75,9 +75,12 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # on both sides (bounds.py)
 # `store:either-side`: an if/else storing to one buffer element on both sides (stmts.py
 # either_side_probe), one store of a select in packet builds (lowering/stmts.py)
+# `atomic:f32-edge`, `atomic:shared-edge`: f32 atomic min/max fed NaN and both zeros in chosen lanes,
+# on a global buffer, or on shared bins under a condition that turns lanes off (coop.py
+# coop_atomic_edges)
 SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
           "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded",
-          "store:either-side")
+          "store:either-side", "atomic:f32-edge", "atomic:shared-edge")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
