@@ -23,7 +23,7 @@ from cohort import (
     thread_id,
 )
 from cohort.backend.inject import BUGS, inject_bug_TESTING_ONLY
-from cohort.verify.execute import SWITCHES, execute, lowering_switches
+from cohort.verify.execute import SWITCHES, error_facts, execute, lowering_switches, reference
 from cohort.verify.gen import BufferSpec, Case
 
 N = 37          # 4 whole blocks of 8 and a partial one of 5 threads
@@ -74,12 +74,28 @@ def _fused(x: Buffer[f32], y: Buffer[f32]):
     y[g] = fma(x[g], x[g + 1] + 0.5, x[g + 2])
 
 
+@kernel(block=8)
+def _group_shifted(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    y[(g + 1) * 2 + -1] = x[g]             # slots at 2g + 1 and 2g + 2: a negative constant, then none
+    y[(g + 1) * 2] = x[g] + 1.0
+
+
+@kernel(block=8)
+def _not_flip_guard(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    i = g
+    if not (20 < i):
+        y[g] = x[i + 2]                    # x has 22 elements: thread 20 reads x[22], one past
+
+
 # bug: (kernel, buffer lengths, variants, switches the plant needs)
 PLANTS = {
     "atomic_f32_nan_old": (_f32_atomic_edges, {"ya": 20}, ("whole", P4), {}),
     "atomic_f32_zero_equal": (_f32_atomic_edges, {"ya": 20}, ("whole", P4), {}),
     "shared_atomic_spare_update": (_shared_lanes_off, {"y": 10}, ("whole", P4, P8), {}),
     "masked_store_dispatch_first_lane": (_masked_lanes, {}, (P4, P8), {"COHORT_MASKED_STORE": "dispatch"}),
+    "group_base_unshifted": (_group_shifted, {"y": 2 * 40 + 2}, (P4, P8), {}),
     "fma_software_order": (_fused, {}, ("whole", P4), {"COHORT_FMA": "software"}),
 }
 
@@ -111,6 +127,21 @@ def test_issue53_plant_changes_a_small_kernel(bug, monkeypatch):
         with inject_bug_TESTING_ONLY(bug):
             same = execute(case, list(variants), full=True)
         assert all(r["status"] == "ok" for r in same["variants"].values()), same
+
+
+def test_bounds_not_flip_plant_passes_a_one_past_guard():
+    """An expected-error program: every checking build must report the interpreter's error; with
+    the plant the proof passes `not (20 < i)` as i <= 19 and the unchecked body runs past."""
+    assert "bounds_not_flip" in BUGS
+    case = _case(_not_flip_guard, {"x": 22})
+    ref, why = reference(case)
+    assert ref is None and error_facts(why[1]) is not None, why
+    variants = ["whole", P4]
+    clean = execute(case, variants, full=True)
+    assert clean.get("expected_error") and all(r["status"] == "ok" for r in clean["variants"].values()), clean
+    with inject_bug_TESTING_ONLY("bounds_not_flip"):
+        bad = execute(case, variants, full=True)
+    assert any(r["status"] == "error_mismatch" for r in bad["variants"].values()), bad
 
 
 def test_a_campaign_draws_every_lowering_switch_both_ways(monkeypatch):

@@ -127,6 +127,11 @@ BUGS = {
                                         "stored (memory.masked_store; live only where the dispatch is "
                                         "chosen: COHORT_MASKED_STORE=dispatch, or a host with slow masked "
                                         "stores)",
+    "group_base_unshifted": "a fused store group's base pointer is its first store's index without that "
+                            "store's trailing constants: a group whose first slot is at k*t + c stores at "
+                            "k*t (stmts.interleaved_store)",
+    "bounds_not_flip": "the proof's guard not (K < v) (a negated comparison with v on the right) narrows v "
+                       "to K - 1, not K (bounds.Bounds._facts)",
     "fma_software_order": "the software fma (no FMA instructions, or COHORT_FMA=software) computes "
                           "a*c + b (lower_ops._fma_software)",
 }

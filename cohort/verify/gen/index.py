@@ -324,11 +324,14 @@ class Indices:
 
     # ------------------------------------------------------------ outputs
     def _out_spec(self, o: _Output) -> BufferSpec:
-        return BufferSpec(o.name, o.dtype, o.slots * o.region, o.fill)
+        return BufferSpec(o.name, o.dtype, o.slots * o.region + o.offset, o.fill)
 
-    def make_output(self, name: str, dt: DType, interleave: Optional[int] = None) -> _Output:
+    def make_output(self, name: str, dt: DType, interleave: Optional[int] = None,
+                    offset: Optional[bool] = None) -> _Output:
         """An output of K slots per thread; `interleave`: K slots side by side at pi(g)*K + j, pi
-        the identity (a store group's stride K, where groups fuse)."""
+        the identity (a store group's stride K, where groups fuse). An interleaved output may
+        start its slots c elements in (pi(g)*K + c + j: a store group whose first slot carries
+        a constant; `offset`: always)."""
         K = interleave or self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
         interleaved = K > 1 and (interleave is not None or self.maybe(40))
         nforms = 1 if interleaved else K
@@ -357,7 +360,8 @@ class Indices:
             else:
                 forms.append((kind, ()))
         fill = "bytes" if dt is BOOL and self.maybe(50) else "data"   # unstored bool bytes stay as they were
-        return _Output(name, dt, K, M, interleaved, forms, fill)
+        off = self.int(1, 2 * K) if interleaved and (offset or offset is None and self.maybe(30)) else 0
+        return _Output(name, dt, K, M, interleaved, forms, fill, off)
 
     def bijection(self, form, M: int, g: Expr, t: Expr, b: Expr) -> Expr:
         kind, ps = form
@@ -382,9 +386,18 @@ class Indices:
     def out_address(self, o: _Output, j: int, g: Expr, t: Expr, b: Expr) -> Expr:
         if o.interleaved:
             a = self.bijection(o.forms[0], o.region, g, t, b) * o.slots
-            return a + self.ci(j) if j else a
+            return a + self.ci(j + o.offset) if j + o.offset else a
         a = self.bijection(o.forms[j], o.region, g, t, b)
         return a + self.ci(j * o.region) if j else a
+
+    def offset_address(self, o, j: int, d: int) -> Expr:
+        """Slot j of an interleaved output whose slots start c = o.offset elements in, as
+        `(pi(g) + d)*K + (c + j - d*K)`: the constant negative, zero or positive by slot (d >= 1:
+        the group's first slots below the spelled base, the later ones at or above it)."""
+        a = self.bijection(o.forms[0], o.region, self.g(), self.t(), self.b())
+        base = (a + self.ci(d)) * o.slots if d else a * o.slots
+        c = o.offset + j - d * o.slots
+        return base + self.ci(c) if c or self.maybe(30) else base
 
     def slip_address(self, o, j: int, seen_as: int) -> Expr:
         """Slot j of an interleaved output at base = pi(g)*K, spelled `(base + c) - (c - j)` or
