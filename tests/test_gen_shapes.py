@@ -18,7 +18,7 @@ from cohort.verify.matrix import rerun_sensitive, variants_for
 def test_a_steered_campaign_makes_every_rare_shape_early(offset):
     """As a local steered campaign does: the steering refreshed from the coverage every 3 programs;
     every rare shape within the first 30 programs of each of several draw sequences
-    (generate(offset + s)): 11 to 26 programs on ten offsets. The eight one-past shapes need eight
+    (generate(offset + s)): 14 to 25 programs on ten offsets. The eight one-past shapes need eight
     one-past programs: they are half of the programs while one is missing (build.AIM_PAST_PERCENT;
     at 30% two to four were still missing after 30 programs on five of six offsets). A program aims
     at one non-past shape (all at once made programs of 30-50 statements) and one small probe

@@ -89,6 +89,25 @@ def _not_flip_guard(x: Buffer[f32], y: Buffer[f32]):
         y[g] = x[i + 2]                    # x has 22 elements: thread 20 reads x[22], one past
 
 
+@kernel(block=8)
+def _const_var_loop(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    n = 9                                  # a constant reached through a top-level variable
+    w = 0.0
+    for j in range(1, n, 3):               # j = 1, 4, 7
+        w = w + x[j + g % 4]
+    y[g] = w
+
+
+@kernel(block=8)
+def _prefix(x: Buffer[f32], y: Buffer[f32]):
+    t = thread_id()
+    w = 0.0
+    for j in range(2 * t + 1, 12, 3):      # lane t leaves after (11 - 2t) // 3 + 1 trips: a prefix split
+        w = w + x[j]
+    y[global_id()] = w
+
+
 # bug: (kernel, buffer lengths, variants, switches the plant needs)
 PLANTS = {
     "atomic_f32_nan_old": (_f32_atomic_edges, {"ya": 20}, ("whole", P4), {}),
@@ -96,6 +115,8 @@ PLANTS = {
     "shared_atomic_spare_update": (_shared_lanes_off, {"y": 10}, ("whole", P4, P8), {}),
     "masked_store_dispatch_first_lane": (_masked_lanes, {}, (P4, P8), {"COHORT_MASKED_STORE": "dispatch"}),
     "group_base_unshifted": (_group_shifted, {"y": 2 * 40 + 2}, (P4, P8), {}),
+    "const_trips_unit_step": (_const_var_loop, {}, ("whole", P4), {}),
+    "prefix_lanes_floor": (_prefix, {}, (P4, P8), {}),
     "fma_software_order": (_fused, {}, ("whole", P4), {"COHORT_FMA": "software"}),
 }
 

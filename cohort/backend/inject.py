@@ -132,6 +132,12 @@ BUGS = {
                             "k*t (stmts.interleaved_store)",
     "bounds_not_flip": "the proof's guard not (K < v) (a negated comparison with v on the right) narrows v "
                        "to K - 1, not K (bounds.Bounds._facts)",
+    "const_trips_unit_step": "a uniform loop whose bound is a top-level variable set to a constant gets the "
+                             "constant trip count of range(start, stop), the step left out "
+                             "(loops.constant_trips)",
+    "prefix_lanes_floor": "a prefix loop's lanes still running at iteration k are (stop - first - k*step) // "
+                          "stride, rounded down, not up: with a stride of 2 or more the last running lane "
+                          "skips its iteration (loops.uniform_or_lane_loop)",
     "fma_software_order": "the software fma (no FMA instructions, or COHORT_FMA=software) computes "
                           "a*c + b (lower_ops._fma_software)",
 }

@@ -27,7 +27,7 @@ SOURCE_PERCENT = 25        # programs that go through Python source and the fron
 # a third of the statements, at most one collective, no coverage plants, no cooperative section)
 EDGE_PERCENT, PAST_PERCENT = 20, 25
 ATOMIC_SHAPES = ("atomic:f32-edge", "atomic:shared-edge")
-PROBE_SHAPES = ("wrap:loop", "guard:loaded", "store:either-side") + ATOMIC_SHAPES
+PROBE_SHAPES = ("wrap:loop", "guard:loaded", "store:either-side", "loop:const-var", "loop:prefix") + ATOMIC_SHAPES
 AIM_PAST_PERCENT = 50      # while a steered campaign lacks a one-past shape (steer.SHAPES): at 30%, two
                            # to four were still missing after 30 programs on 5 of 6 draw sequences
                            # (tests/test_gen_shapes.py; with never-made shapes first, base.Core.aim)
@@ -170,6 +170,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
             body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
         if phase == 0 and edge != "past" and ("guard:loaded" in (gen.aimed, gen.also) or gen.maybe(10)):
             body.extend(gen.guard_probe())       # a loaded index behind its guards (bounds.py)
+        if phase == 0 and edge != "past" and ("loop:const-var" in (gen.aimed, gen.also) or gen.maybe(4)):
+            body.extend(gen.const_loop_probe())    # constant bounds through top-level variables
+        if phase == 0 and edge != "past" and ("loop:prefix" in (gen.aimed, gen.also) or gen.maybe(5)):
+            body.extend(gen.prefix_probe())        # a per-thread start the packet's lanes leave apart
         if phase == 0 and edge != "past" and ("store:either-side" in (gen.aimed, gen.also) or gen.maybe(3)):
             body.extend(gen.either_side_probe())   # if/else storing to one element (one store)
         body.extend(gen.stmts(0))
@@ -251,7 +255,8 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     # one rare shape per program (one-past programs aim at theirs in boundary.py): a program made
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
     aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded",
-                      "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset")
+                      "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset",
+                      "loop:const-var", "loop:prefix")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
     # a few statements each: one more of them rides along (one aim per program left the last of

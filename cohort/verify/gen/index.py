@@ -124,6 +124,72 @@ class Indices:
         self.shapes.add("wrap:loop")
         return [Assign(w, const(0.0, F32)), loop]
 
+    def _witness_load(self, lo: int, hi: int):
+        """(an f32 input that holds [lo, hi] shifted in, the shift), or None."""
+        xs = [b for b in self.inputs if b.dtype is F32 and b.length >= hi - lo + 1]
+        if not xs:
+            return None
+        x = self.pick(xs)
+        return x, self.int(-lo, x.length - 1 - hi)
+
+    def const_loop_probe(self) -> list:
+        """`loop:const-var` made on purpose (steer.SHAPES): bounds that are compile-time constants
+        reached through top-level variables set once (`n = 5; for j in range(s, n, step)`, the
+        lowering's constant trip count, loops.constant_trips, and its full unrolling at O3), a step
+        of either sign and size; every trip adds x[j + c] into a witness."""
+        start, step, trips = self.int(-2, 4), self.pick([2, 3, -1, -2, 1, 4]), self.int(1, 5)
+        stop, last = start + trips * step, start + (trips - 1) * step
+        got = self._witness_load(min(start, last), max(start, last))
+        if got is None:
+            return []
+        x, shift = got
+        hi_name, j, w = self.fresh("w"), self.fresh("j"), self.fresh("w")
+        out = [Assign(hi_name, self.ci(stop))]      # a `w` name: nothing reassigns it
+        start_e = self.ci(start)
+        if self.maybe(50):
+            lo_name = self.fresh("w")
+            out.append(Assign(lo_name, self.ci(start)))
+            start_e = var(lo_name, I32)
+            self.vtypes[lo_name] = I32
+            self.defined.add(lo_name)
+        self.vtypes[hi_name], self.vtypes[w] = I32, F32
+        self.defined.update((hi_name, w))
+        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
+        self.shapes.add("loop:const-var")
+        return out + [Assign(w, const(0.0, F32)), For(j, start_e, var(hi_name, I32), self.ci(step), body)]
+
+    def prefix_probe(self) -> list:
+        """`loop:prefix` made on purpose (steer.SHAPES): range(a*t + c, stop, step) with a uniform
+        stop that the lanes of a packet pass at different iterations (a full packet's loop runs
+        the trips every lane takes, then the rest on a prefix of the lanes: loops.py), a, c and
+        the step of every sign (the prefix split is for a > 0 and step > 0, the others take the
+        general loop); every trip adds x[j + c'] into a witness."""
+        a = self.pick([2, 3, 1, 4, -2, 2, 3, -1])
+        c = self.int(-6, 6)
+        step = self.pick([1, 2, 3, 5, -1, -2, 2, 4])
+        R = min(self.B, 16) - 1                        # the lanes of the first packets
+        smin, smax = c + min(0, a * R), c + max(0, a * R)
+        if step > 0:                                   # the last lanes stop first (a > 0)
+            stop = smin + self.int(1, max(2, abs(a) * 8 + 2 * step))
+            lo, hi = min(smin, c + min(0, a * (self.B - 1))), stop - 1
+        else:
+            stop = smax - self.int(1, max(2, abs(a) * 8 + 2 * abs(step)))
+            lo, hi = stop + 1, max(smax, c + max(0, a * (self.B - 1)))
+        if hi < lo:
+            return []
+        got = self._witness_load(lo, hi)
+        if got is None:
+            return []
+        x, shift = got
+        j, w = self.fresh("j"), self.fresh("w")
+        t = self.t()
+        start_e = t + self.ci(c) if a == 1 else self.ci(c) - t if a == -1 else t * a + self.ci(c)
+        self.vtypes[w] = F32
+        self.defined.add(w)
+        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
+        self.shapes.add("loop:prefix")
+        return [Assign(w, const(0.0, F32)), For(j, start_e, self.ci(stop), self.ci(step), body)]
+
     def guard_probe(self) -> list:
         """A loaded index used behind guards that bound it on both sides (bounds.py proves such
         a data-dependent variable whatever its definition): v = i32(x[i] * k) + c, then

@@ -78,6 +78,9 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # `group:offset`: a store group whose slots start c elements into the buffer, its constants
 # negative, zero or positive by slot (index.py offset_address): the group's base is its first
 # slot's address, constant included
+# `loop:const-var`: a uniform loop whose bounds are constants reached through top-level variables;
+# `loop:prefix`: range(a*t + c, stop, step) whose stop the packet's lanes pass at different
+# iterations, a, c and the step of either sign (index.py const_loop_probe, prefix_probe)
 # `past:guard-spelled`: a one-past guard spelled `not (i > K)`, `not (K < i)`, `K <= i`, ... (boundary.py)
 # `atomic:f32-edge`, `atomic:shared-edge`: f32 atomic min/max fed NaN and both zeros in chosen lanes,
 # on a global buffer, or on shared bins under a condition that turns lanes off (coop.py
@@ -85,7 +88,8 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:guard-spelled", "past:loop",
           "past:loop-thread",
           "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded",
-          "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset")
+          "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset", "loop:const-var",
+          "loop:prefix")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
