@@ -19,6 +19,7 @@ from cohort import (
     fma,
     global_id,
     kernel,
+    private,
     shared,
     thread_id,
 )
@@ -108,6 +109,16 @@ def _prefix(x: Buffer[f32], y: Buffer[f32]):
     y[global_id()] = w
 
 
+@kernel(block=8)
+def _private_masked(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    p = private(f32, 3)
+    p[1] = x[g]
+    if g % 3 == 0:                         # lanes off inside every packet
+        p[1] = x[g] * 2.0                  # a uniform index: the lanes' elements side by side (cohort)
+    y[g] = p[1]
+
+
 # bug: (kernel, buffer lengths, variants, switches the plant needs)
 PLANTS = {
     "atomic_f32_nan_old": (_f32_atomic_edges, {"ya": 20}, ("whole", P4), {}),
@@ -117,6 +128,8 @@ PLANTS = {
     "group_base_unshifted": (_group_shifted, {"y": 2 * 40 + 2}, (P4, P8), {}),
     "const_trips_unit_step": (_const_var_loop, {}, ("whole", P4), {}),
     "prefix_lanes_floor": (_prefix, {}, (P4, P8), {}),
+    "private_store_unmasked": (_private_masked, {}, (P4, "lanes=8,full_packet=off,predicated=on,private=cohort"),
+                               {}),
     "fma_software_order": (_fused, {}, ("whole", P4), {"COHORT_FMA": "software"}),
 }
 

@@ -138,6 +138,9 @@ BUGS = {
     "prefix_lanes_floor": "a prefix loop's lanes still running at iteration k are (stop - first - k*step) // "
                           "stride, rounded down, not up: with a stride of 2 or more the last running lane "
                           "skips its iteration (loops.uniform_or_lane_loop)",
+    "private_store_unmasked": "a private store whose lanes' elements sit side by side (the cohort layout at a "
+                              "uniform index) is stored whole under a mask: the off lanes' elements are "
+                              "overwritten (memory.private_store)",
     "fma_software_order": "the software fma (no FMA instructions, or COHORT_FMA=software) computes "
                           "a*c + b (lower_ops._fma_software)",
 }

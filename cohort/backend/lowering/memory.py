@@ -344,7 +344,9 @@ class MemoryLowering:
         if dt is DType.BOOL:
             val = b.zext(val, self.vty(I8))
         where, side_by_side = self.private_addr(s.arr, idx, s.index, s, s, "pstore")
-        if side_by_side:
+        if side_by_side and inject.active("private_store_unmasked") and self.mask is not None:
+            self.b.store(val, where, align=1)       # planted: the off lanes' elements overwritten too
+        elif side_by_side:
             self.contiguous_store(val, where, elem)
         else:
             self.scatter(val, where, elem)

@@ -27,7 +27,8 @@ SOURCE_PERCENT = 25        # programs that go through Python source and the fron
 # a third of the statements, at most one collective, no coverage plants, no cooperative section)
 EDGE_PERCENT, PAST_PERCENT = 20, 25
 ATOMIC_SHAPES = ("atomic:f32-edge", "atomic:shared-edge")
-PROBE_SHAPES = ("wrap:loop", "guard:loaded", "store:either-side", "loop:const-var", "loop:prefix") + ATOMIC_SHAPES
+PROBE_SHAPES = ("wrap:loop", "guard:loaded", "store:either-side", "loop:const-var", "loop:prefix",
+                "private:store-masked") + ATOMIC_SHAPES
 AIM_PAST_PERCENT = 50      # while a steered campaign lacks a one-past shape (steer.SHAPES): at 30%, two
                            # to four were still missing after 30 programs on 5 of 6 draw sequences
                            # (tests/test_gen_shapes.py; with never-made shapes first, base.Core.aim)
@@ -48,8 +49,9 @@ def _private_decls(gen: KernelBuilder, body: list):
     inits = []
     count = gen.weighted([(2, 0), (3, 1), (2, 2)])
     needs = ("structure:private", "op:PLOAD", "statement:P", "access:p", "effect:cohort", "effect:thread")
-    if count == 0 and gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing):
-        count = 1                          # a steered plant needs one
+    if count == 0 and (gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing)
+                       or "private:store-masked" in (gen.aimed, gen.also)):
+        count = 1                          # a steered plant or probe needs one
     for k in range(count):
         dt = gen.weighted([(3, F32), (2, I32), (1, U32), (1, BOOL)])
         size = gen.int(1, 9)
@@ -170,6 +172,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
             body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
         if phase == 0 and edge != "past" and ("guard:loaded" in (gen.aimed, gen.also) or gen.maybe(10)):
             body.extend(gen.guard_probe())       # a loaded index behind its guards (bounds.py)
+        if phase == 0 and edge != "past" and ("private:store-masked" in (gen.aimed, gen.also) or gen.maybe(5)):
+            body.extend(gen.private_probe())       # a private store with lanes off, read back
         if phase == 0 and edge != "past" and ("loop:const-var" in (gen.aimed, gen.also) or gen.maybe(4)):
             body.extend(gen.const_loop_probe())    # constant bounds through top-level variables
         if phase == 0 and edge != "past" and ("loop:prefix" in (gen.aimed, gen.also) or gen.maybe(5)):
@@ -256,7 +260,7 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
     aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded",
                       "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset",
-                      "loop:const-var", "loop:prefix")
+                      "loop:const-var", "loop:prefix", "private:store-masked")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
     # a few statements each: one more of them rides along (one aim per program left the last of

@@ -190,9 +190,9 @@ class Cooperative:
         out += [acc, For(k, *loop, body)]
         return out + self.observe_var(acc.name, dt)
 
-    def atomic_buffer(self, dt, length: int) -> str:
+    def atomic_buffer(self, dt, length: int, fill=None) -> str:
         name = f"ya{len(self.atomic_buffers)}"
-        fill = self.pick(["data", "special", "nanzero"]) if dt is F32 else self.pick(["data", "finite"])
+        fill = fill or (self.pick(["data", "special", "nanzero"]) if dt is F32 else self.pick(["data", "finite"]))
         self.atomic_buffers.append(BufferSpec(name, dt, length, fill))
         return name
 
@@ -205,13 +205,19 @@ class Cooperative:
         m = binary(Op.MOD, e, self.ci(L))
         return binary(Op.MOD, m + self.ci(L), self.ci(L))
 
-    def edge_f32(self):
-        """An f32 value for an atomic min/max that is NaN, -0.0 or +0.0 in chosen lanes and an
-        edge-rich load (or any value) in the others: where the NaN test and the order of the
-        two zeros decide what is left in memory."""
-        edge = const(self.pick([float("nan"), -0.0, 0.0, -0.0]), F32)
-        other = self.lane_special(1) if self.maybe(60) else self.expr(F32, 1)
-        return select(self.lane_condition(), edge, other)
+    def edge_f32(self, op=AtomicOp.MIN):
+        """An f32 value for an atomic min/max: both zeros across the lanes and nothing else (a NaN
+        anywhere would make the element NaN and hide their order), a NaN in chosen lanes and
+        ordinary values in the others (the NaN test), or edge-rich values everywhere."""
+        how = self.pick(["zeros", "nan", "mixed"])
+        if how == "zeros":
+            # the zero a min keeps (-0.0) after the other, when thread 0 takes the condition
+            first = 0.0 if op is AtomicOp.MIN else -0.0
+            return select(self.mixed_condition(), const(first, F32), const(-0.0 if op is AtomicOp.MIN else 0.0, F32))
+        if how == "nan":
+            return select(self.lane_condition(), const(float("nan"), F32), self.ordinary(1))
+        return select(self.lane_condition(), const(self.pick([float("nan"), -0.0, 0.0]), F32),
+                      self.lane_special(1))
 
     def coop_atomic_edges(self, shared: bool) -> list:
         """`atomic:f32-edge` (global) or `atomic:shared-edge` made on purpose (steer.SHAPES):
@@ -222,9 +228,9 @@ class Cooperative:
         L = self.int(1, 3)
         out = []
         if not shared:
-            buf = self.atomic_buffer(F32, L)
-            for _ in range(self.int(1, 2)):
-                s = Atomic(op, buf, self.bin_index(L), self.edge_f32())
+            for _ in range(self.int(1, 2)):    # a buffer each: one's NaN would hide another's zeros
+                buf = self.atomic_buffer(F32, L, "finite")     # no NaN to start from either
+                s = Atomic(op, buf, self.bin_index(L), self.edge_f32(op))
                 out.append(If(self.lane_condition(), (s,)) if self.maybe(30) else s)
             self.shapes.add("atomic:f32-edge")
             return out
@@ -233,14 +239,14 @@ class Cooperative:
         bins = self.shared_array(dt, L, out)
         j, j2 = self.fresh("j"), self.fresh("j")
         first = binary(Op.EQ, self.t(), self.ci(0))
-        init = const(self.pick([0.0, -0.0, 1.5, float("nan")]), F32) if dt is F32 else self.literal(dt)
+        init = const(self.pick([0.0, -0.0, 1.5, -1.5]), F32) if dt is F32 else self.literal(dt)
         out.append(If(first, (For(j, self.ci(0), self.ci(L), self.ci(1), (SStore(bins, var(j, I32), init),)),)))
         out.append(Barrier())
-        value = self.edge_f32() if dt is F32 else self.expr(dt, 1)
+        value = self.edge_f32(op) if dt is F32 else self.expr(dt, 1)
         upd = Atomic(iop, bins, self.bin_index(L), value)
-        out.append(If(self.lane_condition(), (upd,)))          # lanes off inside the packet
+        out.append(If(self.mixed_condition(), (upd,)))         # lanes off inside the packet
         out.append(Barrier())
-        buf = self.atomic_buffer(dt, L)
+        buf = self.atomic_buffer(dt, L, "finite" if dt is F32 else None)
         out.append(If(first, (For(j2, self.ci(0), self.ci(L), self.ci(1),
                                   (Atomic(iop, buf, var(j2, I32), sload(bins, var(j2, I32), dt)),)),)))
         self.shapes.add("atomic:shared-edge")

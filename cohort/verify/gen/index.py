@@ -5,7 +5,24 @@ from __future__ import annotations
 from math import gcd
 from typing import Optional
 
-from ...refimpl.ir import Assign, DType, Expr, For, If, Op, binary, builtin, cast, const, load, param, select, var
+from ...refimpl.ir import (
+    Assign,
+    DType,
+    Expr,
+    For,
+    If,
+    Op,
+    PStore,
+    binary,
+    builtin,
+    cast,
+    const,
+    load,
+    param,
+    pload,
+    select,
+    var,
+)
 from .base import BOOL, F32, I32, MASK31, U32, _Output, _Private, _Range
 from .case import BufferSpec
 
@@ -189,6 +206,27 @@ class Indices:
         body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
         self.shapes.add("loop:prefix")
         return [Assign(w, const(0.0, F32)), For(j, start_e, self.ci(stop), self.ci(step), body)]
+
+    def private_probe(self) -> list:
+        """`private:store-masked` made on purpose (steer.SHAPES): a private store under a condition
+        that turns lanes off inside a packet, at a uniform index (the cohort layout puts the
+        lanes' elements side by side: one vector store under the mask) or a per-thread one (a
+        scatter), then the element read back into a witness: an off lane must keep its old
+        element (zero, or what the array was filled with)."""
+        if not self.privates:
+            return []
+        p = self.pick(self.privates)
+        if self.maybe(65):
+            idx = self.ci(self.int(0, p.size - 1))
+        else:
+            idx = binary(Op.MOD, self.t(), self.ci(p.size))
+        store = If(self.mixed_condition(), (PStore(p.name, idx, self.expr(p.dtype, 1)),))
+        w = self.fresh("w")                  # defined after the store's value is drawn
+        self.vtypes[w] = p.dtype
+        self.defined.add(w)
+        self.shapes.add("private:store-masked")
+        seen = self.observe(var(w, p.dtype))     # straight to an output (Plants.observe)
+        return [store, Assign(w, pload(p.name, idx, p.dtype))] + ([seen] if seen is not None else [])
 
     def guard_probe(self) -> list:
         """A loaded index used behind guards that bound it on both sides (bounds.py proves such

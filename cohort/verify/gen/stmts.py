@@ -516,6 +516,17 @@ class Statements:
         k = self.ci(self.int(0, self.B))
         return binary(Op.LT, self.t(), k) if how == "prefix" else binary(Op.GE, self.t(), k)
 
+    def mixed_condition(self) -> Expr:
+        """True in some lanes and false in others of every packet of 4 or more lanes (of the
+        first packet, for a prefix): where an off lane must be left alone."""
+        how = self.pick(["mod", "bit", "prefix"])
+        if how == "mod":
+            m = self.pick([2, 3, 5])
+            return binary(Op.EQ, binary(Op.MOD, self.t(), self.ci(m)), self.ci(self.int(0, 1) * (m - 1)))
+        if how == "bit":
+            return binary(Op.EQ, binary(Op.AND, self.t(), self.ci(self.pick([1, 2]))), self.ci(0))
+        return binary(Op.LT, self.t(), self.ci(self.int(1, min(self.B, 4) - 1)))
+
     def collective_value(self, dt, op=Reduce.SUM) -> Expr:
         """What the block reduces: NaN, ±0, ±inf and integer extremes in chosen lanes
         (where operand order and the identity's sign matter), -0.0 everywhere (a sum that
