@@ -1,12 +1,13 @@
 """How fast a campaign finds each planted backend bug (backend/inject.py), by campaign setting.
 
-For every bug and every setting: one campaign with only that bug injected, stopped at
-its first failure (no shrinking), on the same campaign seed. Printed per bug: seconds
-from the campaign's start to the failure (Dask cluster start-up included for
-`local:N`), programs run, the failing variant; a bug not found in the time box shows
-`-`. Settings are `variants per program` x steering, each a column pair.
+For every bug, every setting and every seed: one campaign with only that bug injected,
+stopped at its first failure (no shrinking). Printed per bug: seconds from the campaign's
+start to the failure (Dask cluster start-up included for `local:N`), programs run, and the
+machine's 1-minute load average before and after the campaign (a shared machine runs fewer
+programs a minute); a bug not found in the time box shows `-`. Settings are `variants per
+program` x steering x seed, each a column. Campaigns run one after another.
 
-    python benchmarks/fuzz_detect.py [--mode local:2] [--seconds 60] [--seed 0]
+    python benchmarks/fuzz_detect.py [--mode local:2] [--seconds 60] [--seed 0 | --seeds 0,1,2]
         [--per-program all,4] [--steer off,on,mixed] [--bugs a,b] [--json FILE]
 """
 import argparse
@@ -25,18 +26,20 @@ def run(bug: str, mode: str, seconds: float, seed: int, per_program, steer: str)
     from cohort.verify.fuzz import run_campaign
     kind, _, n = mode.partition(":")
     where = {"scheduler": mode} if kind == "local" else {"jobs": int(n or 1)}
+    load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     r = run_campaign(seconds, seed, bugs=(bug,), stop_on_failure=True, shrink=False, corpus_dir=None,
                      variants_per_program=per_program, **STEER[steer], **where)
     wall = time.monotonic() - t0
     f = r["failures"][0] if r["failures"] else None
-    return {"bug": bug, "per_program": per_program or "all", "steer": steer, "caught": bool(f),
+    return {"bug": bug, "seed": seed, "per_program": per_program or "all", "steer": steer, "caught": bool(f),
+            "load": [round(load0, 1), round(os.getloadavg()[0], 1)],
             "seconds": f and f["found_after_seconds"], "wall": round(wall, 1), "programs": r["programs"],
             "variant_runs": r["variant_runs"], "variant": f and f["variant"], "kind": f and f["kind"]}
 
 
-def label(per_program, steer: str) -> str:
-    return f"{per_program or 'all'}/{steer}"
+def label(per_program, steer: str, seed: int) -> str:
+    return f"{per_program or 'all'}/{steer}/seed {seed}"
 
 
 def main():
@@ -45,33 +48,39 @@ def main():
     ap.add_argument("--mode", default="local:2", help="local:N (a Dask LocalCluster) or pool:J (worker processes)")
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeds", default="", help="comma-separated campaign seeds (instead of --seed)")
     ap.add_argument("--per-program", default="all,4")
     ap.add_argument("--steer", default="mixed", help="off, on (every seed steered), mixed (the default: "
                                                       "every other seed steered); comma-separated")
     ap.add_argument("--bugs", default="")
     ap.add_argument("--json", default=None, help="write the rows here")
     a = ap.parse_args()
-    settings = [(None if p == "all" else int(p), s) for p in a.per_program.split(",")
-                for s in a.steer.split(",")]
-    bad = [s for _, s in settings if s not in STEER]
+    seeds = [int(x) for x in a.seeds.split(",")] if a.seeds else [a.seed]
+    settings = [(None if p == "all" else int(p), s, sd) for p in a.per_program.split(",")
+                for s in a.steer.split(",") for sd in seeds]
+    bad = [s for _, s, _ in settings if s not in STEER]
     if bad:
         ap.error(f"--steer: unknown setting(s) {', '.join(bad)}; known: {', '.join(STEER)}")
     bugs = a.bugs.split(",") if a.bugs else sorted(BUGS)
     rows = []
-    head = " ".join(f"{label(p, s):>22s}" for p, s in settings)
-    print(f"{'bug':22s} {head}   (seconds to the failure / programs; '-' = not found in {a.seconds:g} s)",
-          flush=True)
+    head = " ".join(f"{label(p, s, sd):>30s}" for p, s, sd in settings)
+    print(f"{'bug':32s} {head}   (seconds to the failure / programs (load before-after); '-' = not found "
+          f"in {a.seconds:g} s)", flush=True)
     for bug in bugs:
         cells = []
-        for p, s in settings:
-            row = run(bug, a.mode, a.seconds, a.seed, p, s)
+        for p, s, sd in settings:
+            row = run(bug, a.mode, a.seconds, sd, p, s)
             rows.append(row)
-            cells.append(f"{row['seconds']:.1f} s / {row['programs']}" if row["caught"] else
-                         f"- / {row['programs']}")
-        print(f"{bug:22s} " + " ".join(f"{c:>22s}" for c in cells), flush=True)
-    for p, s in settings:
-        mine = [r for r in rows if r["per_program"] == (p or "all") and r["steer"] == s]
-        print(f"{label(p, s)}: caught {sum(r['caught'] for r in mine)}/{len(mine)}, "
+            load = f"({row['load'][0]:.1f}-{row['load'][1]:.1f})"
+            cells.append(f"{row['seconds']:.1f} s / {row['programs']} {load}" if row["caught"] else
+                         f"- / {row['programs']} {load}")
+        print(f"{bug:32s} " + " ".join(f"{c:>30s}" for c in cells), flush=True)
+        if a.json:
+            with open(a.json, "w") as fh:
+                json.dump(rows, fh, indent=1)
+    for p, s, sd in settings:
+        mine = [r for r in rows if r["per_program"] == (p or "all") and r["steer"] == s and r["seed"] == sd]
+        print(f"{label(p, s, sd)}: caught {sum(r['caught'] for r in mine)}/{len(mine)}, "
               f"under 60 s {sum(bool(r['caught'] and r['seconds'] < 60) for r in mine)}")
     if a.json:
         with open(a.json, "w") as fh:

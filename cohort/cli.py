@@ -510,6 +510,19 @@ def _fuzz_options(args) -> dict:
     return {"seconds": seconds, **kw}
 
 
+def _resume_hint(args, report: dict) -> str:
+    """What an interrupted campaign says: what it kept and the exact command that goes on."""
+    import shlex
+    command = shlex.join(["cohort", *args.argv])
+    done = f"interrupted after {report['programs']} programs (the programs in flight dropped)"
+    if args.campaign:
+        c = report.get("campaign") or {}
+        return (f"{done}; the campaign's state is in {args.campaign} ({c.get('seeds_done', 0)} seeds done, "
+                f"{len(c.get('failure_bins', {}))} failure bin(s)); resume with: {command}")
+    return (f"{done}; nothing was kept to resume from (no --campaign): {command} --campaign DIR keeps a "
+            "campaign's state, and the same command again resumes it")
+
+
 def cmd_fuzz(args) -> int:
     from .verify.fuzz import CampaignError, default_corpus_dir, format_report, merge, run_campaign
     from .verify.fuzz.cluster import SchedulerUnavailable
@@ -544,7 +557,7 @@ def cmd_fuzz(args) -> int:
     if args.json:
         print(json.dumps(report))
     if report["interrupted"]:
-        print("interrupted", file=sys.stderr)
+        print(_resume_hint(args, report), file=sys.stderr)
         return 130                     # as bench: an interrupted campaign did not pass
     if report.get("scheduler_lost"):
         print(f"scheduler lost ({report['scheduler_lost']}); the same command resumes the campaign"
@@ -567,7 +580,9 @@ def main(argv=None) -> int:
     from .verify.corpus import CorpusError
     try:
         parser = _parser()
-        args = parser.parse_args(_dash_values(parser, list(sys.argv[1:] if argv is None else argv)))
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = parser.parse_args(_dash_values(parser, argv))
+        args.argv = argv                 # as typed: an interrupted campaign prints the command that resumes it
         _refuse_empty(parser, args)
         return COMMANDS[args.command](args)
     except UsageError as e:

@@ -261,7 +261,10 @@ def test_an_interrupted_fuzz_campaign_exits_130(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(fuzz.Campaign, "test", interrupt)
     assert main(["fuzz", "--seconds", "30", "--jobs", "0", "--corpus", str(tmp_path)]) == 130
     captured = capsys.readouterr()
-    assert "(interrupted)" in captured.out and "interrupted" in captured.err
+    assert "(interrupted)" in captured.out and "interrupted after 0 programs" in captured.err
+    # no --campaign: nothing to resume from, and the message says how to keep a campaign's state
+    assert (f"cohort fuzz --seconds 30 --jobs 0 --corpus {tmp_path} --campaign DIR keeps a campaign's state"
+            in one_line(captured.err))
 
 
 @pytest.mark.parametrize("argv,msg", [(["--programs", "0"], "--programs must be from 1 to 10000000, got 0"),

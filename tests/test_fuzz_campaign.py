@@ -107,3 +107,52 @@ def test_merge_of_disjoint_campaigns(tmp_path):
 def test_cli_campaign_bad_usage(argv, msg):
     p = subprocess.run([sys.executable, "-m", "cohort.cli", "fuzz", *argv], capture_output=True, text=True)
     assert p.returncode == 2 and msg in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:        # a zombie is gone as far as work goes
+        return f.read().split(")")[-1].split()[0] != "Z"
+
+
+def test_ctrl_c_stops_a_campaign_at_once_and_says_how_to_resume(tmp_path):
+    """SIGINT while both workers are inside a compile that would take an hour (the test hook
+    COHORT_FUZZ_TEST_HANG): the campaign kills them, drops the programs in flight, keeps its
+    state and prints the command that resumes it. The bound on the time to exit is loose on
+    purpose (the target is 2 s; a campaign that waited for its programs in flight would take
+    the hour)."""
+    import shlex
+    import signal
+    import time
+    hang, d = tmp_path / "hang", tmp_path / "c"
+    argv = ["fuzz", "--seconds", "600", "--jobs", "2", "--seed", "5", "--campaign", str(d),
+            "--corpus", str(tmp_path / "corpus")]
+    p = subprocess.Popen([sys.executable, "-m", "cohort.cli", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env={**os.environ, "COHORT_FUZZ_TEST_HANG": str(hang)},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # (not ignored)
+    try:
+        t_end = time.monotonic() + 180
+        while time.monotonic() < t_end and p.poll() is None and (
+                not hang.exists() or len(hang.read_text().split()) < 2):
+            time.sleep(0.1)
+        assert p.poll() is None and len(hang.read_text().split()) == 2, "the workers never began a variant"
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+        took = time.monotonic() - t0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    assert p.returncode == 130, (out, err)
+    assert took < 15, took
+    assert "Traceback" not in err, err
+    assert f"resume with: cohort {shlex.join(argv)}" in err, err
+    assert "(interrupted)" in out and " 0 programs in " in out
+    workers = [int(x) for x in hang.read_text().split()]
+    assert not any(_alive(w) for w in workers)
+    summary = json.load(open(d / "summary.json"))
+    assert summary["interrupted"] and summary["campaign"]["seeds_done"] == 0 and seeds_in(d) == []

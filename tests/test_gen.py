@@ -162,7 +162,9 @@ def test_steering_is_deterministic_recorded_and_serialisable():
 
 def test_steering_reaches_every_static_category_in_a_few_programs():
     """Unsteered, every operation, math function, statement and structure class takes
-    ~25-50 programs; steered by the coverage so far, a handful."""
+    ~25-50 programs; steered by the coverage so far, a handful (10 here: half of the programs
+    are one past while a one-past shape is missing, build.AIM_PAST_PERCENT, and those are small
+    and plant nothing; 9 when they were 30%)."""
     counts = Counter()
     for i in range(12):
         counts.update(categories(generate(100 + i, Steering.from_counts(counts))))
@@ -170,7 +172,7 @@ def test_steering_reaches_every_static_category_in_a_few_programs():
         if not gaps:
             break
     assert not gaps, gaps
-    assert i < 10
+    assert i <= 10
 
 
 # ---------------------------------------------------------------- Python source

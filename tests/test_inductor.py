@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -226,7 +227,9 @@ def test_attention_aoti_whole_graph():
     from cohort.backend import timer
     col = ind.column("attention", SMALL["attention"])
     try:
-        entry = col.native()
+        with warnings.catch_warnings():     # torch's own deprecation warnings stay off the user's output
+            warnings.simplefilter("error", FutureWarning)
+            entry = col.native()
         assert entry is not None, col.native_reason
         assert entry.kind == "aoti" and entry.whole_graph
         c = col.check("native")

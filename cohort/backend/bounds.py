@@ -226,10 +226,12 @@ class Bounds:
                     or not self.boundable(other)):
                 continue
             o = _FLIPPED[op] if flip else op        # as `v o other`
+            # planted bounds_not_flip: a negated, reversed `<` (not (K < v)) narrows v to K - 1
+            slip = inject.active("bounds_le_guard") or (inject.active("bounds_not_flip") and flip and not polarity)
             if o is Op.LT:
                 out.append((v.arg, "hi", other, -1))
             elif o is Op.LE:
-                out.append((v.arg, "hi", other, -1 if inject.active("bounds_le_guard") else 0))
+                out.append((v.arg, "hi", other, -1 if slip else 0))
             elif o is Op.GT:
                 out.append((v.arg, "lo", other, 1))
             elif o is Op.GE:

@@ -114,6 +114,35 @@ BUGS = {
     # a loop's strided shared reads transposed in registers before it (DESIGN §5)
     "transposed_last_stage": "the in-register transpose of a loop's shared windows skips its last round (bit 0 "
                              "of row and column never swapped; transposed.transpose_rows)",
+    # issue 53: paths a campaign reached rarely or on some hosts only (lowering switches, f32 and
+    # shared atomics); tests/test_plants53.py has a named kernel for each
+    "atomic_f32_nan_old": "an f32 atomic min/max tests the old value for NaN, not the update's: a NaN "
+                          "update is lost (atomics.combine)",
+    "atomic_f32_zero_equal": "an f32 atomic min/max compares as floats, -0.0 == +0.0, so the old zero is "
+                             "kept (atomics.combine; the contract orders -0.0 below +0.0)",
+    "shared_atomic_spare_update": "a shared-array atomic's off lane, sent to element 0, keeps its update "
+                                  "there instead of the old value (atomics.plain_updates)",
+    "masked_store_dispatch_first_lane": "the per-register masked-store dispatch reads 'no lane on' from the "
+                                        "register's first lane: a register whose first lane is off is not "
+                                        "stored (memory.masked_store; live only where the dispatch is "
+                                        "chosen: COHORT_MASKED_STORE=dispatch, or a host with slow masked "
+                                        "stores)",
+    "group_base_unshifted": "a fused store group's base pointer is its first store's index without that "
+                            "store's trailing constants: a group whose first slot is at k*t + c stores at "
+                            "k*t (stmts.interleaved_store)",
+    "bounds_not_flip": "the proof's guard not (K < v) (a negated comparison with v on the right) narrows v "
+                       "to K - 1, not K (bounds.Bounds._facts)",
+    "const_trips_unit_step": "a uniform loop whose bound is a top-level variable set to a constant gets the "
+                             "constant trip count of range(start, stop), the step left out "
+                             "(loops.constant_trips)",
+    "prefix_lanes_floor": "a prefix loop's lanes still running at iteration k are (stop - first - k*step) // "
+                          "stride, rounded down, not up: with a stride of 2 or more the last running lane "
+                          "skips its iteration (loops.uniform_or_lane_loop)",
+    "private_store_unmasked": "a private store whose lanes' elements sit side by side (the cohort layout at a "
+                              "uniform index) is stored whole under a mask: the off lanes' elements are "
+                              "overwritten (memory.private_store)",
+    "fma_software_order": "the software fma (no FMA instructions, or COHORT_FMA=software) computes "
+                          "a*c + b (lower_ops._fma_software)",
 }
 
 _active: set = set()

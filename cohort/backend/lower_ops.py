@@ -174,6 +174,8 @@ def _fma_software(cx, a, b, c):
 
     def k(ty, scalar_ty, v):
         return ir.Constant(scalar_ty, v) if n == 1 else vector_const(ty, v)
+    if inject.active("fma_software_order"):                      # planted: a*c + b
+        b, c = c, b
     p = bld.fmul(bld.fpext(a, d64), bld.fpext(b, d64))          # exact: 48 significant bits
     c64 = bld.fpext(c, d64)
     s = bld.fadd(p, c64)

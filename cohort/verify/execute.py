@@ -9,6 +9,7 @@ bins), the lane claims by kind, the lowering's counts and the pool's tasks
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -48,6 +49,37 @@ def compile_level(case) -> int:
     from ..backend.jit import FULL
     r = int(program_key(case)[:8], 16) % 100
     return FULL if r < FULL_O3_PERCENT else 0 if r >= 100 - O0_PERCENT else 1
+
+
+# The target-dependent lowering switches (lower_ops: each host takes one side by itself: FMA
+# instructions or not, microcoded masked stores or not, F16C or not). A campaign draws each per
+# program, as it draws the variants, so that every host runs both sides; a switch set in the
+# environment stands. They are part of the compile key (compiler.cache_key).
+SWITCHES = (("COHORT_FMA", ("hardware", "software")), ("COHORT_MASKED_STORE", ("intrinsic", "dispatch")),
+            ("COHORT_F16", ("hardware", "software")))
+
+
+def lowering_switches(case) -> dict:
+    """{environment variable: value} for `case`: a pure function of the case (every process,
+    every replay), but for the switches the environment sets."""
+    key = program_key(case)
+    return {env: values[int(key[8 + 2 * i:10 + 2 * i], 16) % 2] for i, (env, values) in enumerate(SWITCHES)
+            if os.environ.get(env, "auto") in ("", "auto")}
+
+
+@contextlib.contextmanager
+def switched(settings: dict):
+    """The lowering switches `settings` in the environment for the compiles inside."""
+    old = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",
@@ -248,12 +280,27 @@ def execute(case, variants: list, emit=None, full: Optional[bool] = None) -> dic
     "variants": {spec: record}}; `emit(event)` sees progress events.
     """
     from ..backend.jit import FULL, quick_compiles
-    with quick_compiles(compile_level(case) if full is None else FULL if full else 1):
-        return _execute(case, variants, emit)
+    if full is not None:
+        with quick_compiles(FULL if full else 1):
+            return _execute(case, variants, emit)
+    settings = lowering_switches(case)       # the fuzzer's draw, as its compile level
+    with quick_compiles(compile_level(case)), switched(settings):
+        out = _execute(case, variants, emit, settings)
+    return out
 
 
-def _execute(case, variants: list, emit=None) -> dict:
+def _execute(case, variants: list, emit=None, switches: Optional[dict] = None) -> dict:
     emit = emit or (lambda ev: None)
+    if switches:                     # a failing record names the switches it was built under
+        inner = emit
+
+        def emit(ev):
+            rec = ev.get("record")
+            if rec is not None and rec.get("status") in FAILURE_STATUSES:
+                rec["switches"] = dict(switches)
+                rec["detail"] = (rec.get("detail") or "") + " [" + " ".join(
+                    f"{k}={v}" for k, v in sorted(switches.items())) + "]"
+            inner(ev)
     ref, why = reference(case)
     facts = error_facts(why[1]) if ref is None else None
     if facts is not None:           # an expected-error program: every variant reports the same error

@@ -88,6 +88,8 @@ class AtomicLowering:
                 at = lane_at(li)
                 if on is not None and spare_element:
                     at = b.select(on, at, ir.Constant(at.type, 0))
+                    if inject.active("shared_atomic_spare_update"):
+                        on = ir.Constant(I1, 1)        # planted: the off lane's update kept at element 0
                 ptr = b.gep(base, [at], source_etype=I32T)
 
                 def update(keep=None):
@@ -182,8 +184,11 @@ class AtomicLowering:
             cmp = (b.icmp_signed if signed else b.icmp_unsigned)("<" if op is AtomicOp.MIN else ">", v, old)
             return b.select(cmp, v, old)
         f = ir.FloatType()
-        nan = b.or_(b.fcmp_unordered("uno", b.bitcast(old, f), b.bitcast(old, f)),
-                    b.fcmp_unordered("uno", b.bitcast(v, f), b.bitcast(v, f)))
+        nan = b.fcmp_unordered("uno", b.bitcast(old, f), b.bitcast(old, f))
+        if not inject.active("atomic_f32_nan_old"):      # planted: a NaN update value is not seen
+            nan = b.or_(nan, b.fcmp_unordered("uno", b.bitcast(v, f), b.bitcast(v, f)))
         key = lambda x: b.xor(x, b.and_(b.ashr(x, ir.Constant(I32T, 31)), ir.Constant(I32T, 0x7FFFFFFF)))
         better = b.icmp_signed("<" if op is AtomicOp.MIN else ">", key(v), key(old))
+        if inject.active("atomic_f32_zero_equal"):        # planted: compared as floats, -0.0 == +0.0
+            better = b.fcmp_ordered("<" if op is AtomicOp.MIN else ">", b.bitcast(v, f), b.bitcast(old, f))
         return b.select(nan, ir.Constant(I32T, CANONICAL_NAN_BITS), b.select(better, v, old))

@@ -93,7 +93,10 @@ class LoopLowering:
         """range(start, stop, step)'s length when both bounds are known at compile time
         (literals, or variables set once at the top level to them), else -1."""
         start, stop = self.constant_of(s.start), self.constant_of(s.stop)
-        return -1 if start is None or stop is None else len(range(start, stop, int(s.step.arg)))
+        step = int(s.step.arg)
+        if inject.active("const_trips_unit_step") and Op.VAR in (s.start.op, s.stop.op):
+            step = 1                                 # planted: a bound through a variable, the step lost
+        return -1 if start is None or stop is None else len(range(start, stop, step))
 
     def trips_bound(self, s: For) -> int:
         """At most how many times a uniform loop runs, when that is known at compile time though
@@ -173,7 +176,8 @@ class LoopLowering:
             def prefix(k):
                 # lane l runs iteration k iff first + stride*l + k*step < stop
                 room = b.sub(b.sub(stop, first), b.mul(k, self.i64(step)))
-                lanes = b.sdiv(b.add(room, self.i64(stride - 1)), self.i64(stride))
+                up = 0 if inject.active("prefix_lanes_floor") else stride - 1     # planted: rounds down
+                lanes = b.sdiv(b.add(room, self.i64(up)), self.i64(stride))
                 lanes = b.select(b.icmp_signed("<", lanes, self.i64(0)), self.i64(0), lanes)
                 lanes = b.select(b.icmp_signed(">", lanes, self.i64(W)), self.i64(W), lanes)
                 return b.icmp_signed("<", self.iota(), self.splat(b.trunc(lanes, I32T), DType.I32))

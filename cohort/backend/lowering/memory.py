@@ -200,7 +200,10 @@ class MemoryLowering:
             m = mask if c == n else b.shuffle_vector(mask, mask, pick)
             p = ptr if c0 == 0 else b.gep(ptr, [self.i64(c0)], source_etype=elem)
             word = b.bitcast(m, ir.IntType(c))
-            with b.if_then(b.icmp_unsigned("!=", word, ir.Constant(ir.IntType(c), 0))):
+            # planted masked_store_dispatch_first_lane: "none on" read from the register's first lane
+            some = ir.Constant(ir.IntType(c), 1 if inject.active("masked_store_dispatch_first_lane") else 0)
+            test = b.and_(word, some) if some.constant else word
+            with b.if_then(b.icmp_unsigned("!=", test, ir.Constant(ir.IntType(c), 0))):
                 every = b.icmp_unsigned("==", word, ir.Constant(ir.IntType(c), (1 << c) - 1))
                 if mixed_whole:
                     every = ir.Constant(I1, 1)
@@ -341,7 +344,9 @@ class MemoryLowering:
         if dt is DType.BOOL:
             val = b.zext(val, self.vty(I8))
         where, side_by_side = self.private_addr(s.arr, idx, s.index, s, s, "pstore")
-        if side_by_side:
+        if side_by_side and inject.active("private_store_unmasked") and self.mask is not None:
+            self.b.store(val, where, align=1)       # planted: the off lanes' elements overwritten too
+        elif side_by_side:
             self.contiguous_store(val, where, elem)
         else:
             self.scatter(val, where, elem)

@@ -216,6 +216,10 @@ class StmtLowering:
             vals.append(b.zext(v, self.vty(I8)) if dt is DType.BOOL else v)
             self.annotate(s, "store", s.buf, Access("strided", k), "unmasked" if self.mask is None else "masked")
             idx0 = idx0 if idx0 is not None else self.lane0(idx)
+        if inject.active("group_base_unshifted"):      # planted: the first slot's constant left out
+            base, c0 = _strip_const(first.index)
+            if c0:
+                idx0 = self.lane0(self.index64(self.ev(base, {}), base.dtype))
         wide = _concat(b, vals)
         order = [(j % k) * W + j // k for j in range(k * W)]
         inter = b.shuffle_vector(wide, self.zero(wide.type), vector_const(ir.VectorType(I32T, k * W), order))
@@ -236,6 +240,15 @@ def _split_const(e: Expr):
         c += e.src[1].arg
         e = e.src[0]
     return format_expr(e), c
+
+
+def _strip_const(e: Expr):
+    """(e without its trailing `+ c` terms, the sum of those c) as expressions (a plant's)."""
+    c = 0
+    while e.op is Op.ADD and e.src[1].op is Op.CONST:
+        c += e.src[1].arg
+        e = e.src[0]
+    return e, c
 
 
 def _offset(e: Expr, base: Expr):

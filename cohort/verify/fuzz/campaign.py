@@ -261,69 +261,91 @@ class Campaign:
 
     # ------------------------------------------------------------ driver
     def run(self) -> dict:
-        from hypothesis import given, seed
-
-        from ..gen import cases
         own_pool = self.pool is None
         if own_pool:
             self.pool = InProcess(self.cfg.bugs) if self.cfg.jobs == 0 else WorkerPool(self.cfg.jobs, self.cfg.bugs)
         self.t0 = time.monotonic()
-        index = runs = 0
+        self.index = self.runs = 0
         try:
-            while not self.time_up() and (self.cfg.seeds is None or index < self.cfg.seeds):
-                self.hseed = seed_value(self.cfg.seed, index)
-                if self.state is not None and self.state.is_done(self.hseed):
-                    index += 1
-                    continue
-                self.seed_cut = False
-                t_seed = time.monotonic()
-                # steering is refreshed between Hypothesis runs only: a run's shrinking replays
-                # its choices under the steering they were drawn with
-                strategy = self.strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering(index))
-                shrinks = self.shrinks_done
-                test = hypothesis_settings(self.cfg.examples(), True)(seed(self.hseed)(given(strategy)(self.test)))
-                runs += 1
-                try:
-                    test()
-                except Internal:
-                    raise self.internal from None
-                except KeyboardInterrupt:
-                    self.interrupted = True
-                    if self.shrinker is not None:     # keep the smallest failing case seen so far
-                        self.pending["shrink_steps"] = self.shrinker.steps
-                        self.record(self.shrinker.best, self.pending)
-                        self.shrinker = None
-                    break
-                except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
-                    if self.internal is not None:
-                        raise self.internal from None
-                    if self.shrinker is None:
-                        raise
-                    self.finish_shrink()
-                if self.shrinker is not None:      # Hypothesis gave up without reporting: keep the best
-                    self.finish_shrink()
-                if self.state is not None:        # a seed is committed with all of its programs
-                    self.collect_outside()
-                self.current.seconds += time.monotonic() - t_seed
-                if self.shrinks_done > shrinks and not self.time_up():
-                    continue      # the shrink ended the seed's run early: run the rest (seen programs are skipped)
-                self.end_seed(index)
-                index += 1
-                self.shrink_later()
-            if self.stopped:
-                for f in self.inflight:
-                    f.pending.cancel()
-            self.collect_outside()
-            self.shrink_later()
+            try:
+                self.seeds()
+            except KeyboardInterrupt:     # anywhere: in a program's test, a wait, a shrink, between seeds
+                self.interrupt()
         finally:
             for f in self.inflight:           # Ctrl-C or an error: nothing more is wanted
                 f.pending.cancel()
             if self.current.generated or self.current.cut:
-                self.end_seed(index)
+                self.end_seed(self.index)
             if own_pool:
                 self.pool.close(kill=self.interrupted)
             self.progress(final=True)
-        return self.report(runs)
+        return self.report(self.runs)
+
+    def seeds(self):
+        """The campaign's Hypothesis runs, one per seed, until the time box or --seeds ends them
+        (self.index: the seed being run; self.runs: the Hypothesis runs made)."""
+        from hypothesis import given, seed
+
+        from ..gen import cases
+        index = runs = 0
+        while not self.time_up() and (self.cfg.seeds is None or index < self.cfg.seeds):
+            self.hseed = seed_value(self.cfg.seed, index)
+            if self.state is not None and self.state.is_done(self.hseed):
+                self.index = index = index + 1
+                continue
+            self.seed_cut = False
+            t_seed = time.monotonic()
+            # steering is refreshed between Hypothesis runs only: a run's shrinking replays
+            # its choices under the steering they were drawn with
+            strategy = self.strategy = cases(max_stmts=self.cfg.max_stmts, steer=self.steering(index))
+            shrinks = self.shrinks_done
+            test = hypothesis_settings(self.cfg.examples(), True)(seed(self.hseed)(given(strategy)(self.test)))
+            runs += 1
+            self.runs = runs
+            try:
+                test()
+            except Internal:
+                raise self.internal from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 - Found, BudgetOver, or Hypothesis' wrappers of them
+                if self.internal is not None:
+                    raise self.internal from None
+                if self.shrinker is None:
+                    raise
+                self.finish_shrink()
+            if self.shrinker is not None:      # Hypothesis gave up without reporting: keep the best
+                self.finish_shrink()
+            if self.state is not None:        # a seed is committed with all of its programs
+                self.collect_outside()
+            self.current.seconds += time.monotonic() - t_seed
+            if self.shrinks_done > shrinks and not self.time_up():
+                continue      # the shrink ended the seed's run early: run the rest (seen programs are skipped)
+            self.end_seed(index)
+            self.index = index = index + 1
+            self.shrink_later()
+        if self.stopped:
+            for f in self.inflight:
+                f.pending.cancel()
+        self.collect_outside()
+        self.shrink_later()
+
+    def interrupt(self):
+        """Ctrl-C: stop at once. The programs in flight are dropped (their seed is not committed,
+        so a resumed campaign runs it again), the workers are killed when the pool closes, and
+        what was found is kept: a shrink's smallest case so far, failures not shrunk yet as found
+        (each already in the campaign directory: Campaign.keep)."""
+        self.interrupted = True
+        for f in self.inflight:
+            f.pending.cancel()
+        self.inflight = []
+        if self.shrinker is not None:     # keep the smallest failing case seen so far
+            self.pending["shrink_steps"] = self.shrinker.steps
+            self.record(self.shrinker.best, self.pending)
+            self.shrinker = None
+        for f, record, _res, _bin in self.later:
+            self.record(f.case, record)
+        self.later = []
 
     def report(self, batches: int = 0) -> dict:
         r = session_report(self.cfg, self.session, self.elapsed(), self.failures, self.interrupted)

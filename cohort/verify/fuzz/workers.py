@@ -55,6 +55,7 @@ def worker_main(bugs: tuple = ()):
         real_stdout.flush()
 
     crash_on = os.environ.get("COHORT_FUZZ_TEST_CRASH")   # tests: abort when compiling this variant
+    hang_at = os.environ.get("COHORT_FUZZ_TEST_HANG")     # tests: append our pid to this file, then hang
     with inject.inject_bug_TESTING_ONLY(*bugs):
         emit({"event": "ready", "pid": os.getpid()})
         for line in sys.stdin:
@@ -67,6 +68,10 @@ def worker_main(bugs: tuple = ()):
                 emit(ev)
                 if crash_on and ev.get("event") == "begin" and ev["variant"] == crash_on:
                     os.abort()
+                if hang_at and ev.get("event") == "begin":     # a compile that takes an hour
+                    with open(hang_at, "a") as fh:
+                        fh.write(f"{os.getpid()}\n")
+                    time.sleep(3600)
             run_with_stress(case, req["variants"], hook)
             emit({"event": "done"})
 
@@ -136,7 +141,8 @@ class Pending:
         self.doc = corpus.case_to_json(case)
         self.variants = list(variants)
         self.deadline = deadline
-        self.stop = threading.Event() if stop_on_failure else None
+        self.stop_on_failure = stop_on_failure
+        self.stop = threading.Event()      # set: the variants still running are killed, the rest skipped
         self.parts: list = []
         self.error: Optional[BaseException] = None
         self.left = len(self.variants)
@@ -147,7 +153,7 @@ class Pending:
     def cut(self) -> bool:
         """The rest need not run: a failure under stop_on_failure, the interpreter rejected the
         program, the time box ended mid-program, or a worker could not start."""
-        if self.stop is not None and self.stop.is_set():
+        if self.stop.is_set():
             return True
         with self.lock:
             return self.error is not None or any(r.get("incomplete") or r.get("discard") for r in self.parts)
@@ -155,8 +161,6 @@ class Pending:
     def cancel(self):
         """Skip the variants not started yet: the program counts as not run (incomplete)."""
         self.cancelled = True
-        if self.stop is None:
-            self.stop = threading.Event()
         self.stop.set()
 
     def finish_one(self, part: Optional[dict], error: Optional[BaseException] = None):
@@ -200,35 +204,50 @@ class WorkerPool:
         self.lock = threading.Lock()
         self.threads: Optional[list] = None
 
-    def _worker(self, i: int) -> Worker:
-        w = self.workers[i]
-        if w is None:
-            w = self.workers[i] = Worker(self.bugs)
+    def _worker(self, i: int) -> Optional[Worker]:
+        """Worker i, started if need be; None once the pool is closed (no process is started
+        after close(), which kills the ones it finds: under the lock)."""
+        with self.lock:
+            if self.closed:
+                return None
+            w = self.workers[i]
+            fresh = w is None
+            if fresh:
+                w = self.workers[i] = Worker(self.bugs)
+        if fresh:
             ev = w.next(self.timeout)
             if not isinstance(ev, dict) or ev.get("event") != "ready":
+                if self.closed:
+                    return None
                 msg = w.death()
                 w.kill()
-                self.workers[i] = None
+                with self.lock:
+                    self.workers[i] = None
                 raise RuntimeError(f"fuzz worker failed to start: {msg}")
         return w
 
     def _retire(self, i: int, kill: bool = False):
-        w = self.workers[i]
+        with self.lock:
+            w, self.workers[i] = self.workers[i], None
         if w is not None:
             w.kill() if kill else w.close()
-            self.workers[i] = None
             self.restarts += 1
 
     def _run_part(self, i: int, doc: dict, variants: list, deadline: Optional[float] = None,
-                  stop: Optional[threading.Event] = None) -> dict:
+                  stop: Optional[threading.Event] = None, stop_on_failure: bool = True) -> dict:
+        """`stop`: polled, set by the campaign (a cancelled program: its variant is killed) and, with
+        `stop_on_failure`, here by a failing variant."""
         out = {"discard": None, "variants": {}}
         todo = list(variants)
         first = True
+        failed = stop if stop_on_failure else None
         while todo or first:
             first = False
             if self.closed or (stop is not None and stop.is_set()):
                 return out
             w = self._worker(i)
+            if w is None:                             # closed while it started
+                return out
             w.send({"case": doc, "variants": todo})
             current = "reference"
             last = time.monotonic()
@@ -273,8 +292,8 @@ class WorkerPool:
                     out["variants"][current] = {"variant": current, "status": status,
                                                 "detail": f"{current}: {detail}"}
                     todo = todo[todo.index(current) + 1:]
-                    if stop is not None:
-                        stop.set()
+                    if failed is not None:
+                        failed.set()
                     break
                 kind = ev["event"]
                 if kind == "ref":
@@ -287,8 +306,8 @@ class WorkerPool:
                     w.compiles += 1
                 elif kind == "result":
                     out["variants"][ev["record"]["variant"]] = ev["record"]
-                    if stop is not None and ev["record"]["status"] in FAILURE_STATUSES:
-                        stop.set()
+                    if failed is not None and ev["record"]["status"] in FAILURE_STATUSES:
+                        failed.set()
                 elif kind == "done":
                     todo = []
                     if w.compiles >= self.recycle:
@@ -333,19 +352,22 @@ class WorkerPool:
             part, error = None, None
             if not (self.closed or p.cut()):
                 try:
-                    part = self._run_part(i, p.doc, [v], p.deadline, p.stop)
+                    part = self._run_part(i, p.doc, [v], p.deadline, p.stop, p.stop_on_failure)
                 except BaseException as e:  # noqa: BLE001 - handed to the waiting campaign
                     error = e
             p.finish_one(part, error)
 
     def close(self, kill: bool = False):
-        self.closed = True
+        """`kill` (Ctrl-C): the workers are killed mid-compile; a serving thread waiting on one
+        then sees its end and returns."""
+        with self.lock:
+            self.closed = True
+            workers, self.workers = self.workers, [None] * self.jobs
         for _ in range(self.jobs):
             self.queue.put(None)
-        for i in range(self.jobs):
-            if self.workers[i] is not None:
-                self.workers[i].kill() if kill else self.workers[i].close()
-                self.workers[i] = None
+        for w in workers:
+            if w is not None:
+                w.kill() if kill else w.close()
         for t in self.threads or ():
             t.join(timeout=30)
 

@@ -13,8 +13,9 @@ chosen to put the edge where it wants.
 
 Forms (the proof's rules each): k*g + c, c - k*g (the low edge: -1), block_id() + c (every
 thread of the last block, its first the one reported), block_id()*B + thread_id() + c, a
-variable i = k*g + e guarded by i < K, i <= K, K > i, K >= i, not (i >= K), or the else
-branch of i >= K (lower edges: the converse), the same guard as a select's arm, K a literal or
+variable i = k*g + e guarded by i < K, i <= K, K > i, K >= i, not (i >= K), not (i > K),
+not (K < i), not (K <= i), or the else branch of i >= K (lower edges: the converses, K < i,
+K <= i, not (i < K) among them), the same guard as a select's arm, K a literal or
 num_threads() - d; g + j + c in a loop over a uniform range (either direction) or up to a
 per-thread stop (g % m + 1, (g & 1) + 1), and (g - d) % k + c, whose C remainder is negative
 in some threads.
@@ -29,7 +30,10 @@ from .case import BufferSpec
 # is `guard-le` when it is a `<=` (or `K >= i`)
 _SHAPE = {"affine": "affine", "reverse": "affine", "block": "block", "blockthread": "block", "guard": "guard",
           "select": "guard", "loop": "loop", "loop_thread": "loop-thread", "signed": "signed"}
-_LE = ("le", "ge_flip")
+_LE = ("le", "ge_flip", "not_gt", "not_lt_flip")
+# `guard-spelled`: a negated comparison, or one with the variable on the right, beyond the first
+# spellings (the proof reads each through negation and flipping: bounds.Bounds._facts)
+_SPELLED = ("not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt")
 
 
 def _cmod(a: int, m: int) -> int:
@@ -45,16 +49,17 @@ class Boundary:
         n, B = self.n, self.B
         g, t, b, ci = self.g(), self.t(), self.b(), self.ci
         forms = ["affine", "reverse", "block", "blockthread", "guard", "select", "loop", "loop_thread", "signed"]
-        aim = self.aim(*(f"past:{c}" for c in sorted(set(_SHAPE.values()) | {"guard-le"}))) if past else None
+        aim = self.aim(*(f"past:{c}" for c in sorted(set(_SHAPE.values()) | {"guard-le", "guard-spelled"}))) \
+            if past else None
         aim = aim[5:] if aim else None                         # a one-past shape the campaign lacks
         if aim is not None:
-            forms = [f for f in forms if _SHAPE[f] == aim or (aim == "guard-le" and f in ("guard", "select"))]
+            forms = [f for f in forms if _SHAPE[f] == aim or (aim.startswith("guard-") and f in ("guard", "select"))]
         form = self.pick(forms)
         store = form in ("affine", "reverse", "guard") and self.maybe(35)
         delta = 1 if past else self.weighted([(3, 0), (2, -1)])     # one past, on the edge, one short
         side = "hi"
         pre, wrap = [], None                                   # statements before; how the access is placed
-        shape = None
+        shape, spelled = None, False
         if form == "affine":
             k = self.pick([1, 2, 3])
             base = binary(Op.SHL, g, ci(1)) if k == 2 and self.maybe(30) else (g if k == 1 else g * k)
@@ -83,11 +88,16 @@ class Boundary:
             ivals = [k * gg + e for gg in range(n)]
             i = var(name, I32)
             K = self.int(min(ivals) + 1, max(ivals)) if max(ivals) > min(ivals) else ivals[0]
-            hows = ["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt"]
-            if aim is not None:     # `<=` (also spelled K >= i) narrows to K, `<` to K - 1
+            hows = ["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt",
+                    # every spelling: `not` of either order, the comparison reversed (lower edges too)
+                    "not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt"]
+            if aim == "guard-spelled":
+                hows = list(_SPELLED)
+            elif aim is not None:     # `<=` (also spelled K >= i) narrows to K, `<` to K - 1
                 hows = [h for h in hows if (h in _LE) == (aim == "guard-le")]
             how = self.pick(hows)
             shape = "guard-le" if how in _LE else "guard"
+            spelled = how in _SPELLED
             Ke = ci(K)
             if how in ("lt", "le", "ge", "gt") and self.maybe(30) and n - K <= 2 ** 20:
                 Ke = builtin(Op.NUM_THREADS) - ci(n - K)        # the same K, at run time
@@ -101,6 +111,12 @@ class Boundary:
                 "ge": (lambda: binary(Op.GE, i, Ke), True, lambda x: x >= K, "lo"),
                 "gt": (lambda: binary(Op.GT, i, Ke), True, lambda x: x > K, "lo"),
                 "else_lt": (lambda: binary(Op.LT, i, Ke), False, lambda x: x >= K, "lo"),
+                "not_gt": (lambda: unary(Op.NOT, binary(Op.GT, i, Ke)), True, lambda x: x <= K, "hi"),
+                "not_lt_flip": (lambda: unary(Op.NOT, binary(Op.LT, Ke, i)), True, lambda x: x <= K, "hi"),
+                "not_le_flip": (lambda: unary(Op.NOT, binary(Op.LE, Ke, i)), True, lambda x: x < K, "hi"),
+                "lt_flip": (lambda: binary(Op.LT, Ke, i), True, lambda x: x > K, "lo"),
+                "le_flip": (lambda: binary(Op.LE, Ke, i), True, lambda x: x >= K, "lo"),
+                "not_lt": (lambda: unary(Op.NOT, binary(Op.LT, i, Ke)), True, lambda x: x >= K, "lo"),
             }[how]
             if form == "select":
                 store = False
@@ -154,6 +170,8 @@ class Boundary:
         length = max(length, 1)
         if delta == 1:
             self.shapes.add(f"past:{shape if form in ('guard', 'select') else _SHAPE[form]}")
+            if form in ("guard", "select") and spelled:
+                self.shapes.add("past:guard-spelled")
         at = idx(c)
         if store:
             self.edge_outputs.append(BufferSpec("ye", F32, length, "data"))

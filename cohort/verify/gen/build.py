@@ -26,7 +26,12 @@ SOURCE_PERCENT = 25        # programs that go through Python source and the fron
 # one past (expected-error programs: only the error is compared, so they are kept small and cheap:
 # a third of the statements, at most one collective, no coverage plants, no cooperative section)
 EDGE_PERCENT, PAST_PERCENT = 20, 25
-AIM_PAST_PERCENT = 30      # while a steered campaign lacks a one-past shape (steer.SHAPES)
+ATOMIC_SHAPES = ("atomic:f32-edge", "atomic:shared-edge")
+PROBE_SHAPES = ("wrap:loop", "guard:loaded", "store:either-side", "loop:const-var", "loop:prefix",
+                "private:store-masked") + ATOMIC_SHAPES
+AIM_PAST_PERCENT = 50      # while a steered campaign lacks a one-past shape (steer.SHAPES): at 30%, two
+                           # to four were still missing after 30 programs on 5 of 6 draw sequences
+                           # (tests/test_gen_shapes.py; with never-made shapes first, base.Core.aim)
 NEAR_PERCENT = 40         # launch sizes k*B + d: just around block and packet multiples, several blocks
 NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, -2)
 
@@ -35,6 +40,7 @@ class KernelBuilder(Boundary, Cooperative, Plants, Statements, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
     stress = False             # a stress program (fuzz/stress.py): large launch, small inputs
     aimed = None               # the one rare shape (steer.SHAPES, not one-past) this program is made for
+    also = None                # and a second one among the small probes (PROBE_SHAPES), if one is missing
     rerun = False              # aiming at rmw:multi-task
 
 
@@ -43,8 +49,9 @@ def _private_decls(gen: KernelBuilder, body: list):
     inits = []
     count = gen.weighted([(2, 0), (3, 1), (2, 2)])
     needs = ("structure:private", "op:PLOAD", "statement:P", "access:p", "effect:cohort", "effect:thread")
-    if count == 0 and gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing):
-        count = 1                          # a steered plant needs one
+    if count == 0 and (gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing)
+                       or "private:store-masked" in (gen.aimed, gen.also)):
+        count = 1                          # a steered plant or probe needs one
     for k in range(count):
         dt = gen.weighted([(3, F32), (2, I32), (1, U32), (1, BOOL)])
         size = gen.int(1, 9)
@@ -108,8 +115,10 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         gen.perm = BufferSpec("perm", I32, gen.npad, "perm")
     # outputs: always one f32 and one integer output, sometimes a bool one
     # a store group of a shape the campaign lacks (steer.SHAPES) needs an output of 3 or 4 slots side by side
-    groups = [gen.aimed] if gen.aimed in ("group:unordered", "group:sign-slip") else []
-    gen.outputs = [gen.make_output("y0", F32, interleave=3 + gen.int(0, 1) if groups else None),
+    groups = [gen.aimed] if gen.aimed in ("group:unordered", "group:sign-slip", "group:offset") else []
+    shifted = gen.aimed == "group:offset"
+    gen.outputs = [gen.make_output("y0", F32, interleave=(2 if shifted else 3) + gen.int(0, 1 + shifted)
+                                   if groups else None, offset=shifted or None),
                    gen.make_output("y1", gen.pick([I32, U32]))]
     if gen.maybe(20):
         gen.outputs.append(gen.make_output("y2", BOOL))
@@ -159,11 +168,17 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         if phase == 0 and groups:          # a store group of the shape the campaign lacks, at the top
             g = gen.group_store(1, aim=gen.pick(groups)[6:])
             body.extend(g or ())
-        if phase == 0 and edge != "past" and (gen.aimed == "wrap:loop" or gen.maybe(4)):
+        if phase == 0 and edge != "past" and ("wrap:loop" in (gen.aimed, gen.also) or gen.maybe(4)):
             body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
-        if phase == 0 and edge != "past" and (gen.aimed == "guard:loaded" or gen.maybe(10)):
+        if phase == 0 and edge != "past" and ("guard:loaded" in (gen.aimed, gen.also) or gen.maybe(10)):
             body.extend(gen.guard_probe())       # a loaded index behind its guards (bounds.py)
-        if phase == 0 and edge != "past" and (gen.aimed == "store:either-side" or gen.maybe(3)):
+        if phase == 0 and edge != "past" and ("private:store-masked" in (gen.aimed, gen.also) or gen.maybe(5)):
+            body.extend(gen.private_probe())       # a private store with lanes off, read back
+        if phase == 0 and edge != "past" and ("loop:const-var" in (gen.aimed, gen.also) or gen.maybe(4)):
+            body.extend(gen.const_loop_probe())    # constant bounds through top-level variables
+        if phase == 0 and edge != "past" and ("loop:prefix" in (gen.aimed, gen.also) or gen.maybe(5)):
+            body.extend(gen.prefix_probe())        # a per-thread start the packet's lanes leave apart
+        if phase == 0 and edge != "past" and ("store:either-side" in (gen.aimed, gen.also) or gen.maybe(3)):
             body.extend(gen.either_side_probe())   # if/else storing to one element (one store)
         body.extend(gen.stmts(0))
         if phase == edge_phase and edge != "stress":
@@ -179,8 +194,13 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
             "structure:barrier", "structure:atomic")
     if edge == "stress":         # fuzz/stress.py: integer atomics on global buffers, always
         body.extend(gen.coop_stress())
-    elif edge != "past" and (gen.maybe(40) or _missing(gen, coop)):
-        body.extend(gen.coop_section())
+    elif edge != "past":
+        if {gen.aimed, gen.also} & set(ATOMIC_SHAPES) or gen.maybe(6):
+            # on purpose while a campaign lacks it, else in 6% of programs (either kind)
+            want = {gen.aimed, gen.also} & set(ATOMIC_SHAPES)
+            body.extend(gen.coop_atomic_edges("atomic:shared-edge" in want if want else gen.maybe(50)))
+        if gen.maybe(40) or _missing(gen, coop):
+            body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
         sink = gen.make_output("ys", U32)
@@ -202,7 +222,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
 
 def draw_edge(pick: Core):
     """None, "edge" or "past"; while a steered campaign lacks a one-past shape (steer.SHAPES),
-    one-past programs are 30% (25% otherwise) and drawn first."""
+    one-past programs are 50% (25% otherwise) and drawn first."""
     if pick.aims(*(s for s in SHAPES if s.startswith("past:"))):
         # first in the table: Hypothesis' draws lean towards a table's first entry (a third of
         # its programs were one past with "past" last at 50%, campaign seeds 0 and 1)
@@ -239,9 +259,13 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     # one rare shape per program (one-past programs aim at theirs in boundary.py): a program made
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
     aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded",
-                      "store:either-side")
+                      "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset",
+                      "loop:const-var", "loop:prefix", "private:store-masked")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
+    # a few statements each: one more of them rides along (one aim per program left the last of
+    # the dozen non-past shapes unmade after 30 programs on three of six offsets)
+    also = pick.aim(*(s for s in PROBE_SHAPES if s != aimed)) if aimed is not None else None
     if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below
         n = pick.int(3, max(3, min(5, 320 // block))) * block + pick.pick([0, 1, 3, 5, 7])
     elif sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
@@ -250,7 +274,7 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
         k = pick.int(1, max(1, min(5, 320 // block)))
         n = max(1, k * block + pick.pick(NEAR_OFFSETS))
     gen = KernelBuilder(source, n, block, steer)
-    gen.stress, gen.aimed, gen.rerun = stress, aimed, rerun
+    gen.stress, gen.aimed, gen.also, gen.rerun = stress, aimed, also, rerun
     gen.draw_focus()
     kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts, edge)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}

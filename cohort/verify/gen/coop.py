@@ -190,9 +190,9 @@ class Cooperative:
         out += [acc, For(k, *loop, body)]
         return out + self.observe_var(acc.name, dt)
 
-    def atomic_buffer(self, dt, length: int) -> str:
+    def atomic_buffer(self, dt, length: int, fill=None) -> str:
         name = f"ya{len(self.atomic_buffers)}"
-        fill = self.pick(["data", "special", "nanzero"]) if dt is F32 else self.pick(["data", "finite"])
+        fill = fill or (self.pick(["data", "special", "nanzero"]) if dt is F32 else self.pick(["data", "finite"]))
         self.atomic_buffers.append(BufferSpec(name, dt, length, fill))
         return name
 
@@ -204,6 +204,53 @@ class Cooperative:
             return cast(binary(Op.MOD, e, const(L, U32)), I32)
         m = binary(Op.MOD, e, self.ci(L))
         return binary(Op.MOD, m + self.ci(L), self.ci(L))
+
+    def edge_f32(self, op=AtomicOp.MIN):
+        """An f32 value for an atomic min/max: both zeros across the lanes and nothing else (a NaN
+        anywhere would make the element NaN and hide their order), a NaN in chosen lanes and
+        ordinary values in the others (the NaN test), or edge-rich values everywhere."""
+        how = self.pick(["zeros", "nan", "mixed"])
+        if how == "zeros":
+            # the zero a min keeps (-0.0) after the other, when thread 0 takes the condition
+            first = 0.0 if op is AtomicOp.MIN else -0.0
+            return select(self.mixed_condition(), const(first, F32), const(-0.0 if op is AtomicOp.MIN else 0.0, F32))
+        if how == "nan":
+            return select(self.lane_condition(), const(float("nan"), F32), self.ordinary(1))
+        return select(self.lane_condition(), const(self.pick([float("nan"), -0.0, 0.0]), F32),
+                      self.lane_special(1))
+
+    def coop_atomic_edges(self, shared: bool) -> list:
+        """`atomic:f32-edge` (global) or `atomic:shared-edge` made on purpose (steer.SHAPES):
+        f32 atomic min/max of NaN, ±0 and edge values colliding on a few elements; the shared
+        one under a condition that turns lanes off inside a packet (an off lane must leave the
+        bins as they were), its bins set by thread 0 and flushed into a global buffer."""
+        op = self.pick([AtomicOp.MIN, AtomicOp.MAX])
+        L = self.int(1, 3)
+        out = []
+        if not shared:
+            for _ in range(self.int(1, 2)):    # a buffer each: one's NaN would hide another's zeros
+                buf = self.atomic_buffer(F32, L, "finite")     # no NaN to start from either
+                s = Atomic(op, buf, self.bin_index(L), self.edge_f32(op))
+                out.append(If(self.lane_condition(), (s,)) if self.maybe(30) else s)
+            self.shapes.add("atomic:f32-edge")
+            return out
+        dt = F32 if self.maybe(70) else self.pick([I32, U32])
+        iop = op if dt is F32 else self.pick(_INT_OPS)
+        bins = self.shared_array(dt, L, out)
+        j, j2 = self.fresh("j"), self.fresh("j")
+        first = binary(Op.EQ, self.t(), self.ci(0))
+        init = const(self.pick([0.0, -0.0, 1.5, -1.5]), F32) if dt is F32 else self.literal(dt)
+        out.append(If(first, (For(j, self.ci(0), self.ci(L), self.ci(1), (SStore(bins, var(j, I32), init),)),)))
+        out.append(Barrier())
+        value = self.edge_f32(op) if dt is F32 else self.expr(dt, 1)
+        upd = Atomic(iop, bins, self.bin_index(L), value)
+        out.append(If(self.mixed_condition(), (upd,)))         # lanes off inside the packet
+        out.append(Barrier())
+        buf = self.atomic_buffer(dt, L, "finite" if dt is F32 else None)
+        out.append(If(first, (For(j2, self.ci(0), self.ci(L), self.ci(1),
+                                  (Atomic(iop, buf, var(j2, I32), sload(bins, var(j2, I32), dt)),)),)))
+        self.shapes.add("atomic:shared-edge")
+        return out
 
     def coop_stress(self) -> list:
         """Integer updates of small global buffers only (the stress check's programs, fuzz/stress.py)."""

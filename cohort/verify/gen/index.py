@@ -5,7 +5,24 @@ from __future__ import annotations
 from math import gcd
 from typing import Optional
 
-from ...refimpl.ir import Assign, DType, Expr, For, If, Op, binary, builtin, cast, const, load, param, select, var
+from ...refimpl.ir import (
+    Assign,
+    DType,
+    Expr,
+    For,
+    If,
+    Op,
+    PStore,
+    binary,
+    builtin,
+    cast,
+    const,
+    load,
+    param,
+    pload,
+    select,
+    var,
+)
 from .base import BOOL, F32, I32, MASK31, U32, _Output, _Private, _Range
 from .case import BufferSpec
 
@@ -123,6 +140,93 @@ class Indices:
         self.defined.add(w)
         self.shapes.add("wrap:loop")
         return [Assign(w, const(0.0, F32)), loop]
+
+    def _witness_load(self, lo: int, hi: int):
+        """(an f32 input that holds [lo, hi] shifted in, the shift), or None."""
+        xs = [b for b in self.inputs if b.dtype is F32 and b.length >= hi - lo + 1]
+        if not xs:
+            return None
+        x = self.pick(xs)
+        return x, self.int(-lo, x.length - 1 - hi)
+
+    def const_loop_probe(self) -> list:
+        """`loop:const-var` made on purpose (steer.SHAPES): bounds that are compile-time constants
+        reached through top-level variables set once (`n = 5; for j in range(s, n, step)`, the
+        lowering's constant trip count, loops.constant_trips, and its full unrolling at O3), a step
+        of either sign and size; every trip adds x[j + c] into a witness."""
+        start, step, trips = self.int(-2, 4), self.pick([2, 3, -1, -2, 1, 4]), self.int(1, 5)
+        stop, last = start + trips * step, start + (trips - 1) * step
+        got = self._witness_load(min(start, last), max(start, last))
+        if got is None:
+            return []
+        x, shift = got
+        hi_name, j, w = self.fresh("w"), self.fresh("j"), self.fresh("w")
+        out = [Assign(hi_name, self.ci(stop))]      # a `w` name: nothing reassigns it
+        start_e = self.ci(start)
+        if self.maybe(50):
+            lo_name = self.fresh("w")
+            out.append(Assign(lo_name, self.ci(start)))
+            start_e = var(lo_name, I32)
+            self.vtypes[lo_name] = I32
+            self.defined.add(lo_name)
+        self.vtypes[hi_name], self.vtypes[w] = I32, F32
+        self.defined.update((hi_name, w))
+        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
+        self.shapes.add("loop:const-var")
+        return out + [Assign(w, const(0.0, F32)), For(j, start_e, var(hi_name, I32), self.ci(step), body)]
+
+    def prefix_probe(self) -> list:
+        """`loop:prefix` made on purpose (steer.SHAPES): range(a*t + c, stop, step) with a uniform
+        stop that the lanes of a packet pass at different iterations (a full packet's loop runs
+        the trips every lane takes, then the rest on a prefix of the lanes: loops.py), a, c and
+        the step of every sign (the prefix split is for a > 0 and step > 0, the others take the
+        general loop); every trip adds x[j + c'] into a witness."""
+        a = self.pick([2, 3, 1, 4, -2, 2, 3, -1])
+        c = self.int(-6, 6)
+        step = self.pick([1, 2, 3, 5, -1, -2, 2, 4])
+        R = min(self.B, 16) - 1                        # the lanes of the first packets
+        smin, smax = c + min(0, a * R), c + max(0, a * R)
+        if step > 0:                                   # the last lanes stop first (a > 0)
+            stop = smin + self.int(1, max(2, abs(a) * 8 + 2 * step))
+            lo, hi = min(smin, c + min(0, a * (self.B - 1))), stop - 1
+        else:
+            stop = smax - self.int(1, max(2, abs(a) * 8 + 2 * abs(step)))
+            lo, hi = stop + 1, max(smax, c + max(0, a * (self.B - 1)))
+        if hi < lo:
+            return []
+        got = self._witness_load(lo, hi)
+        if got is None:
+            return []
+        x, shift = got
+        j, w = self.fresh("j"), self.fresh("w")
+        t = self.t()
+        start_e = t + self.ci(c) if a == 1 else self.ci(c) - t if a == -1 else t * a + self.ci(c)
+        self.vtypes[w] = F32
+        self.defined.add(w)
+        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
+        self.shapes.add("loop:prefix")
+        return [Assign(w, const(0.0, F32)), For(j, start_e, self.ci(stop), self.ci(step), body)]
+
+    def private_probe(self) -> list:
+        """`private:store-masked` made on purpose (steer.SHAPES): a private store under a condition
+        that turns lanes off inside a packet, at a uniform index (the cohort layout puts the
+        lanes' elements side by side: one vector store under the mask) or a per-thread one (a
+        scatter), then the element read back into a witness: an off lane must keep its old
+        element (zero, or what the array was filled with)."""
+        if not self.privates:
+            return []
+        p = self.pick(self.privates)
+        if self.maybe(65):
+            idx = self.ci(self.int(0, p.size - 1))
+        else:
+            idx = binary(Op.MOD, self.t(), self.ci(p.size))
+        store = If(self.mixed_condition(), (PStore(p.name, idx, self.expr(p.dtype, 1)),))
+        w = self.fresh("w")                  # defined after the store's value is drawn
+        self.vtypes[w] = p.dtype
+        self.defined.add(w)
+        self.shapes.add("private:store-masked")
+        seen = self.observe(var(w, p.dtype))     # straight to an output (Plants.observe)
+        return [store, Assign(w, pload(p.name, idx, p.dtype))] + ([seen] if seen is not None else [])
 
     def guard_probe(self) -> list:
         """A loaded index used behind guards that bound it on both sides (bounds.py proves such
@@ -324,11 +428,14 @@ class Indices:
 
     # ------------------------------------------------------------ outputs
     def _out_spec(self, o: _Output) -> BufferSpec:
-        return BufferSpec(o.name, o.dtype, o.slots * o.region, o.fill)
+        return BufferSpec(o.name, o.dtype, o.slots * o.region + o.offset, o.fill)
 
-    def make_output(self, name: str, dt: DType, interleave: Optional[int] = None) -> _Output:
+    def make_output(self, name: str, dt: DType, interleave: Optional[int] = None,
+                    offset: Optional[bool] = None) -> _Output:
         """An output of K slots per thread; `interleave`: K slots side by side at pi(g)*K + j, pi
-        the identity (a store group's stride K, where groups fuse)."""
+        the identity (a store group's stride K, where groups fuse). An interleaved output may
+        start its slots c elements in (pi(g)*K + c + j: a store group whose first slot carries
+        a constant; `offset`: always)."""
         K = interleave or self.weighted([(3, 1), (3, 2), (2, 3), (1, 4)])
         interleaved = K > 1 and (interleave is not None or self.maybe(40))
         nforms = 1 if interleaved else K
@@ -357,7 +464,8 @@ class Indices:
             else:
                 forms.append((kind, ()))
         fill = "bytes" if dt is BOOL and self.maybe(50) else "data"   # unstored bool bytes stay as they were
-        return _Output(name, dt, K, M, interleaved, forms, fill)
+        off = self.int(1, 2 * K) if interleaved and (offset or offset is None and self.maybe(30)) else 0
+        return _Output(name, dt, K, M, interleaved, forms, fill, off)
 
     def bijection(self, form, M: int, g: Expr, t: Expr, b: Expr) -> Expr:
         kind, ps = form
@@ -382,9 +490,18 @@ class Indices:
     def out_address(self, o: _Output, j: int, g: Expr, t: Expr, b: Expr) -> Expr:
         if o.interleaved:
             a = self.bijection(o.forms[0], o.region, g, t, b) * o.slots
-            return a + self.ci(j) if j else a
+            return a + self.ci(j + o.offset) if j + o.offset else a
         a = self.bijection(o.forms[j], o.region, g, t, b)
         return a + self.ci(j * o.region) if j else a
+
+    def offset_address(self, o, j: int, d: int) -> Expr:
+        """Slot j of an interleaved output whose slots start c = o.offset elements in, as
+        `(pi(g) + d)*K + (c + j - d*K)`: the constant negative, zero or positive by slot (d >= 1:
+        the group's first slots below the spelled base, the later ones at or above it)."""
+        a = self.bijection(o.forms[0], o.region, self.g(), self.t(), self.b())
+        base = (a + self.ci(d)) * o.slots if d else a * o.slots
+        c = o.offset + j - d * o.slots
+        return base + self.ci(c) if c or self.maybe(30) else base
 
     def slip_address(self, o, j: int, seen_as: int) -> Expr:
         """Slot j of an interleaved output at base = pi(g)*K, spelled `(base + c) - (c - j)` or

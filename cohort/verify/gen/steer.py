@@ -75,9 +75,23 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # on both sides (bounds.py)
 # `store:either-side`: an if/else storing to one buffer element on both sides (stmts.py
 # either_side_probe), one store of a select in packet builds (lowering/stmts.py)
-SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:loop", "past:loop-thread",
+# `group:offset`: a store group whose slots start c elements into the buffer, its constants
+# negative, zero or positive by slot (index.py offset_address): the group's base is its first
+# slot's address, constant included
+# `loop:const-var`: a uniform loop whose bounds are constants reached through top-level variables;
+# `loop:prefix`: range(a*t + c, stop, step) whose stop the packet's lanes pass at different
+# iterations, a, c and the step of either sign (index.py const_loop_probe, prefix_probe)
+# `private:store-masked`: a private store with lanes off inside a packet, at a uniform or a per-thread
+# index, read back (index.py private_probe; both layouts are variants)
+# `past:guard-spelled`: a one-past guard spelled `not (i > K)`, `not (K < i)`, `K <= i`, ... (boundary.py)
+# `atomic:f32-edge`, `atomic:shared-edge`: f32 atomic min/max fed NaN and both zeros in chosen lanes,
+# on a global buffer, or on shared bins under a condition that turns lanes off (coop.py
+# coop_atomic_edges)
+SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:guard-spelled", "past:loop",
+          "past:loop-thread",
           "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded",
-          "store:either-side")
+          "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset", "loop:const-var",
+          "loop:prefix", "private:store-masked")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
@@ -225,6 +239,7 @@ def variant_categories(record: dict) -> Counter:
 MISSING_BOOST = 8          # never seen: and planted
 SHAPE_TIMES = 2            # a rare shape (SHAPES) counts as missing until made this many times (one
                            # program of a shape may miss a bug of it: 3 of 5 sign-slip groups caught one)
+UNMADE_BOOST = 16          # a rare shape never made: aimed at before the ones made once (base.Core.aim)
 RARE_BOOSTS = ((1 / 16, 4), (1 / 4, 2))    # seen, but in under 1/16 (1/4) of the group's median count
 
 
@@ -255,7 +270,7 @@ class Steering:
             for c in members:
                 n = counts.get(c, 0)
                 if n <= 0 or c.startswith("shape:") and n < SHAPE_TIMES:
-                    boosts[c] = MISSING_BOOST
+                    boosts[c] = UNMADE_BOOST if c.startswith("shape:") and n <= 0 else MISSING_BOOST
                     missing.append(c)
                     continue
                 for fraction, mult in RARE_BOOSTS:

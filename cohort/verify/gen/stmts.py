@@ -105,14 +105,21 @@ class Statements:
                                                                   for j in range(o.slots))]
         if not outs:
             return None
-        if aim is None and self.maybe(10):
+        shifted = aim == "offset"      # a group whose slot constants are negative, zero or positive
+        if shifted:
+            aim = None
+            outs = [o for o in outs if o.offset] or outs
+        elif aim is None and self.maybe(10):
             aim = self.pick(["unordered", "sign-slip"])
         if aim is not None:
             outs = [o for o in outs if o.slots >= 3] or outs
         o = self.pick(outs)
         k = o.slots
         order = list(range(k))
-        spelled = self.maybe(45)         # slots as base + constants of any sign and split (issue 28)
+        # slots as base + constants of any sign and split (issue 28); an output whose slots start
+        # c elements in: `(pi(g) + d)*K + (c + j - d*K)` (offset_address), d of 1 or 2 mostly
+        d = self.weighted([(1, 0), (3, 1), (2, 2)]) if o.offset and (shifted or self.maybe(60)) else None
+        spelled = d is None and self.maybe(45)
         if aim == "unordered" and k >= 3:
             rest = list(range(1, k))
             if self.maybe(50):
@@ -130,17 +137,21 @@ class Statements:
         group = []
         for pos, j in enumerate(order):
             value = self.expr(o.dtype, depth)
-            if pos and aim is None and self.maybe(50):
+            if pos and aim is None and not shifted and self.maybe(50):
                 back = load(o.name, self.spelled_address(o, self.pick(order[:pos]), spelled), o.dtype)
                 value = self.combine(back, value)
             if aim == "sign-slip" and k >= 3 and j != pos:
                 addr = self.slip_address(o, j, pos)
                 slips += 1
+            elif d is not None:
+                addr = self.offset_address(o, j, d)
             else:
                 addr = self.spelled_address(o, j, spelled and aim is None)
             group.append(self.own_store(o, j, value, addr))
         if aim == "unordered" and k >= 3 or slips:
             self.shapes.add(f"group:{aim}")
+        if o.offset and aim is None and order == list(range(k)):
+            self.shapes.add("group:offset")     # a group (it may fuse) whose first slot carries a constant
         if aim is not None:      # every slot observed at once, in witnesses `w` nothing reassigns
             for j in range(k):
                 name = self.fresh("w")
@@ -504,6 +515,17 @@ class Statements:
             return binary(Op.EQ, binary(Op.AND, self.t(), self.ci(w - 1)), self.ci(self.int(0, w - 1)))
         k = self.ci(self.int(0, self.B))
         return binary(Op.LT, self.t(), k) if how == "prefix" else binary(Op.GE, self.t(), k)
+
+    def mixed_condition(self) -> Expr:
+        """True in some lanes and false in others of every packet of 4 or more lanes (of the
+        first packet, for a prefix): where an off lane must be left alone."""
+        how = self.pick(["mod", "bit", "prefix"])
+        if how == "mod":
+            m = self.pick([2, 3, 5])
+            return binary(Op.EQ, binary(Op.MOD, self.t(), self.ci(m)), self.ci(self.int(0, 1) * (m - 1)))
+        if how == "bit":
+            return binary(Op.EQ, binary(Op.AND, self.t(), self.ci(self.pick([1, 2]))), self.ci(0))
+        return binary(Op.LT, self.t(), self.ci(self.int(1, min(self.B, 4) - 1)))
 
     def collective_value(self, dt, op=Reduce.SUM) -> Expr:
         """What the block reduces: NaN, ±0, ±inf and integer extremes in chosen lanes
