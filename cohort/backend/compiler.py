@@ -346,7 +346,8 @@ def _handle_key(k, consts, variant: Variant, n):
     try:
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
-        full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
+        full = (n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
+                and not k.cooperative)
         return (k, ckey, variant, bool(full), fma_lowering() + f16_lowering() + masked_store_lowering(), jit.level(),
                 inject.key())   # inject.key() stays last
     except (TypeError, AttributeError, ValueError):
@@ -388,8 +389,9 @@ def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optiona
                                      f"cannot re-block it to {variant.block}")
         k = Kernel(k.name, k.params, k.body, variant.block)
     k = specialize(k, consts or {})
+    # a cooperative kernel runs whole blocks at every n (DESIGN §2): nothing to specialise on
     full_blocks = (n is not None and n > 0 and n % k.block == 0 and variant.lanes > 1
-                   and variant.full_packet)
+                   and variant.full_packet and not k.cooperative)
     key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
     with _cache_lock:
         bound = _bound.get((key, variant))
