@@ -26,6 +26,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
+from ..refimpl.equality import show  # noqa: F401 - reports here spell values this way
 from ..refimpl.interpreter import KernelRuntimeError, interpret
 from ..refimpl.ir import ParamKind
 from ..refimpl.launch_check import written_buffers
@@ -75,14 +76,6 @@ class Verdict:
         if self.guarded is None:
             return False
         return not mismatches(self.guarded, self.reference, self.equal) and self.guarded.intact()
-
-
-def show(value, dtype) -> str:
-    """A value as a report shows it (a float with its bits: -0.0, NaN payloads)."""
-    if np.dtype(dtype) == np.float32:
-        bits = int(np.asarray(value, np.float32).view(np.uint32))
-        return f"{value!r} (0x{bits:08x})"
-    return repr(value)
 
 
 def mismatches(guarded: GuardedSet, expected: dict, equal: Callable = bitwise_equal) -> dict:
