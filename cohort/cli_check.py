@@ -1,8 +1,8 @@
 """`cohort check FILE.py::KERNEL` and `cohort time FILE.py::KERNEL`: a user's own kernel.
 
 `check` runs the kernel once in the interpreter (the definition) and once in each native
-build - whole, packets of 4, 8 and 16 lanes, masked packets, the bounds-checked build and
-the worker pool - each through the one comparison path (verify/compare.verify_build: the
+build - whole, packets of 4, 8 and 16 lanes, masked packets, the bounds-checked build, the
+sanitizing build (backend/lowering/sanitize.py) and the worker pool - each through the one comparison path (verify/compare.verify_build: the
 packet builds' lane claims checked by a second interpreter run, buffers between guard
 bands, every buffer compared bit for bit, NaN == NaN). A launch the interpreter rejects (a
 race, an uninitialised shared read, a write conflict, barrier divergence, an index out of
@@ -30,7 +30,7 @@ import numpy as np
 from .cli_options import UsageError, _int
 
 DEFAULT_VARIANTS = ("whole", "lanes=4", "packet", "lanes=16", "packet-masked", "packet,checked=on",
-                    "packet,grain=1,workers=2", "whole,grain=auto,workers=2")
+                    "packet,sanitize=on", "packet,grain=1,workers=2", "whole,grain=auto,workers=2")
 
 
 def add_parsers(sub):

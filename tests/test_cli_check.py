@@ -61,7 +61,7 @@ def test_a_partial_block_reduction_agrees_in_every_build(kfile, capsys):
     assert code == 0 and out["ok"], out
     ran = [b["variant"] for b in out["builds"] if b["status"] == "ok"]
     assert {"whole", "lanes=4", "packet", "lanes=16", "packet,grain=1,workers=2"} <= set(ran)
-    assert out["summary"].startswith("ok block_reduce n=1003: 8 builds agree")
+    assert out["summary"].startswith("ok block_reduce n=1003: 9 builds agree")
 
 
 def test_a_race_is_a_failed_check_in_the_interpreters_words(kfile, capsys):

@@ -45,6 +45,7 @@ from .context import (
     ERR_SCRATCH,
     ERR_SHARED_OOB,
     ERR_STORE_OOB,
+    ERR_UNINIT_SHARED,
     ERR_UNPROVEN,
     MAX_SCRATCH_BYTES,
     SCRATCH_ALIGN,
@@ -316,6 +317,12 @@ class PreparedLaunch:
                 raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: an entry built for launches of whole "
                                          f"blocks of {self.ck.kernel.block} was called with n = {index}")
             stmt = self.code.stmt_table[sid]
+            B = self.ck.kernel.block
+            if kind == ERR_UNINIT_SHARED:     # the interpreter's words (lowering/sanitize.py)
+                raise KernelRuntimeError(
+                    f"kernel {self.ck.kernel.name}, {stmt.loc}: read of shared {stmt.arr}[{index}] before any "
+                    f"thread of block {thread // B} stored to it (uninitialised) (thread {thread}, block "
+                    f"{thread // B}) [native, {self.ck.variant.label}]")
             raise KernelRuntimeError(
                 f"kernel {self.ck.kernel.name}, {stmt.loc}: {_ERR_KIND.get(kind, 'access')} index {index} "
                 f"out of bounds (thread {thread}, block {thread // self.ck.kernel.block}) "

@@ -62,6 +62,7 @@ from .lanes import Lanes
 from .loops import LoopLowering
 from .memory import MemoryLowering
 from .regions import BlockFor, Packets, RegionLowering, block_exprs, expr_vars, split_regions, walk_regions
+from .sanitize import Sanitizer
 from .stmts import StmtLowering
 from .transposed import TransposedReads
 
@@ -80,7 +81,7 @@ PRIVATE_STACK_BYTES = 16 << 10
 
 
 class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, RegionLowering,
-               AtomicLowering, TransposedReads, Checks, Lanes):
+               AtomicLowering, TransposedReads, Checks, Sanitizer, Lanes):
     """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
     (the entry ABI of context.py) running any range of a launch's blocks."""
 
@@ -250,6 +251,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
                     ptr = b.gep(scratch, [self.i64(offsets[s.name])], source_etype=I8)
                 arrays = self.privates if isinstance(s, Private) else self.shared_arrays
                 arrays[s.name] = (ptr, int(s.size.arg), s.dtype)
+        self.sanitize_arrays()
         self.scratch = {}
         for c in colls:
             self.scratch[id(c)] = self.alloca(ir.ArrayType(mem_type(c.value.dtype), self.B), "tree")
@@ -287,6 +289,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
             npk = b.udiv(active if inject.active("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
+        self.clear_written()
         self.emit_regions(self.regions, base, npk)
 
     def packet_phase(self, q, base, stmts, coll):
