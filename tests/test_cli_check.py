@@ -130,3 +130,10 @@ def test_time_checks_then_times_the_native_entry(kfile, capsys):
     assert out["boundary"] == "native_entry" and out["time_us"] > 0 and len(out["samples_us"]) == 3
     assert main(["time", f"{kfile}::race", "--n", "16"]) == 1
     assert "(not timed)" in capsys.readouterr().out
+
+
+def test_a_kernel_made_by_exec_gets_a_clear_message():
+    from cohort import KernelError
+    with pytest.raises(KernelError, match=r"kernel k: @kernel parses the Python source of k\(\), and Python has "
+                                          r"none for it \(defined at the interactive prompt or by exec: <string>\)"):
+        exec("from cohort import *\n@kernel\ndef k(x: Buffer[f32]):\n    x[global_id()] = 1.0\n", {})

@@ -15,7 +15,7 @@ import types
 from typing import Optional
 
 from . import ir
-from .errors import KernelError
+from .errors import KernelError, source_lines
 from .ir import (
     Assign,
     Atomic,
@@ -65,16 +65,7 @@ class _Emitter:
             raise FrontendError(getattr(fn, "__name__", repr(fn)), None, "@kernel must decorate a plain function")
         self.fn = fn
         self.block = block
-        try:
-            src_lines, self.first_line = inspect.getsourcelines(fn)
-        except (OSError, TypeError):
-            # the frontend parses the function's source text; Python keeps none for a function
-            # typed at the plain interactive prompt or made by exec/compile of a string
-            raise FrontendError(fn.__name__, None, (
-                f"@kernel reads the Python source of {fn.__name__}() to parse it, and Python has none for "
-                f"this function (defined at the interactive prompt, or by exec of a string: "
-                f"{fn.__code__.co_filename}); put the kernel in a .py file and import it (IPython and Jupyter "
-                "keep cell sources and work too)")) from None
+        src_lines, self.first_line = source_lines(fn)
         self.lines = textwrap.dedent("".join(src_lines)).splitlines()
         tree = ast.parse(textwrap.dedent("".join(src_lines)))
         self.fdef = tree.body[0]
