@@ -44,6 +44,7 @@ from .context import (
     ERR_PRIVATE_OOB,
     ERR_SCRATCH,
     ERR_SHARED_OOB,
+    ERR_SHARED_RACE,
     ERR_STORE_OOB,
     ERR_UNINIT_SHARED,
     ERR_UNPROVEN,
@@ -63,6 +64,7 @@ from .launch_plan import LaunchPlan
 from .lower_ops import f16_lowering, fma_lowering, masked_store_lowering
 from .lowering import Lowering
 from .lowering.regions import describe as describe_regions
+from .lowering.sanitize import decode_race, race_message
 from .variant import Variant, parse_variant
 from .verify_launch import check_mode, verified_launch
 
@@ -318,6 +320,12 @@ class PreparedLaunch:
                                          f"blocks of {self.ck.kernel.block} was called with n = {index}")
             stmt = self.code.stmt_table[sid]
             B = self.ck.kernel.block
+            if kind == ERR_SHARED_RACE:       # the interpreter's words (lowering/sanitize.py)
+                slot, other, other_how = decode_race(index)
+                raise KernelRuntimeError(
+                    f"kernel {self.ck.kernel.name}, {stmt.loc}: "
+                    f"{race_message(stmt, slot, thread, thread // B * B + other, other_how)} (thread {thread}, "
+                    f"block {thread // B}) [native, {self.ck.variant.label}]")
             if kind == ERR_UNINIT_SHARED:     # the interpreter's words (lowering/sanitize.py)
                 raise KernelRuntimeError(
                     f"kernel {self.ck.kernel.name}, {stmt.loc}: read of shared {stmt.arr}[{index}] before any "
