@@ -169,7 +169,7 @@ def test_an_unguarded_cooperative_kernel_reads_past_its_buffer_and_is_told_so(va
         if variant == "ref":
             interpret(coop_unguarded.ir, 11, args)
         else:
-            compile_kernel(coop_unguarded, {}, variant, n=11).launch(11, args)
+            compile_kernel(coop_unguarded, {}, variant, n=11, verify="never").launch(11, args)   # the build's own
 
 
 @pytest.mark.parametrize("variant", ["ref", "whole", "packet", "lanes=4", "packet-masked"])

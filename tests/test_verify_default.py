@@ -105,3 +105,12 @@ def test_kernel_op_checks_its_first_call_too():
     with pytest.raises(ValueError, match="verify must be one of"):
         kernel_op("cohort_test_verify::bad", halve, inputs=("x",), output="y", shape=lambda x: x.shape,
                   launch=lambda x: (x.numel(), {}), verify=True)
+
+
+def test_a_fast_math_build_is_checked_for_the_kernels_errors_not_for_its_bits():
+    args = _f32(16)
+    with pytest.raises(KernelRuntimeError, match="races with the store"):
+        compile_kernel(shared_race, {}, "packet-fast", n=16).launch(16, args)
+    x = np.random.default_rng(0).integers(-50, 50, 40).astype(np.int32)
+    out = compile_kernel(halve, {}, "packet-fast", n=40).launch(40, {"x": x, "y": np.zeros(40, np.int32)})
+    assert out["y"].tolist() == (np.trunc(x / 2)).astype(np.int32).tolist()

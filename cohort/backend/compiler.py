@@ -198,7 +198,8 @@ class CompiledKernel:
         """p's launch checked against the interpreter (verify_launch.py): raises the kernel's
         error, or LaunchMismatch, or runs and agrees."""
         buffers, scalars = check_args(self.code.kernel, n, args)   # NumPy views of the caller's memory
-        verified_launch(self.code.kernel, self.variant.label, n, buffers, scalars, lambda: self.run_prepared(p))
+        verified_launch(self.code.kernel, self.variant.label, n, buffers, scalars, lambda: self.run_prepared(p),
+                        exact=not self.variant.fast_math)
 
     def _take(self, n, args: dict, pooled: bool) -> "PreparedLaunch":
         """A filled PreparedLaunch: an idle pooled one refilled (pooled), or a new one.
