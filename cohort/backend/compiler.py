@@ -166,21 +166,24 @@ class CompiledKernel:
         The result is the caller's: no launch refills it."""
         return self._take(n, args, False)
 
-    def launch(self, n: int, args: dict) -> dict:
+    def launch(self, n: int, args: dict, verify: Optional[str] = None) -> dict:
         """Run a launch to completion as the variant's grain and workers say
         (the calling thread, or the worker pool); buffers update in place.
         Returns the buffer arguments by name, as given.
 
         The argument block comes from a small pool of this build's blocks, refilled
         from the arguments' headers (no copy, no conversion); a launch from another
-        thread meanwhile takes another block."""
+        thread meanwhile takes another block.
+
+        `verify` overrides the build's mode (compile_kernel's `verify`) for this launch."""
+        mode = self.verify if verify is None else check_mode(verify)
         p = self._take(n, args, True)
         try:
-            if self.verify == "never":
+            if mode == "never":
                 self.run_prepared(p)
             else:
                 key = p.args[self._shape_slots].tobytes()
-                if self.verify == "always" or key not in self._verified:
+                if mode == "always" or key not in self._verified:
                     self._verified_run(p, n, args)
                     if len(self._verified) >= self.MAX_VERIFIED:
                         self._verified.clear()
