@@ -19,6 +19,7 @@ import sys
 
 import numpy as np
 
+from . import cli_check
 from . import cli_options as opt
 from .cli_options import UsageError, _dash_values, _int, _items, _refuse_empty, _size, environment_error
 
@@ -113,6 +114,7 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--variants-per-program", default=None, metavar="N|all",
                    help="variants each program runs: whole plus N-1 chosen to cover the most knob values "
                         f"(N from 1 to {opt.MAX_PER_SEED}; default 4), or all of them (the default with --variant)")
+    cli_check.add_parsers(sub)       # check, time: a user's own kernel
     return p
 
 
@@ -570,7 +572,7 @@ def cmd_fuzz(args) -> int:
 # ---------------------------------------------------------------- main
 
 COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "tables": cmd_tables, "audit": cmd_audit,
-            "fuzz": cmd_fuzz}
+            "fuzz": cmd_fuzz, "check": cli_check.cmd_check, "time": cli_check.cmd_time}
 
 
 def main(argv=None) -> int:

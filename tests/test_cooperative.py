@@ -587,7 +587,7 @@ def test_a_shared_index_out_of_bounds_is_an_error_in_every_safe_build(variant):
                                                  r"\(thread 7, block 0\)"):
         interpret(shared_oob.ir, 8, args())
     with pytest.raises(KernelRuntimeError, match=r"shared array access index 8 out of bounds \(thread 7, block 0\)"):
-        compile_kernel(shared_oob, {}, variant, n=8).launch(8, args())
+        compile_kernel(shared_oob, {}, variant, n=8, verify="never").launch(8, args())   # the build's own check
 
 
 def test_a_variant_that_does_not_fit_the_kernel_is_unsupported_not_a_compile_error():

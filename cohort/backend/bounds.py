@@ -17,7 +17,8 @@ loaded bin). There the variable's interval is the guards' (`clamp_facts`,
 
 For each boundable access the prologue computes the interval [lo, hi] of its
 index over the WHOLE launch (every block, every thread gid < n), in i64,
-once per argument block, and checks 0 <= lo and hi < len(buf). The interval
+once per argument block, and checks 0 <= lo and hi < len(buf). (A cooperative kernel's
+threads are every thread of its ceil(n / B) blocks, DESIGN §2: its ids span those.) The interval
 is conservative: a loop variable spans [start.lo, stop.hi - 1] (step > 0);
 two identities of the ids are known (`global_id() - thread_id()` is the block's base,
 [0, (blocks - 1) * B]; `block_id() * B + thread_id()` is the global id, [0, n - 1]);

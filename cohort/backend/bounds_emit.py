@@ -38,6 +38,10 @@ class _Emitter:
     def __init__(self, bounds: Bounds, b, n64, block: int, lens: dict, scalars: dict, bad=None, narrow=None,
                  outer=None):
         self.bd, self.b, self.n, self.B, self.lens, self.scalars = bounds, b, n64, block, lens, scalars
+        # the threads that run: n, or every thread of the started blocks of a cooperative kernel
+        # (DESIGN §2), whose global ids reach ceil(n / B) * B - 1
+        self.live = (b.mul(b.udiv(b.add(n64, self.c(block - 1)), self.c(block)), self.c(block))
+                     if bounds.k.cooperative else n64) if outer is None else outer.live
         # memo keyed by the expression's structure: the same index arithmetic written at several
         # accesses (attention's c0*D + d ...) is emitted once, not left for LLVM to merge at O3
         self.memo, self.vars = {}, {}
@@ -145,9 +149,9 @@ class _Emitter:
         if op is Op.BUFLEN:
             return self.lens[e.arg], self.lens[e.arg]
         if op is Op.GLOBAL_ID:
-            return self.c(0), b.sub(self.n, self.c(1))
+            return self.c(0), b.sub(self.live, self.c(1))
         if op is Op.THREAD_ID:
-            return self.c(0), b.sub(self.smin(self.n, self.c(self.B)), self.c(1))
+            return self.c(0), b.sub(self.smin(self.live, self.c(self.B)), self.c(1))
         if op is Op.BLOCK_ID:
             return self.block_ids()
         if op is Op.ADD and self.is_global_id(e):
@@ -233,7 +237,7 @@ class _Emitter:
 
     def is_global_id(self, e: Expr) -> bool:
         """e is block_id() * B + thread_id() (either order), B the block size: the global id,
-        whose interval [0, n - 1] is narrower than its parts' sum when n is not a multiple of B."""
+        whose interval [0, n - 1] (cooperative: to the last started block's end) is narrower than its parts' sum when n is not a multiple of B."""
         for base, t in (e.src, e.src[::-1]):
             if t.op is Op.THREAD_ID and base.op is Op.MUL and e.dtype is DType.I32:
                 for bid, size in (base.src, base.src[::-1]):

@@ -44,7 +44,9 @@ from .context import (
     ERR_PRIVATE_OOB,
     ERR_SCRATCH,
     ERR_SHARED_OOB,
+    ERR_SHARED_RACE,
     ERR_STORE_OOB,
+    ERR_UNINIT_SHARED,
     ERR_UNPROVEN,
     MAX_SCRATCH_BYTES,
     SCRATCH_ALIGN,
@@ -62,7 +64,9 @@ from .launch_plan import LaunchPlan
 from .lower_ops import f16_lowering, fma_lowering, masked_store_lowering
 from .lowering import Lowering
 from .lowering.regions import describe as describe_regions
+from .lowering.sanitize import decode_race, race_message
 from .variant import Variant, parse_variant
+from .verify_launch import check_mode, verified_launch
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _ERR_KIND = {ERR_LOAD_OOB: "load", ERR_STORE_OOB: "store", ERR_PRIVATE_OOB: "private array access",
@@ -124,9 +128,15 @@ class CompiledKernel:
     """
 
     POOL = 4   # idle argument blocks kept per build (more exist only while launches overlap)
+    MAX_VERIFIED = 4096   # shapes remembered as checked (then the set starts over)
 
-    def __init__(self, code: NativeCode, variant: Variant):
+    def __init__(self, code: NativeCode, variant: Variant, verify: str = "first"):
         self.code, self.variant = code, variant
+        self.verify = verify            # verify_launch.py: "first" | "always" | "never"
+        self._verified: set = set()     # launch shapes (n, buffer lengths) checked against the interpreter
+        slots = abi_slots(code.kernel)
+        self._shape_slots = np.array([SLOT_N] + [slots[p.name][1] for p in code.kernel.params
+                                                 if p.kind is ParamKind.BUFFER], np.intp)
         self._general: Optional[NativeCode] = None    # for launches the specialised code refuses
         self._plan = LaunchPlan(code.kernel, code.full_blocks)
         self._free: list = []           # idle PreparedLaunch of self.code
@@ -156,23 +166,43 @@ class CompiledKernel:
         The result is the caller's: no launch refills it."""
         return self._take(n, args, False)
 
-    def launch(self, n: int, args: dict) -> dict:
+    def launch(self, n: int, args: dict, verify: Optional[str] = None) -> dict:
         """Run a launch to completion as the variant's grain and workers say
         (the calling thread, or the worker pool); buffers update in place.
         Returns the buffer arguments by name, as given.
 
         The argument block comes from a small pool of this build's blocks, refilled
         from the arguments' headers (no copy, no conversion); a launch from another
-        thread meanwhile takes another block."""
+        thread meanwhile takes another block.
+
+        `verify` overrides the build's mode (compile_kernel's `verify`) for this launch."""
+        mode = self.verify if verify is None else check_mode(verify)
         p = self._take(n, args, True)
         try:
-            self.run_prepared(p)
+            if mode == "never":
+                self.run_prepared(p)
+            else:
+                key = p.args[self._shape_slots].tobytes()
+                if mode == "always" or key not in self._verified:
+                    self._verified_run(p, n, args)
+                    if len(self._verified) >= self.MAX_VERIFIED:
+                        self._verified.clear()
+                    self._verified.add(key)
+                else:
+                    self.run_prepared(p)
         finally:
             free = self._free if p.origin is self.code else self._free_general
             if len(free) < self.POOL:
                 free.append(p)
             self.last_prepared = p
         return p.buffers
+
+    def _verified_run(self, p: "PreparedLaunch", n: int, args: dict):
+        """p's launch checked against the interpreter (verify_launch.py): raises the kernel's
+        error, or LaunchMismatch, or runs and agrees."""
+        buffers, scalars = check_args(self.code.kernel, n, args)   # NumPy views of the caller's memory
+        verified_launch(self.code.kernel, self.variant.label, n, buffers, scalars, lambda: self.run_prepared(p),
+                        exact=not self.variant.fast_math)
 
     def _take(self, n, args: dict, pooled: bool) -> "PreparedLaunch":
         """A filled PreparedLaunch: an idle pooled one refilled (pooled), or a new one.
@@ -293,6 +323,18 @@ class PreparedLaunch:
                 raise KernelRuntimeError(f"kernel {self.ck.kernel.name}: an entry built for launches of whole "
                                          f"blocks of {self.ck.kernel.block} was called with n = {index}")
             stmt = self.code.stmt_table[sid]
+            B = self.ck.kernel.block
+            if kind == ERR_SHARED_RACE:       # the interpreter's words (lowering/sanitize.py)
+                slot, other, other_how = decode_race(index)
+                raise KernelRuntimeError(
+                    f"kernel {self.ck.kernel.name}, {stmt.loc}: "
+                    f"{race_message(stmt, slot, thread, thread // B * B + other, other_how)} (thread {thread}, "
+                    f"block {thread // B}) [native, {self.ck.variant.label}]")
+            if kind == ERR_UNINIT_SHARED:     # the interpreter's words (lowering/sanitize.py)
+                raise KernelRuntimeError(
+                    f"kernel {self.ck.kernel.name}, {stmt.loc}: read of shared {stmt.arr}[{index}] before any "
+                    f"thread of block {thread // B} stored to it (uninitialised) (thread {thread}, block "
+                    f"{thread // B}) [native, {self.ck.variant.label}]")
             raise KernelRuntimeError(
                 f"kernel {self.ck.kernel.name}, {stmt.loc}: {_ERR_KIND.get(kind, 'access')} index {index} "
                 f"out of bounds (thread {thread}, block {thread // self.ck.kernel.block}) "
@@ -302,7 +344,7 @@ class PreparedLaunch:
 # ---------------------------------------------------------------- the cache
 
 _cache: dict = {}          # key -> NativeCode
-_bound: dict = {}          # (key, variant) -> CompiledKernel
+_bound: dict = {}          # (key, variant, verify) -> CompiledKernel
 _cache_lock = threading.Lock()
 _key_locks: dict = {}
 
@@ -334,7 +376,7 @@ def _parse_variant_cached(text: str) -> Variant:
     return parse_variant(text)   # Variants are frozen: one object serves every caller
 
 
-def _handle_key(k, consts, variant: Variant, n):
+def _handle_key(k, consts, variant: Variant, n, verify: str = "first"):
     """What decides the compile, read without printing anything: the Kernel object
     (frozen; a KernelFunction is read through .ir, so a new .ir or a reloaded module
     is a new key; the key holds the object, so its identity is never reused), the
@@ -346,26 +388,33 @@ def _handle_key(k, consts, variant: Variant, n):
     try:
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
         block = variant.block if variant.block is not None else k.block
-        full = n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-        return (k, ckey, variant, bool(full), fma_lowering() + f16_lowering() + masked_store_lowering(), jit.level(),
-                inject.key())   # inject.key() stays last
+        full = (n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
+                and not k.cooperative)
+        return (k, ckey, variant, bool(full), verify, fma_lowering() + f16_lowering() + masked_store_lowering(),
+                jit.level(), inject.key())   # inject.key() stays last
     except (TypeError, AttributeError, ValueError):
         return None
 
 
-def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optional[int] = None) -> CompiledKernel:
+def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optional[int] = None,
+                   verify: str = "first") -> CompiledKernel:
     """Specialise, validate, lower, optimise and link (or fetch from the cache).
 
     `n`, the launch size when known, lets a packet variant specialise for
     launches of whole blocks (see the module notes); any n still launches.
     A kernel compiled before is found by a cheap key first (microseconds), and
-    only on a miss by specialising and printing it."""
+    only on a miss by specialising and printing it.
+
+    `verify`: how `launch` checks the native build against the interpreter
+    (verify_launch.py): "first" (default) the first launch of each new shape,
+    "always" every launch, "never" none. `prepare`/`run_prepared` never check."""
+    check_mode(verify)
     if variant is None:
         variant = _WHOLE
     elif isinstance(variant, str):
         variant = _parse_variant_cached(variant)
     k = kernel.ir if type(kernel) is KernelFunction else kernel
-    hkey = _handle_key(k, consts, variant, n)
+    hkey = _handle_key(k, consts, variant, n, verify)
     if hkey is not None:
         try:
             hit = _handles.get(hkey)
@@ -373,14 +422,15 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
             hit = hkey = None
         if hit is not None:
             return hit
-    ck = _compile_kernel(kernel, consts, variant, n)
+    ck = _compile_kernel(kernel, consts, variant, n, verify)
     if hkey is not None and hkey[-1] == inject.key():   # no bug switched on or off meanwhile
         with _cache_lock:
             ck = _handles.setdefault(hkey, ck)
     return ck
 
 
-def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optional[int]) -> CompiledKernel:
+def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optional[int],
+                    verify: str = "first") -> CompiledKernel:
     k = _as_ir(kernel)
     if variant.block is not None and variant.block != k.block:
         if k.specialised:
@@ -388,16 +438,17 @@ def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optiona
                                      f"cannot re-block it to {variant.block}")
         k = Kernel(k.name, k.params, k.body, variant.block)
     k = specialize(k, consts or {})
+    # a cooperative kernel runs whole blocks at every n (DESIGN §2): nothing to specialise on
     full_blocks = (n is not None and n > 0 and n % k.block == 0 and variant.lanes > 1
-                   and variant.full_packet)
+                   and variant.full_packet and not k.cooperative)
     key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
     with _cache_lock:
-        bound = _bound.get((key, variant))
+        bound = _bound.get((key, variant, verify))
         if bound is not None:
             return bound
     code = _compile(k, variant, full_blocks, key)
     with _cache_lock:
-        return _bound.setdefault((key, variant), CompiledKernel(code, variant))
+        return _bound.setdefault((key, variant, verify), CompiledKernel(code, variant, verify))
 
 
 def _compile(k: Kernel, variant: Variant, full_blocks: bool, key: Optional[str] = None) -> NativeCode:

@@ -44,6 +44,8 @@ SLOT_FIRST_PARAM = 7
 ERR_NONE, ERR_LOAD_OOB, ERR_STORE_OOB, ERR_PRIVATE_OOB, ERR_SCRATCH, ERR_PARTIAL_BLOCK = 0, 1, 2, 3, 4, 5
 ERR_UNPROVEN = 6     # safe builds: an index bound failed for this launch; nothing ran, rerun checked
 ERR_SHARED_OOB = 7
+ERR_UNINIT_SHARED = 8   # sanitize builds: a read of a shared slot no thread of the block wrote
+ERR_SHARED_RACE = 9     # sanitize builds: two threads' accesses of a shared slot between barriers
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 

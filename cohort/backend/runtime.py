@@ -248,7 +248,7 @@ class AutoChoice:
         code = prepared.code
         entries = [("lanes=%d" % code.variant.lanes, code.entry, code.entry_fn)]
         if code.variant.lanes != 1:
-            whole = compile_kernel(code.kernel, None, "whole").code
+            whole = compile_kernel(code.kernel, None, "whole", verify="never").code
             if whole.scratch_bytes == code.scratch_bytes:
                 entries.append(("lanes=1", whole.entry, whole.entry_fn))
         nb = prepared.nblocks

@@ -35,19 +35,23 @@ class Variant:
     checked: bool = False                # bounds checks compiled into the native code
     interleave: Union[str, int] = "auto"  # packets of a cohort run side by side: "auto" or 1, 2, 4, ...
     unsafe: bool = False                 # no bounds checks at all (off: affine indices proven per launch)
+    sanitize: bool = False               # detectors of the interpreter's shared-memory errors (lowering/sanitize.py)
 
     def __post_init__(self):
         if self.checked and self.unsafe:
             raise VariantError("checked=on and unsafe=on contradict each other (checked: every access "
                                "checked; unsafe: none)")
+        if self.sanitize and self.unsafe:
+            raise VariantError("sanitize=on and unsafe=on contradict each other (sanitize: shared memory "
+                               "checked; unsafe: nothing checked)")
 
     @property
     def name(self) -> str:
         """Canonical spelling, every knob given (stable across processes)."""
         parts = []
         for k, v in asdict(self).items():
-            if k == "block" and v is None:
-                continue
+            if (k == "block" and v is None) or (k == "sanitize" and not v):
+                continue             # (sanitize=off is left out: names from before the knob stay valid)
             parts.append(f"{k}={_show(v)}")
         return ",".join(parts)
 
@@ -63,7 +67,7 @@ class Variant:
     def compile_key(self) -> tuple:
         """The knobs that change generated code (not grain or workers)."""
         return (self.lanes, self.block, self.full_packet, self.predicated, self.private,
-                self.fast_math, self.checked, self.interleave, self.unsafe)
+                self.fast_math, self.checked, self.interleave, self.unsafe, self.sanitize)
 
 
 def _show(v) -> str:
@@ -110,7 +114,7 @@ def _knob(key: str, text: str):
         if v < 1 or v & (v - 1) or v > 1024:
             raise VariantError(f"block must be a power of two from 1 to 1024, got {v}")
         return v
-    if key in ("full_packet", "predicated", "fast_math", "checked", "unsafe"):
+    if key in ("full_packet", "predicated", "fast_math", "checked", "unsafe", "sanitize"):
         return _onoff(key, text)
     if key == "private":
         if text not in ("cohort", "thread"):

@@ -15,7 +15,7 @@ import types
 from typing import Optional
 
 from . import ir
-from .errors import KernelError
+from .errors import KernelError, source_lines
 from .ir import (
     Assign,
     Atomic,
@@ -65,7 +65,7 @@ class _Emitter:
             raise FrontendError(getattr(fn, "__name__", repr(fn)), None, "@kernel must decorate a plain function")
         self.fn = fn
         self.block = block
-        src_lines, self.first_line = inspect.getsourcelines(fn)
+        src_lines, self.first_line = source_lines(fn)
         self.lines = textwrap.dedent("".join(src_lines)).splitlines()
         tree = ast.parse(textwrap.dedent("".join(src_lines)))
         self.fdef = tree.body[0]

@@ -132,7 +132,9 @@ class Interpreter:
         self.gid = np.arange(N, dtype=np.int32)
         self.tid = self.gid % self.B
         self.bid = self.gid // self.B
-        self.active = self.gid < n
+        # a cooperative kernel runs whole blocks: every thread of a started block exists (its
+        # guard against n is the kernel's own); elsewhere threads past n are inactive (DESIGN §2)
+        self.active = np.ones(N, bool) if kernel.cooperative else self.gid < n
         self.buffers = buffers
         self.scalars = {p.name: np.asarray(scalars[p.name], p.dtype.np)[()] for p in kernel.scalars}
         self.env: dict = {}

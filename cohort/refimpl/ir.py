@@ -358,6 +358,16 @@ class Kernel:
     def const_params(self) -> tuple:
         return tuple(p for p in self.params if p.kind is ParamKind.CONST)
 
+    @property
+    def cooperative(self) -> bool:
+        """The kernel declares a shared array or has a barrier: it launches whole blocks, every
+        thread of a started block existing, global_id() >= n included (DESIGN §2's launch rule)."""
+        c = self.__dict__.get("_cooperative")
+        if c is None:
+            c = any(isinstance(s, (Shared, Barrier)) for s in walk_stmts(self.body))
+            object.__setattr__(self, "_cooperative", c)
+        return c
+
     def __str__(self) -> str:
         from .printer import format_kernel
         return format_kernel(self)

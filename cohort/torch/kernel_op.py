@@ -19,6 +19,13 @@ given. Tensors are checked against their buffer's dtype, copied to
 contiguous memory when they are not, and passed flattened; the output is
 allocated with `shape` and the output buffer's dtype. `launch` returns the
 launch size and the Const values (one build per distinct set, cached).
+
+`verify` (default "first"): the first call of each new shape (n, the Const values
+and every buffer's length) runs the interpreter on copies of the tensors before the
+native build and compares every buffer (backend/verify_launch.py): a kernel the
+interpreter rejects raises its error, a build that disagrees raises LaunchMismatch.
+"always" checks every call, "never" none. The check costs one interpreter run per new
+shape; later calls of a checked shape cost a set lookup.
 """
 from __future__ import annotations
 
@@ -26,9 +33,10 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..backend.verify_launch import check_mode, verified_launch
 from ..refimpl.frontend import KernelFunction
 from ..refimpl.ir import DType, ParamKind
-from ..refimpl.launch_check import written_buffers
+from ..refimpl.launch_check import check_args, written_buffers
 from . import checks
 from .launch import build
 
@@ -38,8 +46,9 @@ _SCHEMA = {DType.F32: "float", DType.I32: "int", DType.U32: "int"}
 
 
 def kernel_op(name: str, kernel: KernelFunction, *, inputs: Sequence[str], output: str,
-              shape: Callable, launch: Callable, scalars: Sequence[str] = ()) -> Callable:
+              shape: Callable, launch: Callable, scalars: Sequence[str] = (), verify: str = "first") -> Callable:
     """Register `kernel` as the torch op `name` ("namespace::op"); see the module notes."""
+    check_mode(verify)
     if not isinstance(kernel, KernelFunction):
         raise TypeError(f"kernel_op: kernel must be a @cohort.kernel function, got {type(kernel).__name__}")
     if not isinstance(name, str) or name.count("::") != 1:
@@ -64,6 +73,7 @@ def kernel_op(name: str, kernel: KernelFunction, *, inputs: Sequence[str], outpu
     schema = "(" + ", ".join([f"Tensor {n}" for n in inputs] +
                              [f"{_SCHEMA[params[s].dtype]} {s}" for s in scalars]) + ") -> Tensor"
     order = [p.name for p in kernel.ir.params if p.kind is ParamKind.BUFFER]
+    verified: set = set()     # shapes checked against the interpreter (verify="first")
     scalar_order = wanted
 
     def check(args):
@@ -86,8 +96,18 @@ def kernel_op(name: str, kernel: KernelFunction, *, inputs: Sequence[str], outpu
         n, consts = launch(*args)
         tensors[output] = out
         if n:
-            build(kernel.ir, dict(consts))(int(n), tuple(tensors[b] for b in order),
-                                           tuple(values[s] for s in scalar_order))
+            n = int(n)
+            launcher = build(kernel.ir, dict(consts))
+            tens, vals = tuple(tensors[b] for b in order), tuple(values[s] for s in scalar_order)
+            key = (n, tuple(sorted(dict(consts).items())), tuple(t.numel() for t in tens))
+            if verify == "always" or (verify == "first" and key not in verified):
+                k = launcher.ck.kernel      # specialised on consts
+                bufs, scal = check_args(k, n, {**dict(zip(order, tens)), **dict(zip(scalar_order, vals))})
+                verified_launch(k, launcher.ck.variant.label, n, bufs, scal, lambda: launcher(n, tens, vals),
+                                exact=not launcher.ck.variant.fast_math)
+                verified.add(key)
+            else:
+                launcher(n, tens, vals)
         return out
 
     def fake(*args):

@@ -112,7 +112,7 @@ def build(kernel, consts: dict, v: Optional[Variant] = None, whole_blocks: bool 
     if launcher is None:
         t0 = time.perf_counter()
         block = getattr(kernel, "block", None) or kernel.ir.block
-        ck = compile_kernel(kernel, consts, v, n=block if whole_blocks else None)
+        ck = compile_kernel(kernel, consts, v, n=block if whole_blocks else None, verify="never")
         with _lock:
             launcher = _builds.get(key)
             if launcher is None:

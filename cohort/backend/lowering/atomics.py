@@ -34,6 +34,8 @@ class AtomicLowering:
         val = self.ev(s.value, memo)
         if s.target in self.shared_arrays:
             base, _, idx64 = self.shared_index(s.target, idx, s.index, s, s)
+            self.check_written(s.target, idx64, s, s)        # an update reads the slot (sanitize.py)
+            self.check_race(s.target, idx64, s.op.value, s, s)
         else:
             base = self.bufs[s.target]
             idx64 = self.index64(idx, s.index.dtype)

@@ -62,6 +62,7 @@ from .lanes import Lanes
 from .loops import LoopLowering
 from .memory import MemoryLowering
 from .regions import BlockFor, Packets, RegionLowering, block_exprs, expr_vars, split_regions, walk_regions
+from .sanitize import Sanitizer
 from .stmts import StmtLowering
 from .transposed import TransposedReads
 
@@ -80,7 +81,7 @@ PRIVATE_STACK_BYTES = 16 << 10
 
 
 class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, CollectiveLowering, RegionLowering,
-               AtomicLowering, TransposedReads, Checks, Lanes):
+               AtomicLowering, TransposedReads, Checks, Sanitizer, Lanes):
     """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
     (the entry ABI of context.py) running any range of a launch's blocks."""
 
@@ -96,7 +97,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.packet = lanes
         self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave)
         self.W = lanes * self.interleave
-        self.full_blocks = full_blocks and variant.full_packet   # only launches of whole blocks are accepted
+        # only launches of whole blocks are accepted; a cooperative kernel runs whole blocks at any n
+        self.full_blocks = full_blocks and variant.full_packet and not kernel.cooperative
         self.whole_block = self.full_blocks                       # the block being emitted has no partial packet
         # private arrays element-major across the cohort ("cohort") or thread-major; one thread
         # at a time (width 1) has its arrays side by side, thread-major, whatever the knob says
@@ -165,6 +167,13 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         slot = lambda i: load_slot(b, args, i)
         self.n64 = slot(SLOT_N)
         self.n32 = b.trunc(self.n64, I32T)
+        # the threads that exist: n, or for a cooperative kernel every thread of the ceil(n / B)
+        # blocks it starts (DESIGN §2's launch rule); num_threads() stays n either way
+        if k.cooperative:
+            self.live64 = b.mul(b.udiv(b.add(self.n64, self.i64(self.B - 1)), self.i64(self.B)), self.i64(self.B))
+        else:
+            self.live64 = self.n64
+        self.live32 = b.trunc(self.live64, I32T)
         begin = b.trunc(slot(SLOT_BEGIN), I32T)
         end = b.trunc(slot(SLOT_END), I32T)
         self.err_ptr = b.inttoptr(slot(SLOT_ERR), PTR)
@@ -242,18 +251,21 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
                     ptr = b.gep(scratch, [self.i64(offsets[s.name])], source_etype=I8)
                 arrays = self.privates if isinstance(s, Private) else self.shared_arrays
                 arrays[s.name] = (ptr, int(s.size.arg), s.dtype)
+        self.sanitize_arrays()
         self.scratch = {}
         for c in colls:
             self.scratch[id(c)] = self.alloca(ir.ArrayType(mem_type(c.value.dtype), self.B), "tree")
 
-        if self.W == 1 or self.full_blocks or not self.variant.full_packet:
-            self.whole_block = self.full_blocks
+        if self.W == 1 or self.full_blocks or not self.variant.full_packet or k.cooperative:
+            # a cooperative kernel's blocks are all whole (DESIGN §2): one body, no partial path
+            # (masked throughout when full_packet is off, its launch mask then all on)
+            self.whole_block = self.full_blocks or (k.cooperative and self.variant.full_packet)
             self.counted_loop(begin, end, self.block_body, "block")
         else:
             # the launch's whole blocks take the whole-block body (no launch mask, no per-packet
             # test), its one partial block the masked body: swiglu 17x65 (one partial block in
             # 35) ran 20% slower than 17x64 when every block tested every packet
-            nfull = b.trunc(b.udiv(self.n64, self.i64(self.B)), I32T)
+            nfull = b.trunc(b.udiv(self.live64, self.i64(self.B)), I32T)
             if inject.active("full_packet_always"):
                 nfull = nblocks
             mid = nfull if inject.active("whole_block_past_task") else b.select(b.icmp_signed("<", end, nfull), end, nfull)
@@ -273,10 +285,11 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         if self.whole_block:       # every packet of this block is full: one path, no tail
             npk = self.i32(self.B // W)
         else:
-            left = b.sub(self.n32, base)
+            left = b.sub(self.live32, base)
             active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
             npk = b.udiv(active if inject.active("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
+        self.clear_written()
         self.emit_regions(self.regions, base, npk)
 
     def packet_phase(self, q, base, stmts, coll):
@@ -292,7 +305,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         # the launch's partial block (or every block, full_packet off): masked throughout
         launch_mask = b.icmp_signed("<=" if inject.active("tail_mask") else "<",
                                     self.tid if inject.active("launch_mask_tid") else self.gid,
-                                    self.splat(self.n32, DType.I32))
+                                    self.splat(self.live32, DType.I32))
         self.packet_body(stmts, coll, launch_mask)
 
     def packet_body(self, stmts, coll, launch_mask):

@@ -155,7 +155,9 @@ class LoopLowering:
             # are variables kept in memory across regions, LLVM could not see it and would
             # refuse (and warn about) the unrolling asked for
             trips = self.constant_trips(s)
-            self.transposed = self.transposed_reads(s, start_v, trips if trips >= 0 else self.trips_bound(s))
+            # (a sanitize build reads each shared load itself, to check it: sanitize.py)
+            self.transposed = {} if self.variant.sanitize else self.transposed_reads(
+                s, start_v, trips if trips >= 0 else self.trips_bound(s))
             iterate(self.i64(0), self.i64(trips) if trips >= 0 else
                     self.scalar_trips(b.sext(self.lane0(start_v), I64), b.sext(self.lane0(stop_v), I64), step),
                     unroll=0 < trips <= UNROLL_TRIPS)

@@ -371,6 +371,8 @@ class MemoryLowering:
     def shared_load(self, e: Expr, idx):
         b, dt = self.b, e.dtype
         ptr, elem, idx64 = self.shared_index(e.arg, idx, e.src[0], self.cur, e)
+        self.check_written(e.arg, idx64, e, self.cur)        # sanitize builds (sanitize.py)
+        self.check_race(e.arg, idx64, "read", e, self.cur)
         acc = self.access_class(e.src[0], store=False)
         self.annotate(e, "sload", e.arg, acc, self.effect_mode())
         vec = self.vty(elem)
@@ -405,6 +407,8 @@ class MemoryLowering:
         b = self.b
         _, _, dt = self.shared_arrays[s.arr]
         ptr, elem, idx64 = self.shared_index(s.arr, idx, s.index, s, s)
+        self.check_race(s.arr, idx64, "write", s, s)          # sanitize builds (sanitize.py)
+        self.mark_written(s.arr, idx64)
         acc = self.access_class(s.index, store=True)
         self.annotate(s, "sstore", s.arr, acc, self.effect_mode())
         if dt is DType.BOOL:

@@ -137,6 +137,8 @@ class RegionLowering:
                     q, base, it.stmts, it.coll), f"region{p}.packet")
                 if it.coll is not None:
                     self.collective(it.coll, npk)
+                if it.coll is not None or it.barrier is not None:
+                    self.next_phase()          # sanitize builds count the block's phases
             elif isinstance(it, BlockIf):
                 self.cur = it.s
                 self.annotate(it.s, "if", "", Access("uniform"), "branch")

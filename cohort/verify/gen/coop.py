@@ -3,8 +3,10 @@
 A cooperative section stands at the top level of a generated kernel (between the
 phases and the epilogue). Each piece follows a pattern that is correct for any
 launch: a thread stages values in its own shared slot, a barrier, then it reads
-another thread's slot - guarded by that thread being live (a partial block's
-missing threads stage nothing: reading their slot would be uninitialised);
+another thread's slot - guarded by that thread being below n (every thread of a
+cooperative kernel's blocks runs and stages, DESIGN §2, so the guard is not
+needed for correctness; it keeps the reads to the launch's own threads, a
+CUDA habit, and the programs the fuzzer draws the same);
 reduction trees written by hand over the block's live threads; the same exchange
 in a block-uniform loop or under a block-uniform `if`; histograms of atomic
 updates with colliding indices (one operation per buffer: updates by different
@@ -63,7 +65,7 @@ class Cooperative:
         return name
 
     def live(self, thread):
-        """Thread `thread` of this block is part of the launch."""
+        """Thread `thread` of this block is below n (num_threads())."""
         return binary(Op.LT, self.b() * self.ci(self.B) + thread, builtin(Op.NUM_THREADS))
 
     def partner(self, shift=None):
