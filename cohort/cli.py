@@ -19,9 +19,19 @@ import sys
 
 import numpy as np
 
-from . import cli_check
+from . import cli_check, cli_fuzz
 from . import cli_options as opt
-from .cli_options import UsageError, _dash_values, _int, _items, _refuse_empty, _size, environment_error
+from .cli_options import (
+    UsageError,
+    _dash_values,
+    _int,
+    _items,
+    _output_dir,
+    _refuse_empty,
+    _seed,
+    _size,
+    environment_error,
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -160,16 +170,6 @@ def cmd_ops(args) -> int:
 
 # ---------------------------------------------------------------- run
 
-def _seed(text: str) -> int:
-    try:
-        seed = int(text, 0)
-    except ValueError:
-        raise UsageError(f"--seed must be a non-negative integer, got {text!r}") from None
-    if not 0 <= seed < 2 ** 63:
-        raise UsageError(f"--seed must be in 0..2^63-1, got {seed}")
-    return seed
-
-
 def _variant(text: str, flag: str = "--variant"):
     """None for the interpreter (`ref`), else a backend Variant."""
     _items(flag, text)                  # "packet,," is a typo, not packet
@@ -267,19 +267,6 @@ def _print_run(op, r: dict):
             print(f"  wrote {path}")
     if "saved" in r:
         print(f"  saved to {r['saved']}")
-
-
-def _output_dir(flag: str, directory: str):
-    """`directory` exists (made now if need be) and takes files; else a usage error."""
-    import tempfile
-    if os.path.lexists(directory) and not os.path.isdir(directory):
-        raise UsageError(f"{flag} {directory}: exists and is not a directory")
-    try:
-        os.makedirs(directory, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
-    except OSError as e:
-        raise UsageError(f"{flag} {directory}: {e.strerror or e}") from None
 
 
 def _save_target(flag: str, directory: str):
@@ -453,126 +440,10 @@ def cmd_audit(args) -> int:
     return 0 if not problems else 1
 
 
-# ---------------------------------------------------------------- fuzz
-
-def _fuzz_options(args) -> dict:
-    """The campaign keywords of `cohort fuzz`'s options (usage errors before any work)."""
-    from .backend.inject import BUGS
-    try:
-        seconds = float(args.seconds)
-    except ValueError:
-        raise UsageError(f"--seconds takes a number of seconds, more than 0 and at most {opt.MAX_FUZZ_SECONDS}, "
-                         f"got {args.seconds!r}") from None
-    if not 0 < seconds <= opt.MAX_FUZZ_SECONDS:     # NaN fails this too
-        raise UsageError(f"--seconds must be more than 0 and at most {opt.MAX_FUZZ_SECONDS}, got {args.seconds}")
-    jobs = _int("--jobs", args.jobs, 0, opt.MAX_JOBS)
-    programs = _int("--programs", args.programs, 1, opt.MAX_PROGRAMS)
-    if args.corpus:
-        _output_dir("--corpus", args.corpus)
-    bugs = () if args.inject is None else tuple(_items("--inject", args.inject))
-    unknown = [b for b in bugs if b not in BUGS]
-    if unknown:
-        raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
-    kw = dict(jobs=jobs, bugs=bugs, shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs,
-              seeds=_int("--seeds", args.seeds, 1, opt.MAX_SEEDS),
-              seeds_per_task=_int("--seeds-per-task", args.seeds_per_task, 1, opt.MAX_PER_SEED),
-              batch=_int("--examples-per-seed", args.examples_per_seed, 1, opt.MAX_PER_SEED),
-              max_stmts=_int("--max-stmts", args.max_stmts, 1, opt.MAX_STMTS))
-    if args.steer is not None:
-        kw["steer"] = args.steer != "off"
-        if args.steer == "on":
-            kw["plain_every"] = 0
-    if args.variants_per_program is not None:
-        vpp = args.variants_per_program
-        kw["variants_per_program"] = None if vpp == "all" else _int("--variants-per-program", vpp, 1,
-                                                                      opt.MAX_PER_SEED)
-    elif args.variant:                   # variants named on the command line all run on every program
-        kw["variants_per_program"] = None
-    if args.variant:
-        from .backend.variant import VariantError, parse_variant
-        from .verify.matrix import short_name
-        for v in args.variant:
-            _items("--variant", v)
-        try:
-            kw["variants"] = tuple(dict.fromkeys(short_name(parse_variant(v)) for v in args.variant))
-        except VariantError as e:
-            raise UsageError(f"--variant: {e}") from None
-    if args.scheduler:
-        sched = args.scheduler
-        if sched.startswith("local:") and _int("--scheduler local:N", sched[6:], 1, 256) is None:
-            raise UsageError("--scheduler local:N needs N")
-        try:
-            import distributed  # noqa: F401
-        except ImportError:
-            raise UsageError("--scheduler needs Dask distributed: pip install 'cohort[cluster]'") from None
-        kw["scheduler"] = sched
-    if args.campaign:
-        _output_dir("--campaign", args.campaign)
-        kw["campaign_dir"] = args.campaign
-    return {"seconds": seconds, **kw}
-
-
-def _resume_hint(args, report: dict) -> str:
-    """What an interrupted campaign says: what it kept and the exact command that goes on."""
-    import shlex
-    command = shlex.join(["cohort", *args.argv])
-    done = f"interrupted after {report['programs']} programs (the programs in flight dropped)"
-    if args.campaign:
-        c = report.get("campaign") or {}
-        return (f"{done}; the campaign's state is in {args.campaign} ({c.get('seeds_done', 0)} seeds done, "
-                f"{len(c.get('failure_bins', {}))} failure bin(s)); resume with: {command}")
-    return (f"{done}; nothing was kept to resume from (no --campaign): {command} --campaign DIR keeps a "
-            "campaign's state, and the same command again resumes it")
-
-
-def cmd_fuzz(args) -> int:
-    from .verify.fuzz import CampaignError, default_corpus_dir, format_report, merge, run_campaign
-    from .verify.fuzz.cluster import SchedulerUnavailable
-    if args.merge:
-        if not args.campaign:
-            raise UsageError("--merge A B ... needs --campaign DIR, the merged campaign")
-        try:
-            merge(args.merge, args.campaign).close()
-        except CampaignError as e:
-            raise UsageError(str(e)) from None
-        print(f"merged {len(args.merge)} campaigns into {args.campaign}")
-        return 0
-    kw = _fuzz_options(args)
-    corpus = args.corpus or (None if kw["bugs"] else default_corpus_dir())   # injected bugs: no corpus by default
-    try:
-        report = run_campaign(kw.pop("seconds"), _seed(args.seed), corpus_dir=corpus, **kw)
-    except CampaignError as e:
-        raise UsageError(str(e)) from None
-    except SchedulerUnavailable as e:
-        raise UsageError(f"--scheduler {args.scheduler}: {e}") from None
-    c = report.get("campaign")
-    if c and c.get("complete") and not report["programs"] and not report["interrupted"]:
-        # run again after its --seeds were all done: nothing to test, nothing failed
-        n = kw["seeds"]
-        print(f"campaign {args.campaign} is complete: {n} seed{'' if n == 1 else 's'} of {n} done; nothing to run")
-        print("\n".join(line for line in format_report(report).splitlines()
-                        if line.startswith(("campaign ", "  bin "))))
-        if args.json:
-            print(json.dumps(report))
-        return 1 if c["failure_bins"] else 0
-    print(format_report(report))
-    if args.json:
-        print(json.dumps(report))
-    if report["interrupted"]:
-        print(_resume_hint(args, report), file=sys.stderr)
-        return 130                     # as bench: an interrupted campaign did not pass
-    if report.get("scheduler_lost"):
-        print(f"scheduler lost ({report['scheduler_lost']}); the same command resumes the campaign"
-              if args.campaign else f"scheduler lost ({report['scheduler_lost']})", file=sys.stderr)
-        return 1
-    # a campaign that tested nothing has not passed either (exit 1; format_report says why)
-    return 1 if report["failures"] or report["programs"] == 0 else 0
-
-
 # ---------------------------------------------------------------- main
 
 COMMANDS = {"ops": cmd_ops, "run": cmd_run, "bench": cmd_bench, "tables": cmd_tables, "audit": cmd_audit,
-            "fuzz": cmd_fuzz, "check": cli_check.cmd_check, "time": cli_check.cmd_time}
+            "fuzz": cli_fuzz.cmd_fuzz, "check": cli_check.cmd_check, "time": cli_check.cmd_time}
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import math
+import os
 
 
 class UsageError(Exception):
@@ -134,3 +135,26 @@ def environment_error(e: BaseException):
         where = f": {e.filename}" if e.filename else ""
         return f"{ENVIRONMENT_ERRNOS[e.errno]}{where}"
     return None
+
+
+def _seed(text: str) -> int:
+    try:
+        seed = int(text, 0)
+    except ValueError:
+        raise UsageError(f"--seed must be a non-negative integer, got {text!r}") from None
+    if not 0 <= seed < 2 ** 63:
+        raise UsageError(f"--seed must be in 0..2^63-1, got {seed}")
+    return seed
+
+
+def _output_dir(flag: str, directory: str):
+    """`directory` exists (made now if need be) and takes files; else a usage error."""
+    import tempfile
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise UsageError(f"{flag} {directory}: exists and is not a directory")
+    try:
+        os.makedirs(directory, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        raise UsageError(f"{flag} {directory}: {e.strerror or e}") from None

@@ -105,7 +105,8 @@ def test_campaign_runs_the_drawn_variants_only(tmp_path):
     (["--variant", "whole", "--variants-per-program", "2"], 2),
 ])
 def test_cli_variants_per_program(argv, expected):
-    from cohort.cli import _fuzz_options, _parser
+    from cohort.cli import _parser
+    from cohort.cli_fuzz import _fuzz_options
     kw = _fuzz_options(_parser().parse_args(["fuzz", *argv]))
     if expected == "default":
         assert "variants_per_program" not in kw

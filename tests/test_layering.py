@@ -15,7 +15,7 @@ import pytest
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cohort")
 # cli_options: cli.py's checks; torch (cohort.torch) builds on backend, and the audit times it
 LAYERS = {"refimpl": 0, "backend": 1, "verify": 2, "torch": 2, "triton": 2, "audit": 3, "cli": 4, "cli_options": 4,
-          "cli_check": 4}
+          "cli_check": 4, "cli_fuzz": 4}
 MAX_LINES = 600
 
 

@@ -113,6 +113,7 @@ class Core:
         self.steer = steer
         self.focus: dict = {}          # category -> multiplier: this program's swarm focus
         self.n, self.B = n, block
+        self.threads = n       # threads that exist (boundary.py); whole blocks once the kernel is cooperative
         self.nblocks = -(-n // block)
         self.npad = self.nblocks * block
         self.inputs: list = []         # BufferSpec of read-only buffers

@@ -46,7 +46,9 @@ class Boundary:
         """Top-level statements with one access at the edge of its buffer (module notes); the
         buffer is added to the kernel's (self.inputs, or self.edge_outputs for a store). `past`:
         one past the edge where that is one error in any order, else on it or one short."""
-        n, B = self.n, self.B
+        # the threads that exist: every thread of the started blocks in a cooperative kernel
+        # (DESIGN §2's launch rule; build_kernel decides before this whether there is one)
+        n, B = self.threads, self.B
         g, t, b, ci = self.g(), self.t(), self.b(), self.ci
         forms = ["affine", "reverse", "block", "blockthread", "guard", "select", "loop", "loop_thread", "signed"]
         aim = self.aim(*(f"past:{c}" for c in sorted(set(_SHAPE.values()) | {"guard-le", "guard-spelled"}))) \
@@ -99,8 +101,8 @@ class Boundary:
             shape = "guard-le" if how in _LE else "guard"
             spelled = how in _SPELLED
             Ke = ci(K)
-            if how in ("lt", "le", "ge", "gt") and self.maybe(30) and n - K <= 2 ** 20:
-                Ke = builtin(Op.NUM_THREADS) - ci(n - K)        # the same K, at run time
+            if how in ("lt", "le", "ge", "gt") and self.maybe(30) and self.n - K <= 2 ** 20:
+                Ke = builtin(Op.NUM_THREADS) - ci(self.n - K)   # the same K, at run time
             cond, then, pred, side = {
                 "lt": (lambda: binary(Op.LT, i, Ke), True, lambda x: x < K, "hi"),
                 "le": (lambda: binary(Op.LE, i, Ke), True, lambda x: x <= K, "hi"),

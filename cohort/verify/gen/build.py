@@ -8,6 +8,7 @@ from ...refimpl.ir import For, Kernel, Op, Param, ParamKind, Private, PStore, bi
 from .base import BOOL, F32, I32, SPECIAL_F32, SPECIAL_I32, SPECIAL_U32, U32, Core, _Loop, _Private
 from .boundary import Boundary
 from .case import BufferSpec, Case
+from .collectives import Collectives
 from .coop import Cooperative
 from .draws import HypothesisDraws, SeededDraws
 from .index import Indices
@@ -36,7 +37,7 @@ NEAR_PERCENT = 40         # launch sizes k*B + d: just around block and packet m
 NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, -2)
 
 
-class KernelBuilder(Boundary, Cooperative, Plants, Statements, Indices, Core):
+class KernelBuilder(Boundary, Cooperative, Plants, Statements, Collectives, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
     stress = False             # a stress program (fuzz/stress.py): large launch, small inputs
     aimed = None               # the one rare shape (steer.SHAPES, not one-past) this program is made for
@@ -153,6 +154,15 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         gen.node_budget = max(30, gen.node_budget // 2)
         ncoll = min(ncoll, 1)
         edge_phase = gen.int(0, ncoll)
+    # the cooperative pieces are drawn now: they make every thread of the last block exist
+    # (DESIGN §2), which the edge accesses below must count (boundary.py)
+    coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
+            "structure:barrier", "structure:atomic")
+    want_edges = {gen.aimed, gen.also} & set(ATOMIC_SHAPES)
+    plan_edges = edge not in ("past", "stress") and bool(want_edges or gen.maybe(6))
+    plan_section = edge not in ("past", "stress") and (gen.maybe(40) or _missing(gen, coop))
+    if plan_edges or plan_section or edge == "stress":
+        gen.threads = -(-gen.n // gen.B) * gen.B
     for phase in range(ncoll + 1):
         gen.phase = phase
         gen.exchange = set()
@@ -190,16 +200,12 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
                 rmw = gen.src.span(gen.plant, "structure:store:read-modify-write")
                 body.extend([rmw] if rmw is not None else [])
             body.extend(gen.plants(body))
-    coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
-            "structure:barrier", "structure:atomic")
     if edge == "stress":         # fuzz/stress.py: integer atomics on global buffers, always
         body.extend(gen.coop_stress())
     elif edge != "past":
-        if {gen.aimed, gen.also} & set(ATOMIC_SHAPES) or gen.maybe(6):
-            # on purpose while a campaign lacks it, else in 6% of programs (either kind)
-            want = {gen.aimed, gen.also} & set(ATOMIC_SHAPES)
-            body.extend(gen.coop_atomic_edges("atomic:shared-edge" in want if want else gen.maybe(50)))
-        if gen.maybe(40) or _missing(gen, coop):
+        if plan_edges:           # on purpose while a campaign lacks it, else in 6% of programs (either kind)
+            body.extend(gen.coop_atomic_edges("atomic:shared-edge" in want_edges if want_edges else gen.maybe(50)))
+        if plan_section:
             body.extend(gen.coop_section())
     body.extend(gen.epilogue())
     if gen.maybe(90):
