@@ -35,6 +35,17 @@ def width_target(request):
     return target.from_triple(*WIDTH_TARGETS[request.param])
 
 
+def example_module(filename: str):
+    """A script of examples/ loaded by path (examples/ is not a package), for tests that share
+    its definitions instead of copying them."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples", filename)
+    spec = importlib.util.spec_from_file_location(f"cohort_example_{filename[:-3]}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 TINY = Suite("tiny", "Tiny", "native_entry",
              (Group("g", (("rmsnorm", (3, 63)),), (Column("whole", "variant", "whole"),
                                                    Column("packet", "variant", "packet")),

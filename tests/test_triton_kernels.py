@@ -1,6 +1,7 @@
 """Tutorial and library-style Triton kernels on cohort.triton's reference, against torch.
 
-The kernels are written here from the tutorials' and libraries' definitions, at odd
+The kernels are written from the tutorials' and libraries' definitions (here, or shared with
+examples/triton_kernels.py), at odd
 sizes so every mask edge is exercised. Float results are compared with torch within
 a tolerance (different order of operations); integer results exactly.
 """
@@ -9,9 +10,16 @@ import pytest
 torch = pytest.importorskip("torch", reason="cohort.triton needs torch (pip install -e '.[triton]')")
 triton = pytest.importorskip("triton", reason="cohort.triton needs triton (pip install -e '.[triton]')")
 import triton.language as tl  # noqa: E402
+from conftest import example_module  # noqa: E402
 from triton.language.extra import libdevice  # noqa: E402
 
 import cohort.triton as ct  # noqa: E402
+
+_EXAMPLE = example_module("triton_kernels.py")     # the kernels this file shares with the example
+softmax_kernel = _EXAMPLE.softmax_kernel
+matmul_kernel = _EXAMPLE.matmul_kernel
+swiglu_kernel = _EXAMPLE.swiglu_kernel
+rope_kernel = _EXAMPLE.rope_kernel
 
 
 @pytest.fixture(autouse=True)
@@ -20,58 +28,11 @@ def _on_cpu():
         yield
 
 
-@triton.jit
-def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_rows, n_cols, BLOCK_SIZE: tl.constexpr):
-    row_start = tl.program_id(0)
-    row_step = tl.num_programs(0)
-    for row_idx in tl.range(row_start, n_rows, row_step):
-        row_ptr = in_ptr + row_idx * in_row_stride
-        col = tl.arange(0, BLOCK_SIZE)
-        mask = col < n_cols
-        row = tl.load(row_ptr + col, mask=mask, other=-float("inf"))
-        z = row - tl.max(row, axis=0)
-        num = tl.exp(z)
-        den = tl.sum(num, axis=0)
-        tl.store(out_ptr + row_idx * out_row_stride + col, num / den, mask=mask)
-
-
 def test_fused_softmax():
     x = torch.randn(37, 100)
     y = torch.empty_like(x)
     softmax_kernel[(8,)](y, x, x.stride(0), y.stride(0), 37, 100, BLOCK_SIZE=128)
     torch.testing.assert_close(y, torch.softmax(x, dim=1), rtol=1e-5, atol=1e-6)
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        a = tl.load(a_ptrs, mask=(offs_am[:, None] < M) & (offs_k[None, :] < K - k * BLOCK_K), other=0.0)
-        b = tl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_K) & (offs_bn[None, :] < N), other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
-    c = accumulator.to(c_ptr.dtype.element_ty)
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-    tl.store(c_ptrs, c, mask=c_mask)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -199,17 +160,6 @@ def test_rmsnorm_column_blocks(dtype):
 
 
 @triton.jit
-def swiglu_kernel(a_ptr, b_ptr, c_ptr, stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    cols = tl.arange(0, BLOCK)
-    m = cols < n_cols
-    a = tl.load(a_ptr + row * stride + cols, mask=m, other=0).to(tl.float32)
-    b = tl.load(b_ptr + row * stride + cols, mask=m, other=0)
-    c = (a * tl.sigmoid(a)).to(b.dtype) * b
-    tl.store(c_ptr + row * stride + cols, c, mask=m)
-
-
-@triton.jit
 def geglu_tanh_kernel(a_ptr, b_ptr, c_ptr, stride, n_cols, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
@@ -241,23 +191,6 @@ def test_swiglu_geglu():
     c1 = torch.empty(M * N)
     gelu_erf_kernel[(triton.cdiv(M * N, 256),)](a, c1, M * N, BLOCK=256)
     torch.testing.assert_close(c1, torch.nn.functional.gelu(a).reshape(-1), rtol=1e-5, atol=1e-6)
-
-
-@triton.jit
-def rope_kernel(q_ptr, cos_ptr, sin_ptr, q_row_stride, q_head_stride, cs_row_stride, n_heads,
-                HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr):
-    row = tl.program_id(0)
-    half = HEAD_DIM // 2
-    h = tl.arange(0, BLOCK_H)[:, None]
-    d = tl.arange(0, HEAD_DIM // 2)[None, :]
-    hm = h < n_heads
-    cos = tl.load(cos_ptr + row * cs_row_stride + d)
-    sin = tl.load(sin_ptr + row * cs_row_stride + d)
-    base = q_ptr + row * q_row_stride + h * q_head_stride
-    x1 = tl.load(base + d, mask=hm, other=0.0)
-    x2 = tl.load(base + half + d, mask=hm, other=0.0)
-    tl.store(base + d, x1 * cos - x2 * sin, mask=hm)
-    tl.store(base + half + d, x2 * cos + x1 * sin, mask=hm)
 
 
 def test_rotary_with_strides():
@@ -324,7 +257,8 @@ def test_float_kernels_against_triton_interpreter(tmp_path):
     import subprocess
     import sys
     dump = tmp_path / "interp.pt"
-    code = (f"import importlib.util, torch; spec = importlib.util.spec_from_file_location('k', {__file__!r}); "
+    code = (f"import importlib.util, sys, torch; sys.path.insert(0, {os.path.dirname(__file__)!r}); "
+            f"spec = importlib.util.spec_from_file_location('k', {__file__!r}); "
             f"m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
             f"torch.save(m._run_float_kernels(), {str(dump)!r})")
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TRITON_INTERPRET="1"),

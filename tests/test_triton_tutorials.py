@@ -6,8 +6,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="cohort.triton needs torch (pip install -e '.[triton]')")
 triton = pytest.importorskip("triton", reason="cohort.triton needs triton (pip install -e '.[triton]')")
 import triton.language as tl  # noqa: E402
+from conftest import example_module  # noqa: E402
 
 import cohort.triton as ct  # noqa: E402
+
+_EXAMPLE = example_module("triton_kernels.py")     # the kernels this file shares with the example
+attn_fwd = _EXAMPLE.attn_fwd
 
 
 @pytest.fixture(autouse=True)
@@ -97,42 +101,6 @@ def test_layer_norm_backward_with_lock():
     torch.testing.assert_close(dw, w.grad, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(db, b.grad, rtol=1e-4, atol=1e-4)
     assert locks[:G].tolist() == [0] * G
-
-
-@triton.jit
-def attn_fwd(Q, K, V, Out, sm_scale, stride_h, stride_t, T, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr,
-             BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
-    start_m = tl.program_id(0)
-    h = tl.program_id(1)
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_d = tl.arange(0, HEAD_DIM)
-    base = h * stride_h
-    q = tl.load(Q + base + offs_m[:, None] * stride_t + offs_d[None, :], mask=offs_m[:, None] < T, other=0.0)
-    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.44269504
-    hi = tl.minimum((start_m + 1) * BLOCK_M, T) if CAUSAL else T
-    for start_n in range(0, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        k = tl.load(K + base + offs_n[None, :] * stride_t + offs_d[:, None], mask=offs_n[None, :] < T, other=0.0)
-        qk = tl.dot(q, k)
-        valid = offs_n[None, :] < T
-        if CAUSAL:
-            valid = valid & (offs_m[:, None] >= offs_n[None, :])
-        qk = tl.where(valid, qk * qk_scale, -1.0e6)
-        m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        qk = qk - m_ij[:, None]
-        p = tl.math.exp2(qk)
-        alpha = tl.math.exp2(m_i - m_ij)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        v = tl.load(V + base + offs_n[:, None] * stride_t + offs_d[None, :], mask=offs_n[:, None] < T, other=0.0)
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        m_i = m_ij
-    acc = acc / l_i[:, None]
-    tl.store(Out + base + offs_m[:, None] * stride_t + offs_d[None, :], acc.to(Out.dtype.element_ty),
-             mask=offs_m[:, None] < T)
 
 
 @pytest.mark.parametrize("causal", [False, True])
