@@ -118,12 +118,12 @@ def _alive(pid: int) -> bool:
         return f.read().split(")")[-1].split()[0] != "Z"
 
 
-def test_ctrl_c_stops_a_campaign_at_once_and_says_how_to_resume(tmp_path):
+def _interrupt_a_hung_campaign(tmp_path) -> float:
     """SIGINT while both workers are inside a compile that would take an hour (the test hook
     COHORT_FUZZ_TEST_HANG): the campaign kills them, drops the programs in flight, keeps its
-    state and prints the command that resumes it. The bound on the time to exit is loose on
-    purpose (the target is 2 s; a campaign that waited for its programs in flight would take
-    the hour)."""
+    state and prints the command that resumes it (a campaign that waited for its programs in
+    flight would take the hour: communicate's timeout fails it). Returns the seconds from the
+    signal to the exit."""
     import shlex
     import signal
     import time
@@ -148,7 +148,6 @@ def test_ctrl_c_stops_a_campaign_at_once_and_says_how_to_resume(tmp_path):
             p.kill()
             p.communicate()
     assert p.returncode == 130, (out, err)
-    assert took < 15, took
     assert "Traceback" not in err, err
     assert f"resume with: cohort {shlex.join(argv)}" in err, err
     assert "(interrupted)" in out and " 0 programs in " in out
@@ -156,3 +155,16 @@ def test_ctrl_c_stops_a_campaign_at_once_and_says_how_to_resume(tmp_path):
     assert not any(_alive(w) for w in workers)
     summary = json.load(open(d / "summary.json"))
     assert summary["interrupted"] and summary["campaign"]["seeds_done"] == 0 and seeds_in(d) == []
+    return took
+
+
+def test_ctrl_c_stops_a_campaign_at_once_and_says_how_to_resume(tmp_path):
+    _interrupt_a_hung_campaign(tmp_path)
+
+
+@pytest.mark.slow
+def test_ctrl_c_acts_within_seconds(tmp_path):
+    """The time to exit (measured 0.24-0.38 s, docs/fuzzing.md), bounded loosely: a timing check
+    is kept out of the default suite."""
+    took = _interrupt_a_hung_campaign(tmp_path)
+    assert took < 15, took

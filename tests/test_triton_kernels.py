@@ -16,6 +16,8 @@ from triton.language.extra import libdevice  # noqa: E402
 import cohort.triton as ct  # noqa: E402
 
 _EXAMPLE = example_module("triton_kernels.py")     # the kernels this file shares with the example
+layer_norm_fwd = _EXAMPLE.layer_norm_fwd
+rmsnorm_kernel = _EXAMPLE.rmsnorm_kernel
 softmax_kernel = _EXAMPLE.softmax_kernel
 matmul_kernel = _EXAMPLE.matmul_kernel
 swiglu_kernel = _EXAMPLE.swiglu_kernel
@@ -83,39 +85,6 @@ def test_low_memory_dropout_deterministic_and_rate():
     torch.testing.assert_close(o1[o1 != 0], (x / 0.7)[o1 != 0])
 
 
-@triton.jit
-def layer_norm_fwd(X, Y, W, B, Mean, Rstd, stride, N, eps, BLOCK_SIZE: tl.constexpr):
-    row = tl.program_id(0)
-    Y += row * stride
-    X += row * stride
-    mean = 0
-    _mean = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    for off in range(0, N, BLOCK_SIZE):
-        cols = off + tl.arange(0, BLOCK_SIZE)
-        a = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        _mean += a
-    mean = tl.sum(_mean, axis=0) / N
-    _var = tl.zeros([BLOCK_SIZE], dtype=tl.float32)
-    for off in range(0, N, BLOCK_SIZE):
-        cols = off + tl.arange(0, BLOCK_SIZE)
-        x = tl.load(X + cols, mask=cols < N, other=0.).to(tl.float32)
-        x = tl.where(cols < N, x - mean, 0.)
-        _var += x * x
-    var = tl.sum(_var, axis=0) / N
-    rstd = 1 / tl.sqrt(var + eps)
-    tl.store(Mean + row, mean)
-    tl.store(Rstd + row, rstd)
-    for off in range(0, N, BLOCK_SIZE):
-        cols = off + tl.arange(0, BLOCK_SIZE)
-        mask = cols < N
-        w = tl.load(W + cols, mask=mask)
-        b = tl.load(B + cols, mask=mask)
-        x = tl.load(X + cols, mask=mask, other=0.).to(tl.float32)
-        x_hat = (x - mean) * rstd
-        y = x_hat * w + b
-        tl.store(Y + cols, y, mask=mask)
-
-
 def test_layer_norm_forward():
     M, N = 19, 300
     x = torch.randn(M, N)
@@ -125,25 +94,6 @@ def test_layer_norm_forward():
     layer_norm_fwd[(M,)](x, y, w, b, mean, rstd, x.stride(0), N, 1e-5, BLOCK_SIZE=128)
     torch.testing.assert_close(y, torch.nn.functional.layer_norm(x, (N,), w, b, 1e-5), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(mean, x.mean(1), rtol=1e-5, atol=1e-6)
-
-
-@triton.jit
-def rmsnorm_kernel(x_ptr, w_ptr, y_ptr, stride, n_cols, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    x_ptr += row * stride
-    y_ptr += row * stride
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for off in range(0, n_cols, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        x = tl.load(x_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
-        acc += x * x
-    rstd = tl.rsqrt(tl.sum(acc, axis=0) / n_cols + eps.to(tl.float32))
-    for off in range(0, n_cols, BLOCK):
-        cols = off + tl.arange(0, BLOCK)
-        m = cols < n_cols
-        x = tl.load(x_ptr + cols, mask=m, other=0.0).to(tl.float32)
-        w = tl.load(w_ptr + cols, mask=m).to(tl.float32)
-        tl.store(y_ptr + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
