@@ -25,8 +25,6 @@ statically. A deliberately shared name is made public; a name only one module ne
 import ast
 import os
 
-import pytest
-
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cohort")
 
 # Being removed on other branches; the lead empties these after merging them. An entry that is

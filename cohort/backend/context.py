@@ -30,7 +30,6 @@ from llvmlite import ir
 
 from ..refimpl.ir import DType, Kernel, ParamKind
 from . import inject
-from .lower_ops import memory_type, scalar_type
 
 I64 = ir.IntType(64)
 I32T = ir.IntType(32)
@@ -178,5 +177,12 @@ class Ctx:
         return self.b.call(fn, args)
 
 
+def scalar_type(dt: DType) -> ir.Type:
+    return {DType.F32: ir.FloatType(), DType.I32: I32T, DType.U32: I32T, DType.BOOL: I1}[dt]
+
+
 def mem_type(dt: DType) -> ir.Type:
-    return memory_type(dt)
+    """How a dtype sits in a buffer: bool is one byte (NumPy's bool_), bf16/f16 their 16 bits."""
+    if dt.is_storage:
+        return ir.IntType(16)
+    return I8 if dt is DType.BOOL else scalar_type(dt)

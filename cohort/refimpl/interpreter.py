@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import mathlib
 from .ir import (
     Assign,
     Atomic,
@@ -168,6 +169,11 @@ class Interpreter:
         if r is None:
             r = memo[id(e)] = EVALUATE[e.op](self, e, mask, memo)
         return r
+
+    def math(self, e: Expr, x, mask):
+        """A math function's node: its template (mathlib), with the operand's value `x` in
+        place of the template's placeholder."""
+        return self.ev(mathlib.template(e.arg), mask, {("arg", 0): x})
 
     # ------------------------------------------------------------ memory
     def check_index(self, idx, length: int, mask, what: str, name: str, kind: str):
