@@ -1,5 +1,6 @@
 """Bounds proofs for the default (safe) build: which buffer accesses need no
-per-access check, and the entry prologue that proves it for one launch.
+per-access check (this module, at compile time), and the entry prologue that proves it
+for one launch (bounds_emit.prologue, the IR it runs).
 
 An access's index is *boundable* when it is built from constants, scalar
 parameters, the launch built-ins, buffer lengths, loop variables of loops
