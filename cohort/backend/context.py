@@ -28,7 +28,7 @@ import struct
 
 from llvmlite import ir
 
-from ..refimpl.ir import DType, Kernel, ParamKind
+from ..refimpl.ir import DType, Kernel, ParamKind, Private, Shared
 from . import inject
 
 I64 = ir.IntType(64)
@@ -52,7 +52,6 @@ MAX_SCRATCH_BYTES = 256 << 20
 def private_layout(kernel: Kernel) -> tuple:
     """({private or shared array name: byte offset in scratch}, total bytes) for one block
     of B threads: a private array has an element per thread, a shared one per block."""
-    from ..refimpl.ir import Private, Shared
     offsets, total = {}, 0
     for s in kernel.body:
         if isinstance(s, (Private, Shared)):
@@ -70,7 +69,6 @@ def array_bytes(s, copies: int) -> int:
 
 def private_bytes(kernel: Kernel) -> int:
     """Bytes of a block's private arrays (an element per thread each)."""
-    from ..refimpl.ir import Private
     return sum(array_bytes(s, kernel.block) for s in kernel.body if isinstance(s, Private))
 
 
