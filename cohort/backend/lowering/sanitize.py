@@ -39,6 +39,7 @@ from llvmlite import ir
 
 from ...refimpl.ir import AtomicOp, Loc
 from ..context import ERR_SHARED_RACE, ERR_UNINIT_SHARED, I1, I8, I32T, I64, PTR
+from .sanitize_global import GlobalSanitizer
 
 # a slot's shadow: (phase, lowest thread, highest thread) per way, and the update's operation
 WAYS = ("write", "read", "atomic")
@@ -73,11 +74,12 @@ class SharedSite:
     how: str = "read"
 
 
-class Sanitizer:
+class Sanitizer(GlobalSanitizer):
     def sanitize_arrays(self):
         """The written flags (whole 8-byte words) and race shadows of every shared array
         (sanitize builds); the shadows cleared once per call of the entry."""
         self.written_flags, self.shadows, self.phase_ptr = {}, {}, None
+        self.global_shadows()
         if not self.variant.sanitize or not self.shared_arrays:
             return
         b = self.b
@@ -92,6 +94,7 @@ class Sanitizer:
 
     def next_phase(self):
         """A barrier or collective passed, or a new block: a new phase (sanitize builds)."""
+        self.global_phase(first=False)
         if self.phase_ptr is not None:
             b = self.b
             b.store(b.add(b.load(self.phase_ptr, typ=I32T), self.i32(1)), self.phase_ptr)
@@ -191,6 +194,7 @@ class Sanitizer:
         """A new block: none of its shared slots is written yet, and a new phase."""
         b = self.b
         self.next_phase()
+        self.global_phase(first=True)
         for ptr, words in self.written_flags.values():
             self.counted_loop(self.i64(0), self.i64(words), lambda w, ptr=ptr: b.store(
                 self.i64(0), b.gep(ptr, [w], source_etype=I64), align=8), "written.clear")
