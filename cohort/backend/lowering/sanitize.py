@@ -44,6 +44,10 @@ from .sanitize_global import GlobalSanitizer
 # a slot's shadow: (phase, lowest thread, highest thread) per way, and the update's operation
 WAYS = ("write", "read", "atomic")
 FIELDS = 10
+# Above this many lanes the written flags are read and set lane by lane, not gathered and
+# scattered: LLVM scalarises a 256-lane gather (interleave 32) into seconds of code generation
+# (benchmarks/sanitize_cost.py --compile: 2.7 s for a packet build of a 256-thread block)
+FLAG_VECTOR_LANES = 16
 _OPS = list(AtomicOp)
 
 
@@ -205,13 +209,8 @@ class Sanitizer(GlobalSanitizer):
             return
         b, flags = self.b, self.written_flags[name][0]
         one = ir.Constant(I8, 1)
-        if self.W == 1:
-            at = b.gep(flags, [idx64], source_etype=I8)
-            if self.mask is None:
-                b.store(one, at)
-            else:
-                with b.if_then(self.mask):
-                    b.store(one, at)
+        if self.W == 1 or self.W > FLAG_VECTOR_LANES:
+            self.each_active_lane(lambda li: b.store(one, b.gep(flags, [self.lane(idx64, li)], source_etype=I8)))
             return
         ptrs = self.lane_pointers(flags, idx64, I8)
         self.intrinsic(f"llvm.masked.scatter.v{self.W}i8.v{self.W}p0", ir.VoidType(),
@@ -224,6 +223,9 @@ class Sanitizer(GlobalSanitizer):
             return
         b, flags = self.b, self.written_flags[name][0]
         self.counts["initchecks"] += 1
+        if self.W > FLAG_VECTOR_LANES:
+            self.check_written_per_lane(name, flags, idx64, key, stmt)
+            return
         if self.W == 1:
             fresh = b.icmp_unsigned("==", b.load(b.gep(flags, [idx64], source_etype=I8), typ=I8), ir.Constant(I8, 0))
         else:
@@ -239,6 +241,12 @@ class Sanitizer(GlobalSanitizer):
         b.cbranch(self.any(fresh), bad_bb, ok_bb)
         b.position_at_end(bad_bb)
         lane = self.first_lane(fresh)
+        self.report_uninitialised(name, idx64, lane, key, stmt)
+        b.position_at_end(ok_bb)
+
+    def report_uninitialised(self, name: str, idx64, lane, key, stmt):
+        """Record lane `lane`'s read of an unwritten slot and leave the entry."""
+        b = self.b
         site = ("uninitialised", id(key))     # its own entry: the statement's may name no array
         if site not in self.stmt_ids:
             self.stmt_ids[site] = len(self.stmt_table)
@@ -249,5 +257,15 @@ class Sanitizer(GlobalSanitizer):
                                       b.sext(self.lane(self.gid, lane), I64)), start=1):
                 b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
         b.ret_void()
-        b.position_at_end(ok_bb)
+
+    def check_written_per_lane(self, name: str, flags, idx64, key, stmt):
+        """check_written lane by lane: at many lanes (a wide interleave) a gather of the flags
+        is scalarised by LLVM's code generator, seconds of compile time per access."""
+        b = self.b
+
+        def lane(li):
+            fresh = b.load(b.gep(flags, [self.lane(idx64, li)], source_etype=I8), typ=I8)
+            with b.if_then(b.icmp_unsigned("==", fresh, ir.Constant(I8, 0)), likely=False):
+                self.report_uninitialised(name, idx64, li, key, stmt)
+        self.each_active_lane(lane)
 
