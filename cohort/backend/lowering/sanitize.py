@@ -119,37 +119,26 @@ class Sanitizer(GlobalSanitizer):
         mine = WAYS.index(how) if how in WAYS else 2
         op = self.i32(_OPS.index(AtomicOp(how)) if mine == 2 else -1)
 
+        slot_of = self.lane_indices(idx64)       # one store of the packet's indices (sanitize_global.py)
+        t0, g0 = self.lane0(self.tid), self.lane0(self.gid)       # a packet's threads are consecutive
+
         def lane(li):
-            slot = self.lane(idx64, li) if self.W == 1 else b.extract_element(idx64, li)
-            t = self.tid if self.W == 1 else b.extract_element(self.tid, li)
+            slot = slot_of(li)
+            t = t0 if self.W == 1 else b.add(t0, li)
             at = b.gep(shadow, [b.mul(slot, self.i64(FIELDS))], source_etype=I32T)
             r = b.call(self.race_function(), [at, t, phase, self.i32(mine), op])
             with b.if_then(b.icmp_unsigned("!=", r, self.i64(0)), likely=False):
                 r1 = b.sub(r, self.i64(1))
                 who, way = b.and_(r1, self.i64(0xFFFF)), b.lshr(r1, self.i64(16))
                 index = b.or_(b.or_(slot, b.shl(who, self.i64(32))), b.shl(way, self.i64(48)))
-                gid = self.gid if self.W == 1 else b.extract_element(self.gid, li)
+                gid = g0 if self.W == 1 else b.add(g0, li)
                 claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_SHARED_RACE), "monotonic", "monotonic")
                 with b.if_then(b.extract_value(claim, 1)):
                     for k, v in enumerate((self.i64(self.stmt_ids[site]), index, b.sext(gid, I64)), 1):
                         b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
                 b.ret_void()
 
-        if self.W == 1:
-            if self.mask is None:
-                lane(self.i32(0))
-            else:
-                with b.if_then(self.mask):
-                    lane(self.i32(0))
-            return
-
-        def each(li):
-            if self.mask is None:
-                lane(li)
-            else:
-                with b.if_then(self.lane_on(self.mask, li)):
-                    lane(li)
-        self.counted_loop(self.i32(0), self.i32(self.W), each, "race.lane")
+        self.each_active_lane(lane)
 
     def race_function(self) -> ir.Function:
         """i64 race(ptr shadow of the slot, i32 thread, i32 phase, i32 way, i32 operation): 0, or

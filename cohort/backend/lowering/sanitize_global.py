@@ -119,12 +119,12 @@ class GlobalSanitizer:
         phase = b.load(self.gphase_ptr, typ=I32T)
         mine = WAYS.index(how) if how in WAYS else 2
         op = self.i32(_OPS.index(AtomicOp(how)) if mine == 2 else 0)
-        vector_index = isinstance(idx64.type, ir.VectorType)
+        slot_of = self.lane_indices(idx64)
+        t0, g0 = self.lane0(self.tid), self.lane0(self.gid)       # a packet's threads are consecutive
 
         def lane(li):
-            slot = b.extract_element(idx64, li) if vector_index else idx64
-            t = self.lane(self.tid, li)
-            g = self.lane(self.gid, li)
+            slot = slot_of(li)
+            t, g = (t0, g0) if self.W == 1 else (b.add(t0, li), b.add(g0, li))
             at = b.gep(shadow, [b.mul(slot, self.i64(SHADOW_WORDS))], source_etype=I64)
             r = b.call(self.grace_function(), [at, g, t, phase, self.i32(mine), op])
             with b.if_then(b.icmp_unsigned("!=", r, self.i64(0)), likely=False):
@@ -134,6 +134,18 @@ class GlobalSanitizer:
                         b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
                 b.ret_void()
         self.each_active_lane(lane)
+
+    def lane_indices(self, idx64):
+        """lane -> its i64 index: read from one store of the packet's indices, not extracted lane
+        by lane (a variable extract is a spill of the vector each time; atomics.lanes_in_memory)."""
+        b, W = self.b, self.W
+        if W == 1 or not isinstance(idx64.type, ir.VectorType):
+            return lambda li: idx64
+        at = self.alloca(ir.ArrayType(I64, W), "grace.at")
+        b.store(idx64, at, align=8)
+        # an empty asm hides the slot from LLVM, which would fold the loads back into extracts
+        opaque = b.asm(ir.FunctionType(PTR, [PTR]), "", "=r,0", [at], False, name="grace.at.p")
+        return lambda li: b.load(b.gep(opaque, [li], source_etype=I64), typ=I64, align=8)
 
     def grace_function(self) -> ir.Function:
         """i64 grace(ptr element's shadow, i32 thread, i32 thread in block, i32 phase, i32 way,
