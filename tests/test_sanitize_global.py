@@ -309,10 +309,28 @@ def test_a_longer_buffer_gets_a_longer_shadow():
     ck.launch(1, {"x": np.ones(1, np.float32), "y": np.zeros(1, np.float32)})
     with pytest.raises(KernelRuntimeError, match=r"write conflict: threads 0 and 1 both store to y\[0\]"):
         ck.launch(3000, _f32(3000)())
-    p = ck.prepare(3000, _f32(3000)())          # a prepared launch run directly: fitted on its first run
+    p = ck.prepare(3000, _f32(3000)())          # a prepared launch comes with fitted shadows
+    assert len(p.shadows) == 1 and p.shadows[0].size >= 3000 * SHADOW_WORDS
     with pytest.raises(KernelRuntimeError, match=r"write conflict: threads 0 and 1"):
         p.run()
-    assert len(p.shadows) == 1 and p.shadows[0].size >= 3000 * SHADOW_WORDS
+    p.shadows.clear()                            # (as a block built by hand would be: no shadows)
+    p.record[p.sanitized.shadows_at + 1] = 0
+    with pytest.raises(KernelRuntimeError, match=r"write conflict: threads 0 and 1"):
+        p.run()                                  # ERR_SHADOW: nothing ran, fitted, run again
+    assert len(p.shadows) == 1
+
+
+def test_the_native_timer_runs_a_prepared_sanitize_launch():
+    # cohort time's path: a prepared block timed by the runtime's native entry, no Python
+    # between the calls; the shadows fitted at prepare, repeats of one launch report nothing
+    from cohort.backend import runtime
+    ck = compile_kernel(staged_in_global, {}, "packet,sanitize=on", verify="never")
+    args = {**_f32()(), "z": np.zeros(24, np.float32)}
+    native = runtime.NativeLaunch(ck.prepare(24, args), ck.variant)
+    native.launch()
+    assert len(native.time(3, 3)) == 3
+    want = interpret(staged_in_global.ir, 24, {**_f32()(), "z": np.zeros(24, np.float32)})
+    assert args["z"].tobytes() == want["z"].tobytes()
 
 
 def test_buffers_the_kernel_only_reads_have_no_shadow():

@@ -166,8 +166,12 @@ class CompiledKernel:
 
     def prepare(self, n: int, args: dict) -> "PreparedLaunch":
         """Check every argument and build the entry's argument block (no run).
-        The result is the caller's: no launch refills it."""
-        return self._take(n, args, False)
+        The result is the caller's: no launch refills it. A sanitize build's block comes with
+        global shadows fitted to these buffers (the native timer runs it with no Python between)."""
+        p = self._take(n, args, False)
+        if p.sanitized is not None and p.sanitized.shadowed:
+            p.fit_shadows()
+        return p
 
     def launch(self, n: int, args: dict, verify: Optional[str] = None) -> dict:
         """Run a launch to completion as the variant's grain and workers say
