@@ -14,9 +14,13 @@ than the usual four (kind, statement, index, thread):
 
 The shadow of a buffer is SHADOW_WORDS int64 words per element (lowering/sanitize_global.py
 says what they hold), allocated here, zeroed, for every launch that goes through
-CompiledKernel.run_prepared, and whenever a launch's buffer is longer than its shadow: the
-entry's prologue then records ERR_SHADOW before touching any memory, and the launch is run
-again with shadows of the right size (PreparedLaunch.raise_error). Cost: 56 bytes per element
+CompiledKernel.run_prepared (launch, cohort.torch's ops), for a block CompiledKernel.prepare
+hands out, and whenever a launch's buffer is longer than its shadow: the entry's prologue then
+records ERR_SHADOW before touching any memory, and the launch is run again with shadows of the
+right size (PreparedLaunch.raise_error). A prepared block run again directly (the native
+timer) keeps its shadows: a repeat of one launch reports nothing its first run would not have
+(the phases count per block), but a kernel whose indices depend on values it wrote itself can
+be reported at a repeat. Cost: 56 bytes per element
 of every buffer the kernel stores to or updates (docs/kernels.md).
 """
 from __future__ import annotations
