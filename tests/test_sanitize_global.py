@@ -209,6 +209,20 @@ def test_the_packet_builds_name_the_interpreters_pair():
         assert _native_error(neighbour, v, 24, _f32()()) == f"{ref} [native, {parse_variant(v).label}]", v
 
 
+@kernel(block=8)
+def blocks_collide(x: Buffer[f32], y: Buffer[f32]):
+    y[thread_id()] = x[global_id()]              # every block stores y[0..7]: blocks race
+
+
+def test_blocks_running_at_the_same_time_do_not_miss_each_other():
+    # pool workers run blocks side by side: each access records itself before it checks, so of
+    # two colliding blocks the later sees the earlier, whatever the interleaving
+    ck = compile_kernel(blocks_collide, {}, "whole,grain=1,workers=2,sanitize=on", verify="never")
+    for _ in range(20):
+        with pytest.raises(KernelRuntimeError, match=r"write conflict: threads \d+ and \d+ both store to y\[\d\]"):
+            ck.launch(64, {"x": np.ones(64, np.float32), "y": np.zeros(8, np.float32)})
+
+
 # ---------------------------------------------------------------- what is not a race
 
 

@@ -20,10 +20,13 @@ it in its error record):
                      of each block, +1 at each barrier or collective
     the atomic operation of the last update
 
-Each active lane of an access, in lane order, checks the ways its way conflicts with: another
-block in the launch range is a race (the interpreter's `other_block`, naming the lowest or
-highest such thread), else another thread of the block in the same phase (`same_phase`); then
-it records itself. The message is the interpreter's ("store to y[3] races with the load by
+Each active lane of an access, in lane order, records itself in its way's launch range
+(compare-exchange), then checks the ways its way conflicts with (its own as it was before it):
+another block in the launch range is a race (the interpreter's `other_block`, naming the
+lowest or highest such thread), else another thread of the block in the same phase
+(`same_phase`); then it records its phase range. Recording before checking, both sequentially
+consistent, is what keeps two blocks that pool workers run at the same time from missing each
+other. The message is the interpreter's ("store to y[3] races with the load by
 thread 4 in this launch", "write conflict: threads 0 and 1 both store to y[0]") with
 `[native, VARIANT]` appended. The interpreter runs a statement for every thread at once and
 names the second access in its lock-step order; a build runs threads packet after packet, so
@@ -165,6 +168,7 @@ class GlobalSanitizer:
         word = lambda i: b.gep(e, [i if isinstance(i, ir.Value) and not isinstance(i, ir.Constant) else c64(i)],
                                source_etype=I64)
         load = lambda p: b.load_atomic(p, "monotonic", 8, typ=I64)
+        fenced = lambda p: b.load_atomic(p, "seq_cst", 8, typ=I64)
 
         def store(v, p):      # llvmlite's store_atomic wants a typed pointer: the instruction itself
             b._insert(ir.instructions.StoreAtomicInstr(b.block, v, p, "monotonic", 8))
@@ -174,6 +178,33 @@ class GlobalSanitizer:
         base = b.sub(g64, t64)
         op64 = b.zext(op, I64)
         last_op = load(word(6))
+        # First this access's launch range, by a sequentially consistent compare-exchange, then
+        # the other ways' ranges by sequentially consistent loads: of two accesses from blocks
+        # that pool workers run at the same time, the later of the two sees the other (as in
+        # Dekker's algorithm); checking before recording, both could miss each other. The
+        # access's own way is checked against the range as it was before it (`prev`).
+        w64 = b.zext(mine, I64)
+        span_p = word(b.mul(w64, c64(2)))
+        first = fenced(span_p)
+        pre = b.block
+        head = fn.append_basic_block("record.head")
+        swap = fn.append_basic_block("record.swap")
+        done = fn.append_basic_block("record.done")
+        b.branch(head)
+        b.position_at_end(head)
+        prev = b.phi(I64)
+        prev.add_incoming(first, pre)
+        low, top = b.and_(prev, c64(0xFFFFFFFF)), b.lshr(prev, c64(32))
+        mine_low, mine_top = b.sub(c64(0xFFFFFFFF), g64), b.add(g64, c64(1))
+        low = b.select(b.icmp_unsigned(">", mine_low, low), mine_low, low)
+        top = b.select(b.icmp_unsigned(">", mine_top, top), mine_top, top)
+        new = b.or_(low, b.shl(top, c64(32)))
+        b.cbranch(b.icmp_unsigned("==", new, prev), done, swap)
+        b.position_at_end(swap)
+        res = b.cmpxchg(span_p, prev, new, "seq_cst", "seq_cst")
+        prev.add_incoming(b.extract_value(res, 0), swap)
+        b.cbranch(b.extract_value(res, 1), done, head)
+        b.position_at_end(done)
         for w in range(3):
             if w == 0:
                 conflicts = ir.Constant(I1, 1)
@@ -184,7 +215,7 @@ class GlobalSanitizer:
             else:                                                               # one op's updates commute
                 conflicts = b.not_(b.and_(b.icmp_unsigned("==", mine, c32(2)), b.icmp_unsigned("==", last_op, op64)))
                 code = b.add(last_op, c64(2))
-            span = load(word(2 * w))
+            span = b.select(b.icmp_unsigned("==", mine, c32(w)), prev, fenced(word(2 * w)))
             top = b.lshr(span, c64(32))
             lo = b.sub(c64(0xFFFFFFFF), b.and_(span, c64(0xFFFFFFFF)))
             hi = b.sub(top, c64(1))
@@ -201,29 +232,6 @@ class GlobalSanitizer:
             with b.if_then(b.and_(b.and_(same, other_t), conflicts), likely=False):
                 who = b.add(base, b.select(b.icmp_unsigned("!=", plo, t64), plo, phi))
                 b.ret(b.add(b.or_(who, b.shl(code, c64(32))), c64(1)))
-        # record: the launch range by compare-exchange (pool workers share the shadow)
-        w64 = b.zext(mine, I64)
-        span_p = word(b.mul(w64, c64(2)))
-        first = load(span_p)
-        pre = b.block
-        head = fn.append_basic_block("record.head")
-        swap = fn.append_basic_block("record.swap")
-        done = fn.append_basic_block("record.done")
-        b.branch(head)
-        b.position_at_end(head)
-        old = b.phi(I64)
-        old.add_incoming(first, pre)
-        low, top = b.and_(old, c64(0xFFFFFFFF)), b.lshr(old, c64(32))
-        mine_low, mine_top = b.sub(c64(0xFFFFFFFF), g64), b.add(g64, c64(1))
-        low = b.select(b.icmp_unsigned(">", mine_low, low), mine_low, low)
-        top = b.select(b.icmp_unsigned(">", mine_top, top), mine_top, top)
-        new = b.or_(low, b.shl(top, c64(32)))
-        b.cbranch(b.icmp_unsigned("==", new, old), done, swap)
-        b.position_at_end(swap)
-        res = b.cmpxchg(span_p, old, new, "monotonic", "monotonic")
-        old.add_incoming(b.extract_value(res, 0), swap)
-        b.cbranch(b.extract_value(res, 1), done, head)
-        b.position_at_end(done)
         # the phase range: this block's alone (another block's access is a race reported above)
         ph_p = word(b.add(b.mul(w64, c64(2)), c64(1)))
         ph = load(ph_p)
