@@ -29,7 +29,9 @@ interpreter names the race - both are errors, never a silent answer.
 
 Loads that would read a loop's shared windows through in-register transposes
 (transposed.py) are read one by one in this build, so that each is checked.
-Tests: tests/test_sanitize.py (planted missing stores and races must be reported).
+Races in global memory and barrier divergence: sanitize_global.py.
+Tests: tests/test_sanitize.py (planted missing stores and races must be reported),
+tests/test_sanitize_wide.py (the same at many lanes, flags read lane by lane).
 """
 from __future__ import annotations
 
@@ -199,7 +201,8 @@ class Sanitizer(GlobalSanitizer):
         b, flags = self.b, self.written_flags[name][0]
         one = ir.Constant(I8, 1)
         if self.W == 1 or self.W > FLAG_VECTOR_LANES:
-            self.each_active_lane(lambda li: b.store(one, b.gep(flags, [self.lane(idx64, li)], source_etype=I8)))
+            slot_of = self.lane_indices(idx64)
+            self.each_active_lane(lambda li: b.store(one, b.gep(flags, [slot_of(li)], source_etype=I8)))
             return
         ptrs = self.lane_pointers(flags, idx64, I8)
         self.intrinsic(f"llvm.masked.scatter.v{self.W}i8.v{self.W}p0", ir.VoidType(),
@@ -251,9 +254,10 @@ class Sanitizer(GlobalSanitizer):
         """check_written lane by lane: at many lanes (a wide interleave) a gather of the flags
         is scalarised by LLVM's code generator, seconds of compile time per access."""
         b = self.b
+        slot_of = self.lane_indices(idx64)
 
         def lane(li):
-            fresh = b.load(b.gep(flags, [self.lane(idx64, li)], source_etype=I8), typ=I8)
+            fresh = b.load(b.gep(flags, [slot_of(li)], source_etype=I8), typ=I8)
             with b.if_then(b.icmp_unsigned("==", fresh, ir.Constant(I8, 0)), likely=False):
                 self.report_uninitialised(name, idx64, li, key, stmt)
         self.each_active_lane(lane)
