@@ -45,6 +45,9 @@ ERR_UNPROVEN = 6     # safe builds: an index bound failed for this launch; nothi
 ERR_SHARED_OOB = 7
 ERR_UNINIT_SHARED = 8   # sanitize builds: a read of a shared slot no thread of the block wrote
 ERR_SHARED_RACE = 9     # sanitize builds: two threads' accesses of a shared slot between barriers
+ERR_GLOBAL_RACE = 10    # sanitize builds: two threads' accesses of a buffer element (sanitize_global.py)
+ERR_BARRIER_DIVERGENCE = 11   # sanitize builds: a block's threads would not all reach a barrier
+ERR_SHADOW = 12         # sanitize builds: a buffer longer than its shadow; nothing ran, rerun fitted
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 
