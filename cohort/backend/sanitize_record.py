@@ -119,13 +119,13 @@ def divergence_message(kernel: str, site, block: int, values: np.ndarray, B: int
     block's per-thread values: for an `if`, 1 where the thread takes the branch holding the
     barrier; for a `for`, its trip count (the threads past the fewest trips reach the barrier
     alone)."""
-    from ..refimpl.interpreter import _ranges
+    from ..refimpl.interpreter import thread_ranges
     v = values[:B].astype(np.int64)
     here = v > v.min()
     away = ~here
     first_away = int(np.flatnonzero(away)[0])
     return (f"kernel {kernel}, {site.loc}: barrier divergence in block {block}: threads "
-            f"{_ranges(np.flatnonzero(here))} reached this barrier, threads {_ranges(np.flatnonzero(away))} "
+            f"{thread_ranges(np.flatnonzero(here))} reached this barrier, threads {thread_ranges(np.flatnonzero(away))} "
             f"did not (thread {block * B + first_away}, block {block}) [native, {label}]")
 
 

@@ -308,8 +308,8 @@ class Interpreter:
             b = int(np.flatnonzero(split)[0])
             here = np.flatnonzero(arrived[b])
             away = np.flatnonzero(live[b] & ~arrived[b])
-            self.fail(f"barrier divergence in block {b}: threads {_ranges(here)} reached this barrier, "
-                      f"threads {_ranges(away)} did not", b * self.B + int(away[0]))
+            self.fail(f"barrier divergence in block {b}: threads {thread_ranges(here)} reached this barrier, "
+                      f"threads {thread_ranges(away)} did not", b * self.B + int(away[0]))
         self.phase[blocks] += 1
 
     def run_atomic(self, s: Atomic, mask, memo):
@@ -419,7 +419,7 @@ RUN = {
 }
 
 
-def _ranges(ids) -> str:
+def thread_ranges(ids) -> str:
     """0-3, 7, 9-15"""
     out, ids = [], [int(i) for i in ids]
     i = 0

@@ -35,13 +35,11 @@ tests/test_sanitize_wide.py (the same at many lanes, flags read lane by lane).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from llvmlite import ir
 
-from ...refimpl.ir import AtomicOp, Loc
+from ...refimpl.ir import AtomicOp
 from ..context import ERR_SHARED_RACE, ERR_UNINIT_SHARED, I1, I8, I32T, I64, PTR
-from .sanitize_global import GlobalSanitizer
+from .sanitize_global import GlobalSanitizer, SharedSite
 
 # a slot's shadow: (phase, lowest thread, highest thread) per way, and the update's operation
 WAYS = ("write", "read", "atomic")
@@ -70,14 +68,6 @@ def decode_race(index: int):
     """(slot, other thread in its block, the other access's way) from an error record's index."""
     way = index >> 48
     return index & 0xFFFFFFFF, (index >> 32) & 0xFFFF, WAYS[way] if way < 2 else _OPS[way - 2].value
-
-
-@dataclass(frozen=True)
-class SharedSite:
-    """What a report names: the statement's location, the array and the way of access."""
-    loc: Loc
-    arr: str
-    how: str = "read"
 
 
 class Sanitizer(GlobalSanitizer):

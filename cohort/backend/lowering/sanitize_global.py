@@ -45,14 +45,25 @@ Tests: tests/test_sanitize_global.py, tests/test_sanitize_barrier.py.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from llvmlite import ir
 
-from ...refimpl.ir import AtomicOp, Barrier, walk_stmts
+from ...refimpl.ir import AtomicOp, Barrier, Loc, walk_stmts
 from ..context import ERR_BARRIER_DIVERGENCE, ERR_GLOBAL_RACE, ERR_SHADOW, I1, I32T, I64, PTR
 from ..sanitize_record import OTHER, SHADOW_WORDS, WAYS, layout
 from .regions import BlockIf, expr_vars, has_barrier
 
 _OPS = list(AtomicOp)
+
+
+@dataclass(frozen=True)
+class SharedSite:
+    """What a report names: the statement's location, the array and the way of access."""
+    loc: Loc
+    arr: str
+    how: str = "read"
+
 
 
 class GlobalSanitizer:
@@ -85,7 +96,6 @@ class GlobalSanitizer:
         b.store(v, self.gphase_ptr)
 
     def site_id(self, tag, how: str, key, stmt, name: str) -> int:
-        from .sanitize import SharedSite
         site = (tag, how, id(key))
         if site not in self.stmt_ids:
             self.stmt_ids[site] = len(self.stmt_table)
