@@ -143,6 +143,7 @@ OP = Operator(
     oracle=oracle, oracle_shape=True, accumulates=True,
     seed_sizes=None,
     rel_tol=0.0,
+    tags={"cooperative"},
     definition="counts[b] = #{i : idx[i] == b}, 0 <= b < BINS; other indices not counted",
     form="shared",
     forms=(("global", histogram_global, launch_global),),

@@ -159,6 +159,7 @@ OP = Operator(
     # inputs the error grows like sqrt(K) u relative to the row's largest |c|: measured
     # 3.2-3.9e-6 at K = 4096 and 11008, 0.6-1.6e-5 at K = 65536 (three seeds each)
     rel_tol=3e-5,
+    tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
     forms=(("wide", matmul_wide, wide_launch),),
