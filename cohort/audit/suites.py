@@ -320,7 +320,7 @@ TORCH_STRATEGIES = (
     ("cohort", "cohort.torch.<op>(...) in its default variant (packet: 8 lanes); on all threads "
                "packet,workers=<cores>,grain=auto"),
     ("torch.ops", "torch.ops.cohort.<op>.default(...): the same op through PyTorch's dispatcher"),
-    ("eager", "the operator's eager torch code (audit/inductor_refs.py), a plain call"),
+    ("eager", "the operator's eager torch code (its OpBinding, cohort/torch/binding.py), a plain call"),
     ("compile", "torch.compile of the same code (Inductor, dynamic=False), a plain call of the compiled "
                 "function"),
 )
