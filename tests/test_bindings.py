@@ -77,8 +77,9 @@ def test_the_suites_select_by_tag():
     from cohort.audit import suites
     assert suites.ROW_OPS == tuple(op.name for op in ops.tagged("row"))
     assert suites.ROW_OPS == ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu_residual", "rope")
-    assert {n for n, _ in suites.LLM_CASES} == {op.name for op in ops.tagged("llm")}
-    assert len(suites.LLM_CASES) == 19
+    assert suites.LLM_CASES == tuple((op.name, s) for op in ops.tagged("llm") for s in op.llm_sizes)
+    assert ("rmsnorm", (512, 4096)) in suites.LLM_CASES and ("attention_causal", (1, 32, 8, 512, 512, 128, 128)) \
+        in suites.LLM_CASES
 
 
 torch = pytest.importorskip("torch")
