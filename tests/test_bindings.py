@@ -148,7 +148,8 @@ def test_torch_tensors_as_buffers_go_through_the_torch_layer():
     assert launch_check.FRAMEWORK_BUFFERS["torch"] == "cohort.torch.buffers"
     k = ops.get("gelu").kernel
     x = torch.ones(4)
-    with pytest.raises(Exception, match="requires grad"):
+    from cohort.refimpl.errors import KernelError
+    with pytest.raises(KernelError, match="requires grad"):
         launch_check.check_args(k.ir, 4, {"x": x, "y": torch.zeros(4, requires_grad=True)})
     bufs, _ = launch_check.check_args(k.ir, 4, {"x": x, "y": torch.zeros(4)})
     assert isinstance(bufs["x"], np.ndarray) and np.shares_memory(bufs["x"], x.numpy())
