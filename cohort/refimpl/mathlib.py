@@ -134,8 +134,8 @@ def sigmoid_(x: Expr) -> Expr:
     2**-64 exactly). The denominator d = ps + big rounds; its error lo is exact
     (Fast2Sum: big >= ps, as p <= 1 when m = 0), and so is the quotient's remainder
     n - q*d, so q + (n - q*d - q*lo)/d with a rough 1/d leaves one rounding besides p's
-    own error (which is the 1.5 ulp: keeping p's rounding too measured 1.1 ulp on a sample
-    but 15% slower swiglu, docs/mathlib/README.md)."""
+    own error (which is the 1.5 ulp: keeping p's rounding too measured 1.1 ulp on a sample,
+    at a cost in swiglu's time that docs/mathlib/README.md gives)."""
     r, t = _exp_reduce(fmax(c(-104.0), -unary(Op.ABS, x)))
     ps = horner(r, tuple(v * 2.0 ** -64 for v in (1.0, 1.0) + EXP_P))
     big = flt((ci(MAGIC_BITS + 63) - bits(t)) << ci(23))            # 2**(m - 64): bits 127 + m - 64
