@@ -33,8 +33,6 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 KNOWN_ELSEWHERE = [
     # AutoChoice (runtime) calls compile_kernel (compiler); the launch-route work removes it
     frozenset({"cohort.backend.compiler", "cohort.backend.runtime"}),
-    # the audit's torch column and its table builder; the per-operator binding work removes it
-    frozenset({"cohort.audit.columns", "cohort.audit.torch_column"}),
 ]
 # (importer, owner, name): private names shared by files that are being reworked on those branches.
 KNOWN_ELSEWHERE_PRIVATE = {
