@@ -91,14 +91,11 @@ def ragged_grain(nblocks: int):
 
 
 def pool_split(variant, nblocks: int):
-    """(grain, tasks) of a launch of nblocks blocks on the worker pool (runtime.run's rule);
-    None when it runs on the calling thread."""
-    from ..backend.runtime import grain_for
-    from ..backend.variant import AUTO_GRAINS
-    if variant.grain == "caller" or variant.workers == 1 or variant.grain in AUTO_GRAINS:
-        return None
-    grain = grain_for(variant.grain, nblocks, variant.workers)
-    return (grain, -(-nblocks // grain)) if grain < nblocks else None
+    """(grain, tasks) of a launch of nblocks blocks on the worker pool (its launch policy's
+    route, backend/launch_policy.py); None when it runs otherwise (the calling thread, auto)."""
+    from ..backend.launch_policy import Pool, policy_of
+    route = policy_of(variant).route(nblocks)
+    return (route.grain, route.tasks) if type(route) is Pool else None
 
 
 def _resolve(spec: str, block: int, nblocks: int):
@@ -127,6 +124,7 @@ def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
     the launch would be one task on the calling thread - and the duplicates this makes dropped."""
     from dataclasses import replace
 
+    from ..backend.launch_policy import Caller, policy_of
     from ..backend.variant import parse_variant
     from ..refimpl.ir import Private
     has_private = any(isinstance(s, Private) for s in case.kernel.body)
@@ -143,7 +141,7 @@ def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
             v = replace(v, private="cohort")
         if v.lanes > 1 and case.block // v.lanes == 1:
             v = replace(v, interleave="auto")
-        if pool_split(v, nblocks) is None and v.grain not in ("auto", "joint_legacy"):
+        if type(policy_of(v).route(nblocks)) is Caller:
             v = replace(v, grain="caller", workers=1)
         name = short_name(v)
         if name not in out:
