@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional, Union
 
-from .variant import AUTO_GRAINS, Variant
+from .variant import AUTO_GRAINS, Variant, parse_variant
 
 
 def grain_for(grain, nblocks: int, workers: int) -> int:
@@ -177,6 +177,12 @@ class LaunchPolicy:
 def policy_for(grain, workers: int) -> LaunchPolicy:
     """The launch policy of these knobs (one object per grain and worker count)."""
     return LaunchPolicy(grain, workers)
+
+
+def is_auto(spec: str) -> bool:
+    """Whether the variant spelled `spec` has its launches' route chosen by measurement
+    (grain=auto or joint_legacy): the audit suites and tables set such columns apart."""
+    return policy_of(parse_variant(spec)).is_auto
 
 
 def policy_of(how) -> LaunchPolicy:

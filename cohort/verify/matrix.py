@@ -56,6 +56,7 @@ AUTO_GRAIN_NOTE = ("grain=auto and joint_legacy excluded: they choose among the 
 def short_name(variant) -> str:
     """The knobs that differ from a fuzz spec's defaults, parseable: lanes=..,full_packet=..,predicated=..,
     private=..[,interleave=..] (or `whole`), then block, fast_math, checked, unsafe, grain, workers if set."""
+    from ..backend.variant import DEFAULT
     if variant.lanes == 1:
         name = "whole"
     else:
@@ -65,9 +66,9 @@ def short_name(variant) -> str:
             name += f",interleave={variant.interleave}"
     extra = [f"block={variant.block}"] if variant.block is not None else []
     extra += [f"{knob}=on" for knob in ("fast_math", "checked", "unsafe") if getattr(variant, knob)]
-    if variant.grain != "caller":
+    if variant.grain != DEFAULT.grain:
         extra.append(f"grain={variant.grain}")
-    if variant.workers != 1:
+    if variant.workers != DEFAULT.workers:
         extra.append(f"workers={variant.workers}")
     return ",".join([name] + extra)
 
