@@ -399,10 +399,12 @@ class LaunchPlan:
     """Per specialised kernel, once: where each parameter goes in the argument block and
     what it must be. The block's one writer (entry ABI, context.py): `fill` from a dict of
     arguments it checks itself (the quick path, module notes), `write` from values already
-    checked (check_args's, or cohort.torch's tensors as addresses), `write_pointers` for a
-    block refilled with the same shape. Each writes n, the block range and a bounds proof to
-    redo through `_put_launch`, buffers and scalars through `_put_buffers`/`_put_scalars`
-    (the native fill is the same writer in LLVM IR, reading the same table)."""
+    checked (check_args's, or cohort.torch's tensors as addresses). Each writes n, the block
+    range and a bounds proof to redo through `_put_launch`, buffers and scalars through
+    `_put_buffers`/`_put_scalars` (the native fill is the same writer in LLVM IR, reading
+    the same table). A block refilled for a launch of the shape it holds (n, lengths,
+    scalars) needs only new addresses, at `pointer_slots` (cohort.torch's pooled blocks: the
+    bounds proof reads no pointer)."""
 
     def __init__(self, k: Kernel, full_blocks: bool = False):
         slots = abi_slots(k)
@@ -472,13 +474,6 @@ class LaunchPlan:
         self._put_buffers(p._mv, buffers)
         self._put_scalars(p._mv, scalars)
         self._put_launch(p, n)
-
-    def write_pointers(self, p, addresses):
-        """Only the buffers' addresses (parameter order): a block refilled for a launch of the
-        shape it holds (n, lengths, scalars), whose bounds proof reads no pointer."""
-        mv = p._mv
-        for slot, address in zip(self.pointer_slots, addresses):
-            mv[slot] = address
 
     def fill(self, p, n: int, args: dict) -> bool:
         """Write one launch into p's block (n already checked); False: not vouched for."""

@@ -9,8 +9,9 @@ build's argument-block writer (backend/launch_plan.py, LaunchPlan.write),
 without check_args. Inputs may share memory with each other (they are only
 read); the output is a fresh tensor and shares memory with nothing. Argument
 blocks are pooled per build and launch shape (n, lengths, scalars): a launch of
-a shape seen before writes only the data pointers and keeps the block's proof,
-which never reads a pointer (Launcher.__call__). How a launch runs (calling
+a shape seen before writes only the data pointers, at the slots the plan names
+(LaunchPlan.pointer_slots), and keeps the block's proof, which never reads a
+pointer (Launcher.__call__). How a launch runs (calling
 thread, pool, auto) is the build's launch policy (backend/launch_policy.py),
 asked through PreparedLaunch.caller_entry and CompiledKernel.run_prepared.
 `launcher` is `build` for the ops' calls: the constants as a tuple of
@@ -160,7 +161,6 @@ MAX_SHAPES = 256     # launch shapes with pooled argument blocks, per build (the
 POOL = 4             # idle blocks kept per shape (more exist only while launches overlap)
 _copysign = math.copysign
 _numel = torch.Tensor.numel
-_data_ptr = torch.Tensor.data_ptr
 
 
 class Launcher:
@@ -171,7 +171,8 @@ class Launcher:
         self.plan = plan = ck.plan
         self.buffers = plan.buffer_names
         self._f32_pos = tuple(i for i, (_, dt) in enumerate(plan.scalar_slots) if dt is DType.F32)
-        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, err, fn, address)
+        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, slots, err, fn, address)
+        self._pointer_slots = plan.pointer_slots
 
     def __call__(self, n: int, tensors, scalars=()):
         """Run a launch of n threads; `tensors`: every buffer in parameter order (contiguous
@@ -190,15 +191,16 @@ class Launcher:
                 key += (i, _copysign(1.0, scalars[i]))
         pool = self._ready.get(key)
         if pool:
-            p, err, fn, address = pool.pop()
-            self.plan.write_pointers(p, map(_data_ptr, tensors))
+            p, mv, err, fn, address = pool.pop()
+            for slot, t in zip(self._pointer_slots, tensors):   # only the data pointers (the plan's slots)
+                mv[slot] = t.data_ptr()
         else:
             if pool is None:
                 if len(self._ready) >= MAX_SHAPES:
                     self._ready.clear()
                 pool = self._ready[key] = []
             p = self._block(n, tensors, scalars)
-            err = memoryview(p.err)
+            mv, err = memoryview(p.args), memoryview(p.err)
             address = ctypes.c_void_p(p.address)    # (ctypes takes one faster than an int)
             fn = p.caller_entry()                   # None: the launch goes through the runtime
         if _recording:
@@ -215,7 +217,7 @@ class Launcher:
             fn = p.caller_entry()
         _stats["launches"] += 1
         if len(pool) < POOL:
-            pool.append((p, err, fn, address))
+            pool.append((p, mv, err, fn, address))
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the

@@ -99,13 +99,17 @@ def pool_split(variant, nblocks: int):
     return (route.grain, route.tasks) if type(route) is Pool else None
 
 
+_PER_CASE = ("interleave=max", "interleave=mid", "grain=ragged")   # words _resolve makes numbers
+
+
 def _resolve(spec: str, block: int, nblocks: int):
     """The spec with its per-case words (interleave=max|mid, grain=ragged) made numbers;
     None when the case has no such value."""
+    from ..backend.variant import parse_variant
     knobs = spec.split(",")
-    lanes = next((int(k[6:]) for k in knobs if k.startswith("lanes=")), 1 if knobs[0] == "whole" else 8)
+    lanes = parse_variant(",".join(k for k in knobs if k not in _PER_CASE)).lanes
     for i, k in enumerate(knobs):
-        if k in ("interleave=max", "interleave=mid"):
+        if k in _PER_CASE[:2]:
             value = resolve_interleave(k[11:], block // lanes)
         elif k == "grain=ragged":
             value = ragged_grain(nblocks)
