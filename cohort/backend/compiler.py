@@ -138,7 +138,7 @@ class CompiledKernel:
         self.verify = verify            # verify_launch.py: "first" | "always" | "never"
         self._verified: set = set()     # launch shapes (n, buffer lengths) checked against the interpreter
         self._general: Optional[NativeCode] = None    # for launches the specialised code refuses
-        self.plan = LaunchPlan(code.kernel, code.full_blocks)
+        self.plan = LaunchPlan(code.kernel)
         self.policy = policy_of(variant)
         self._shape_slots = np.array([SLOT_N] + [ls for _, ls in self.plan.buffer_slots], np.intp)
         self._free: list = []           # idle PreparedLaunch of self.code

@@ -406,13 +406,12 @@ class LaunchPlan:
     scalars) needs only new addresses, at `pointer_slots` (cohort.torch's pooled blocks: the
     bounds proof reads no pointer)."""
 
-    def __init__(self, k: Kernel, full_blocks: bool = False):
+    def __init__(self, k: Kernel):
         slots = abi_slots(k)
         written = written_buffers(k)
         self.count = len(k.params)
         self.block = k.block
         self.nmax = I32_MAX - k.block
-        self.full_blocks = full_blocks     # the build takes launches of whole blocks only
         bufs, f32s, ints = [], [], []
         for p in k.params:
             if p.kind is ParamKind.BUFFER:
