@@ -261,7 +261,6 @@ def check_kernel(kfn, n: int, consts: dict, launch: dict, specs) -> dict:
 def cmd_time(args) -> int:
     from .backend.compiler import UnsupportedVariant, compile_kernel
     from .backend.variant import VariantError, parse_variant
-    from .verify.opcheck import on_caller
     kfn = load_kernel(args.target)
     n, consts, launch, seed = launch_args(kfn, args)
     if args.variant and len(args.variant) > 1:
@@ -278,7 +277,7 @@ def cmd_time(args) -> int:
         result = {**check, "target": args.target, "seed": seed}
         print(json.dumps(result) if args.json else check["summary"] + " (not timed)")
         return 1
-    if on_caller(variant):
+    if ck.policy.on_caller:
         from .backend import timer
         boundary = "native_entry"
         prepared = ck.prepare(n, launch)

@@ -30,10 +30,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 
 # Being removed on other branches; the lead empties these after merging them. An entry that is
 # no longer a cycle (or no longer used) fails test_the_allow_list_is_current, so it cannot rot.
-KNOWN_ELSEWHERE = [
-    # AutoChoice (runtime) calls compile_kernel (compiler); the launch-route work removes it
-    frozenset({"cohort.backend.compiler", "cohort.backend.runtime"}),
-]
+KNOWN_ELSEWHERE: list = []
 # (importer, owner, name): private names shared by files that are being reworked on those branches.
 KNOWN_ELSEWHERE_PRIVATE: set = set()
 

@@ -129,7 +129,7 @@ def test_layouts_confirmed_so_the_native_fill_runs():
     assert launch_plan._HEAD_OK and launch_plan._NATIVE_OK
     ck = compile_kernel(axpb, {"cols": 2}, "whole")
     p = PreparedLaunch(ck, ck.code)
-    assert ck._plan.fill(p, 40, _args()) and ck._plan._fn is not None
+    assert ck.plan.fill(p, 40, _args()) and ck.plan._fn is not None
 
 
 F32_VALUES = [0.0, -0.0, 1.0, -2.5, 1e-6, 0.1, 1 / 3, 3.4028234663852886e38, 3.4028235e38, 1e-39, 1e-45,
@@ -141,8 +141,8 @@ F32_VALUES = [0.0, -0.0, 1.0, -2.5, 1e-6, 0.1, 1 / 3, 3.4028234663852886e38, 3.4
 def test_quick_block_equals_checked_block(python_fill, monkeypatch):
     ck = compile_kernel(axpb, {"cols": 2}, "whole")
     if python_fill:
-        monkeypatch.setattr(ck._plan, "native", 0)
-        monkeypatch.setattr(ck._plan, "_fn", None)
+        monkeypatch.setattr(ck.plan, "native", 0)
+        monkeypatch.setattr(ck.plan, "_fn", None)
     rng = np.random.default_rng(5)
     values = F32_VALUES + [float(v) for v in rng.standard_normal(200) * 10.0 ** rng.integers(-40, 39, 200)]
     ints = [(0, 0), (-1, 1), (2 ** 31 - 1, 2 ** 32 - 1), (-2 ** 31, 2 ** 31), (17, 12345)]
@@ -150,7 +150,7 @@ def test_quick_block_equals_checked_block(python_fill, monkeypatch):
         k, u = ints[i % len(ints)]
         args = {**_args(), "a": a, "k": k, "u": u}
         p = PreparedLaunch(ck, ck.code)
-        assert ck._plan.fill(p, 40, args), a
+        assert ck.plan.fill(p, 40, args), a
         assert _block_of(p, ck.kernel) == _checked_block(ck, 40, args), a
 
 
@@ -165,7 +165,7 @@ def test_values_the_quick_path_leaves_to_check_args_launch_the_same():
         args = {**_args(), **change}
         p = PreparedLaunch(ck, ck.code)
         try:
-            quick = ck._plan.fill(p, 40, args)
+            quick = ck.plan.fill(p, 40, args)
         except OverflowError:
             quick = False
         assert not quick or _block_of(p, ck.kernel) == _checked_block(ck, 40, args), change

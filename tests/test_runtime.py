@@ -10,7 +10,7 @@ import pytest
 
 from cohort import Buffer, f32, global_id, kernel
 from cohort.backend import compiler as _compiler
-from cohort.backend import runtime
+from cohort.backend import launch_policy, runtime
 from cohort.refimpl import ops
 from cohort.refimpl.interpreter import KernelRuntimeError
 from cohort.verify.checksum import bitwise_equal
@@ -95,10 +95,10 @@ def test_error_in_a_task_reaches_the_caller_and_the_pool_survives(variant):
 
 
 def test_grain_policies():
-    assert runtime.grain_for("legacy", 100, 8) == 13
-    assert runtime.grain_for(0, 100, 2) == 13
-    assert runtime.grain_for(3, 100, 2) == 3
-    assert runtime.grain_for(0, 1, 8) == 1
+    assert launch_policy.grain_for("legacy", 100, 8) == 13
+    assert launch_policy.grain_for(0, 100, 2) == 13
+    assert launch_policy.grain_for(3, 100, 2) == 3
+    assert launch_policy.grain_for(0, 1, 8) == 1
 
 
 def test_auto_tries_every_candidate_then_keeps_the_fastest_median(monkeypatch):
@@ -117,13 +117,13 @@ def test_auto_tries_every_candidate_then_keeps_the_fastest_median(monkeypatch):
     real_run = runtime.AutoChoice._run
 
     def timed_run(self, c, prepared):
-        clock[0] += cost.get(c[0], 5000)
+        clock[0] += cost.get(c.label, 5000)
         return real_run(self, c, prepared)
 
     monkeypatch.setattr(runtime.AutoChoice, "_run", timed_run)
     monkeypatch.setattr(runtime, "time", type("FakeTime", (), {"perf_counter_ns": staticmethod(lambda: clock[0])}))
     choice = runtime.choose(p, 2)
-    assert {c[0] for c in choice.candidates} >= {"lanes=8,caller", "lanes=1,caller", "lanes=8,grain=1"}
+    assert {c.label for c in choice.candidates} >= {"lanes=8,caller", "lanes=1,caller", "lanes=8,grain=1"}
     for i in range(runtime.TRIALS * len(choice.candidates)):
         assert choice.chosen is None, i
         bufs[op.output][:] = np.nan

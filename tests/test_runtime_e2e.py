@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cohort import Buffer, f32, global_id, kernel
-from cohort.backend import runtime
+from cohort.backend import launch_policy, runtime
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
@@ -65,12 +65,12 @@ def test_joint_legacy_only_tries_the_legacy_split():
     launch = op.launch(shape)
     ck = compile_kernel(op.kernel, launch.consts, "packet,grain=joint_legacy,workers=8", n=launch.n)
     p = ck.prepare(launch.n, {**ops.allocate(op, shape, inputs), **launch.scalars})
-    legacy = runtime.grain_for("legacy", p.nblocks, 8)
+    legacy = launch_policy.grain_for("legacy", p.nblocks, 8)
     c = runtime.AutoChoice(p, 8, "joint_legacy")
-    assert [x[3] for x in c.candidates] == [legacy, legacy]
-    assert [x[0].split(",")[0] for x in c.candidates] == ["lanes=8", "lanes=1"]
+    assert [x.route.grain for x in c.candidates] == [legacy, legacy]
+    assert [x.label.split(",")[0] for x in c.candidates] == ["lanes=8", "lanes=1"]
     a = runtime.AutoChoice(p, 8, "auto")
-    assert {x[3] for x in a.candidates} > {legacy}   # auto also tries the caller and the runtime's grain
+    assert {x.route.grain for x in a.candidates} > {legacy}   # auto also tries the caller and the runtime's grain
 
 
 @kernel(block=8)

@@ -213,8 +213,8 @@ def test_auto_grain_settled_on_the_caller_calls_the_entry_directly():
             run(40, (x, idx, y))
             assert np.array_equal(_bits(y), _bits(x[idx.long()]))
         key = next(k for k in run._ready if k[0] == 40)
-        p, *_, direct = run._ready[key][-1]
-        assert p._auto.chosen is not None and direct == (p._auto.chosen[3] is None)
+        p, *_, fn, _ = run._ready[key][-1]   # (p, slots, err, fn, address)
+        assert p.auto_choice.chosen is not None and (fn is not None) == p.auto_choice.chosen.on_caller
         bad = idx.clone()
         bad[17] = 64
         with pytest.raises(KernelRuntimeError, match="out of bounds"):

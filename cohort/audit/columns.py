@@ -29,15 +29,16 @@ class VariantColumn:
 
     def __init__(self, op, shape, inputs, ref: np.ndarray, spec: str, boundary: str, workers: int):
         from ..backend.compiler import UnsupportedVariant, compile_kernel
-        from ..backend.variant import AUTO_GRAINS, parse_variant
+        from ..backend.launch_policy import policy_of
+        from ..backend.variant import parse_variant
         self.op, self.shape, self.ref = op, shape, ref
         variant = parse_variant(spec)
         if boundary in ("runtime_e2e", "python_api"):
             variant = replace(variant, workers=workers)
-        elif variant.grain != "caller" or variant.workers != 1:
+        elif not policy_of(variant).on_caller:
             raise ValueError(f"{spec}: the native-entry boundary times one thread on the caller")
         self.variant = variant
-        self.is_auto = variant.grain in AUTO_GRAINS
+        self.is_auto = policy_of(variant).is_auto
         launch = op.launch(shape)
         try:
             self.ck = compile_kernel(op.kernel, launch.consts, variant, n=launch.n,

@@ -27,7 +27,6 @@ class Ratio:
     control: bool = False     # the A/A control: the same build timed as two columns
 
 
-AUTO_GRAINS = ("auto", "joint_legacy")
 FORMS = ("stream", "private")
 # Operators whose only formulation stands for a form they do not register under its name.
 FORM_FALLBACK = {"attention": "attention has one formulation, which already keeps its accumulator "
@@ -38,7 +37,8 @@ FORM_FALLBACK = {"attention": "attention has one formulation, which already keep
 
 
 def _is_auto(col: Column) -> bool:
-    return col.kind == "variant" and any(f"grain={g}" in col.spec.replace(" ", "") for g in AUTO_GRAINS)
+    from ..backend.launch_policy import is_auto
+    return col.kind == "variant" and is_auto(col.spec)
 
 
 def control_name(name: str) -> str:

@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
+from ..backend.launch_policy import is_auto
 from ..backend.variant import AUTO_GRAINS
 
 
@@ -144,7 +145,7 @@ def _fmt_us(col: dict) -> str:
 
 def _auto_columns(group: dict) -> list:
     return [c["name"] for c in group["columns"]
-            if c["kind"] == "variant" and any(f"grain={g}" in c["spec"].replace(" ", "") for g in AUTO_GRAINS)]
+            if c["kind"] == "variant" and is_auto(c["spec"])]
 
 
 def _summary(choices: list) -> str:

@@ -7,7 +7,8 @@ knobs of the variant; in front of that, a handle cache keyed on the Kernel
 object itself, the constants, the variant and the injected bugs answers a
 repeated compile_kernel in microseconds. Both are safe to use from several
 Python threads. A launch checks and writes its arguments through a plan made
-once per kernel (launch_plan.py).
+once per kernel (launch_plan.py, the argument block's one writer) and runs by
+the route its variant's launch policy gives (launch_policy.py).
 
 Given the launch size `n`, a packet variant with full_packet on is also
 specialised on whether n is a multiple of the block (every packet full: no
@@ -31,11 +32,11 @@ import numpy as np
 from ..refimpl.errors import KernelError
 from ..refimpl.frontend import KernelFunction
 from ..refimpl.interpreter import KernelRuntimeError
-from ..refimpl.ir import Kernel, ParamKind, walk_stmts
+from ..refimpl.ir import Kernel, walk_stmts
 from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
-from . import inject, jit, sanitize_record, target
+from . import inject, jit, runtime, sanitize_record, target
 from .claims import LaneClaims
 from .context import (
     ERR_BARRIER_DIVERGENCE,
@@ -64,6 +65,7 @@ from .context import (
 )
 from .facts import code_facts
 from .launch_plan import LaunchPlan
+from .launch_policy import BuildEntry, policy_of
 from .lower_ops import f16_lowering, fma_lowering, masked_store_lowering
 from .lowering import Lowering
 from .lowering.regions import describe as describe_regions
@@ -126,8 +128,9 @@ class CompiledKernel:
     """Native code bound to a variant: the launch API.
 
     Attributes of the code (kernel, entry, facts, annotations, llvm_ir, ...)
-    read through; `variant` is the one asked for, whose grain and workers
-    decide how `launch` runs.
+    read through; `variant` is the one asked for; `policy` (launch_policy.py)
+    says how its launches run; `plan` (launch_plan.py) writes their argument
+    blocks.
     """
 
     POOL = 4   # idle argument blocks kept per build (more exist only while launches overlap)
@@ -137,11 +140,10 @@ class CompiledKernel:
         self.code, self.variant = code, variant
         self.verify = verify            # verify_launch.py: "first" | "always" | "never"
         self._verified: set = set()     # launch shapes (n, buffer lengths) checked against the interpreter
-        slots = abi_slots(code.kernel)
-        self._shape_slots = np.array([SLOT_N] + [slots[p.name][1] for p in code.kernel.params
-                                                 if p.kind is ParamKind.BUFFER], np.intp)
         self._general: Optional[NativeCode] = None    # for launches the specialised code refuses
-        self._plan = LaunchPlan(code.kernel, code.full_blocks)
+        self.plan = LaunchPlan(code.kernel)
+        self.policy = policy_of(variant)
+        self._shape_slots = np.array([SLOT_N] + [ls for _, ls in self.plan.buffer_slots], np.intp)
         self._free: list = []           # idle PreparedLaunch of self.code
         self._free_general: list = []   # idle PreparedLaunch of self._general
         self.last_prepared: Optional["PreparedLaunch"] = None   # the latest launch's (for auto's settling)
@@ -174,8 +176,8 @@ class CompiledKernel:
         return p
 
     def launch(self, n: int, args: dict, verify: Optional[str] = None) -> dict:
-        """Run a launch to completion as the variant's grain and workers say
-        (the calling thread, or the worker pool); buffers update in place.
+        """Run a launch to completion by the route `policy` gives it (the calling
+        thread, the worker pool, or auto's choice); buffers update in place.
         Returns the buffer arguments by name, as given.
 
         The argument block comes from a small pool of this build's blocks, refilled
@@ -215,11 +217,12 @@ class CompiledKernel:
         """A filled PreparedLaunch: an idle pooled one refilled (pooled), or a new one.
         Anything the quick path does not vouch for goes through check_args, which
         raises the errors (or accepts and normalises an unusual but valid argument)."""
-        plan = self._plan
+        plan = self.plan
         if type(n) is not int or not 0 <= n <= plan.nmax:
             n = check_n(self.code.kernel, n)
-        if not plan.full_blocks or n % plan.block == 0:
-            code, free = self.code, self._free
+        code = self.code
+        if code.accepts(n):
+            free = self._free
         else:
             code, free = self.code_for(n), self._free_general
         try:
@@ -238,18 +241,25 @@ class CompiledKernel:
         return p
 
     def run_prepared(self, p: "PreparedLaunch"):
-        v = self.variant
+        """Run p by the route `policy` gives it."""
         if p.sanitized is not None and p.sanitized.shadowed:
             p.fit_shadows()          # a launch starts with clean global shadows (sanitize_record.py)
-        if v.grain == "caller" or (v.workers == 1 and v.grain not in ("auto", "joint_legacy")):
-            p.run()
-            return
-        auto = p.__dict__.get("_auto")
-        if auto is not None and auto.chosen is not None and auto.chosen[3] is None:
-            p.run(fn=auto.chosen[2])   # auto chose the caller: no detour through the runtime
-            return
-        from . import runtime
-        runtime.run(p, v)
+        fn = p.caller_entry()
+        if fn is not None:
+            p.run(fn=fn)
+        else:
+            runtime.run(p, self.policy)
+
+    def auto_entries(self, code: NativeCode) -> tuple:
+        """The builds auto may choose among for a launch of `code` (launch_policy.BuildEntry):
+        `code` itself, and the whole (lanes=1) build of its kernel when this one has lanes
+        and the two need the same scratch memory (a launch's block holds one size)."""
+        entries = [BuildEntry(code.variant.lanes, code.entry, code.entry_fn)]
+        if code.variant.lanes != 1:
+            whole = compile_kernel(code.kernel, None, _WHOLE, verify="never").code
+            if whole.scratch_bytes == code.scratch_bytes:
+                entries.append(BuildEntry(1, whole.entry, whole.entry_fn))
+        return tuple(entries)
 
 
 class PreparedLaunch:
@@ -258,14 +268,18 @@ class PreparedLaunch:
     One made by `CompiledKernel.launch` goes back to the build's pool afterwards and is
     refilled by a later launch: anything derived from the arguments (n, buffers, lengths)
     belongs in run(), or is reset by LaunchPlan.fill. `buffers` holds the buffer
-    arguments as the caller gave them (NumPy arrays, torch tensors)."""
+    arguments as the caller gave them (NumPy arrays, torch tensors). `entry`/`entry_fn`:
+    the build this launch runs (its checked twin after a fallback)."""
+
+    fallback: Optional[str] = None     # why this launch runs the checked build instead (None: it does not)
+    auto_choice = None                 # runtime.AutoChoice of this launch's size, once grain=auto chose
 
     def __init__(self, ck: CompiledKernel, code: NativeCode, n: Optional[int] = None,
                  buffers: Optional[dict] = None, scalars: Optional[dict] = None):
         self.ck, self.code = ck, code
         self.origin = code              # the build this block was made for (code may become its checked twin)
         self.entry = code.entry         # the build that accepts this launch
-        self._fn = code.entry_fn
+        self.entry_fn = code.entry_fn
         slots = abi_slots(ck.kernel)
         # the argument slots, then the error record (longer in sanitize builds: sanitize_record.py)
         self.sanitized = sanitize_record.layout(code.kernel, code.variant)
@@ -283,29 +297,32 @@ class PreparedLaunch:
         if buffers is None:
             return
         # arguments check_args has normalised (1-D arrays, NumPy scalars)
-        self.n, self.buffers = n, dict(buffers)
-        self.nblocks = -(-n // ck.kernel.block)
-        self.args[SLOT_N] = n
-        self.args[SLOT_BEGIN] = 0
-        self.args[SLOT_END] = self.nblocks
-        for p in ck.kernel.params:
-            if p.kind is ParamKind.BUFFER:
-                a = buffers[p.name]
-                ps, ls = slots[p.name]
-                self.args[ps] = a.ctypes.data
-                self.args[ls] = a.size
-            elif p.kind is ParamKind.SCALAR:
-                bits = np.asarray(scalars[p.name], p.dtype.np).reshape(1).view(np.uint32)[0]
-                self.args[slots[p.name][0]] = int(bits)
-
-    fallback: Optional[str] = None     # why this launch runs the checked build instead (None: it does not)
+        self.buffers = dict(buffers)
+        plan = ck.plan
+        plan.write(self, n, [(buffers[name].ctypes.data, buffers[name].size) for name in plan.buffer_names],
+                   [scalars[name] for name in plan.scalar_names])
 
     def run(self, begin: int = 0, end: Optional[int] = None, fn=None):
         self.args[SLOT_BEGIN] = begin
         self.args[SLOT_END] = self.nblocks if end is None else end
-        (fn or self._fn)(self.address)
+        (fn or self.entry_fn)(self.address)
         if self.err[0] != ERR_NONE:
             self.raise_error(rerun=lambda: self.run(begin, end))
+
+    def caller_entry(self):
+        """The entry function that runs this launch on the calling thread, or None when it goes
+        through the runtime (the pool, or grain=auto still measuring or settled on the pool).
+        After a fallback, auto's choice on the caller runs the checked build."""
+        if self.ck.policy.on_caller:
+            return self.entry_fn
+        auto = self.auto_choice
+        if auto is not None and auto.chosen is not None and auto.chosen.on_caller:
+            return auto.chosen.entry.fn if self.fallback is None else self.entry_fn
+        return None
+
+    def auto_entries(self) -> tuple:
+        """The builds grain=auto may choose among for this launch (CompiledKernel.auto_entries)."""
+        return self.ck.auto_entries(self.code)
 
     def use_checked(self, reason: str):
         """From now on run the checked build of this launch's code (compiled once, cached)."""
@@ -316,7 +333,7 @@ class PreparedLaunch:
                 v = replace(origin.variant, checked=True, unsafe=False)
                 checked = origin.checked_twin = _compile(origin.kernel, v, origin.full_blocks)
             self.code = checked
-            self.entry, self._fn = checked.entry, checked.entry_fn
+            self.entry, self.entry_fn = checked.entry, checked.entry_fn
             self.fallback = reason
 
     def fit_shadows(self):
@@ -398,6 +415,15 @@ def _parse_variant_cached(text: str) -> Variant:
     return parse_variant(text)   # Variants are frozen: one object serves every caller
 
 
+def as_variant(variant) -> Variant:
+    """A Variant, a spelling of one (parsed once per spelling), or None for `whole`."""
+    if variant is None:
+        return _WHOLE
+    if isinstance(variant, str):
+        return _parse_variant_cached(variant)
+    return variant
+
+
 def _handle_key(k, consts, variant: Variant, n, verify: str = "first"):
     """What decides the compile, read without printing anything: the Kernel object
     (frozen; a KernelFunction is read through .ir, so a new .ir or a reloaded module
@@ -409,13 +435,21 @@ def _handle_key(k, consts, variant: Variant, n, verify: str = "first"):
         return None
     try:
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
-        block = variant.block if variant.block is not None else k.block
-        full = (n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
-                and not k.cooperative)
-        return (k, ckey, variant, bool(full), verify, fma_lowering() + f16_lowering() + masked_store_lowering(),
+        full = whole_blocks_build(k, variant, n)
+        return (k, ckey, variant, full, verify, fma_lowering() + f16_lowering() + masked_store_lowering(),
                 jit.level(), inject.key())   # inject.key() stays last
     except (TypeError, AttributeError, ValueError):
         return None
+
+
+def whole_blocks_build(k: Kernel, variant: Variant, n: Optional[int]) -> bool:
+    """Whether a launch of n threads takes the build specialised for whole blocks (module
+    notes): a packet variant with full_packet on, n a positive multiple of the block (the
+    variant's block knob, else the kernel's). A cooperative kernel runs whole blocks at every
+    n (DESIGN §2): nothing to specialise on."""
+    block = variant.block if variant.block is not None else k.block
+    return bool(n is not None and n > 0 and n % block == 0 and variant.lanes > 1 and variant.full_packet
+                and not k.cooperative)
 
 
 def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optional[int] = None,
@@ -431,10 +465,7 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
     (verify_launch.py): "first" (default) the first launch of each new shape,
     "always" every launch, "never" none. `prepare`/`run_prepared` never check."""
     check_mode(verify)
-    if variant is None:
-        variant = _WHOLE
-    elif isinstance(variant, str):
-        variant = _parse_variant_cached(variant)
+    variant = as_variant(variant)
     k = kernel.ir if type(kernel) is KernelFunction else kernel
     hkey = _handle_key(k, consts, variant, n, verify)
     if hkey is not None:
@@ -453,16 +484,8 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
 
 def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optional[int],
                     verify: str = "first") -> CompiledKernel:
-    k = _as_ir(kernel)
-    if variant.block is not None and variant.block != k.block:
-        if k.specialised:
-            raise UnsupportedVariant(f"kernel {k.name} is already specialised for block {k.block}; "
-                                     f"cannot re-block it to {variant.block}")
-        k = Kernel(k.name, k.params, k.body, variant.block)
-    k = specialize(k, consts or {})
-    # a cooperative kernel runs whole blocks at every n (DESIGN §2): nothing to specialise on
-    full_blocks = (n is not None and n > 0 and n % k.block == 0 and variant.lanes > 1
-                   and variant.full_packet and not k.cooperative)
+    k = _specialised(kernel, consts, variant)
+    full_blocks = whole_blocks_build(k, variant, n)
     key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
     with _cache_lock:
         bound = _bound.get((key, variant, verify))
@@ -471,6 +494,22 @@ def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optiona
     code = _compile(k, variant, full_blocks, key)
     with _cache_lock:
         return _bound.setdefault((key, variant, verify), CompiledKernel(code, variant, verify))
+
+
+def _specialised(kernel, consts: Optional[dict], variant: Variant) -> Kernel:
+    """The kernel as `variant` builds it: re-blocked by its block knob, specialised on `consts`,
+    its block holding whole packets (checked here, once, for every build)."""
+    k = _as_ir(kernel)
+    if variant.block is not None and variant.block != k.block:
+        if k.specialised:
+            raise UnsupportedVariant(f"kernel {k.name} is already specialised for block {k.block}; "
+                                     f"cannot re-block it to {variant.block}")
+        k = Kernel(k.name, k.params, k.body, variant.block)
+    k = specialize(k, consts or {})
+    if k.block < variant.lanes:
+        raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
+                                 f"{variant.lanes} (a block must hold whole packets)")
+    return k
 
 
 def _compile(k: Kernel, variant: Variant, full_blocks: bool, key: Optional[str] = None) -> NativeCode:
@@ -517,9 +556,6 @@ def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> 
                                         f"{k.block} threads; "
                                         f"the native backend allows at most {MAX_SCRATCH_BYTES}")
     symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
-    if k.block < variant.lanes:
-        raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
-                                 f"{variant.lanes} (a block must hold whole packets)")
     lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
     module = lowering.lower()
     text = _with_function_attributes(str(module), symbol, target.host().entry_attributes(lowering.fn_attributes))
@@ -547,17 +583,8 @@ def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[d
     blocks only, as compile_kernel does when given `n`."""
     if kind not in ("object", "assembly", "ir"):
         raise ValueError(f"kind must be 'object', 'assembly' or 'ir', got {kind!r}")
-    if variant is None:
-        variant = _WHOLE
-    elif isinstance(variant, str):
-        variant = parse_variant(variant)
-    k = _as_ir(kernel)
-    if variant.block is not None and variant.block != k.block:
-        k = Kernel(k.name, k.params, k.body, variant.block)
-    k = specialize(k, consts or {})
-    if k.block < variant.lanes:
-        raise UnsupportedVariant(f"variant {variant.label!r}: block {k.block} is smaller than lanes "
-                                 f"{variant.lanes} (a block must hold whole packets)")
+    variant = as_variant(variant)
+    k = _specialised(kernel, consts, variant)
     with target.use(tgt):
         symbol = f"cohort_{k.name}_{cache_key(k, variant)[:12]}"
         lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)

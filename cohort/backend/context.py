@@ -17,7 +17,9 @@ when it cannot prove a launch's affine indices in bounds (bounds.py); its
 data-dependent accesses are checked one by one, as in `checked` builds.
 A proof holds for one argument block: the build writes its tag into slot 6,
 and later calls with the same block skip the proof. Whoever writes n, a
-pointer, a length or a scalar into a block sets slot 6 to 0 (LaunchPlan.fill).
+pointer, a length or a scalar into a block sets slot 6 to 0 (launch_plan.LaunchPlan,
+the block's one writer; a pooled block refilled with new pointers only keeps it, since
+no proof reads a pointer).
 Private arrays live in the caller's scratch memory, not on the stack: a
 kernel's private arrays may need megabytes per block, and a stack overflow
 is a crash, not an error.

@@ -107,7 +107,7 @@ BUGS = {
                            "the team has run, so the team claims nothing (pool_ir cohort_pool_launch; "
                            "active when the process first builds the pool)",
     "launch_nblocks_floor": "a launch's block count is n // B, not ceil(n / B): the partial last block never "
-                            "runs (launch_plan.LaunchPlan.fill)",
+                            "runs (launch_plan.LaunchPlan._put_launch, every launch's block)",
     # per-lane work (predicated=off's effects, atomics) as one loop over the lanes (loops.lane_loop)
     "lane_loop_short": "the loop over a packet's lanes stops one lane early: the last lane's predicated=off "
                        "load or store, or its atomic update, never happens (loops.lane_loop)",

@@ -382,17 +382,36 @@ def _native_fill():
 
 # ------------------------------------------------------------ the plan
 
-class LaunchPlan:
-    """Per specialised kernel, once: where each parameter goes in the argument block
-    and what it must be; `fill` writes one launch's arguments (see the module notes)."""
+def f32_bits(x) -> int:
+    """A Python number's f32 bits: one rounding to nearest even (OverflowError past f32)."""
+    return _U32.unpack(_F32.pack(x))[0]
 
-    def __init__(self, k: Kernel, full_blocks: bool = False):
+
+def scalar_bits(dtype: DType, value) -> int:
+    """The 32 bits a scalar parameter's slot holds: an f32's bit pattern (a NumPy float32's
+    exactly, NaN payloads included; a Python number rounded once), an integer's low 32 bits."""
+    if dtype is DType.F32:
+        return int(value.view(np.uint32)) if type(value) is np.float32 else f32_bits(value)
+    return int(value) & 0xFFFFFFFF
+
+
+class LaunchPlan:
+    """Per specialised kernel, once: where each parameter goes in the argument block and
+    what it must be. The block's one writer (entry ABI, context.py): `fill` from a dict of
+    arguments it checks itself (the quick path, module notes), `write` from values already
+    checked (check_args's, or cohort.torch's tensors as addresses). Each writes n, the block
+    range and a bounds proof to redo through `_put_launch`, buffers and scalars through
+    `_put_buffers`/`_put_scalars` (the native fill is the same writer in LLVM IR, reading
+    the same table). A block refilled for a launch of the shape it holds (n, lengths,
+    scalars) needs only new addresses, at `pointer_slots` (cohort.torch's pooled blocks: the
+    bounds proof reads no pointer)."""
+
+    def __init__(self, k: Kernel):
         slots = abi_slots(k)
         written = written_buffers(k)
         self.count = len(k.params)
         self.block = k.block
         self.nmax = I32_MAX - k.block
-        self.full_blocks = full_blocks     # the build takes launches of whole blocks only
         bufs, f32s, ints = [], [], []
         for p in k.params:
             if p.kind is ParamKind.BUFFER:
@@ -406,6 +425,11 @@ class LaunchPlan:
                 self.count = -1   # a parameter the quick path does not know: always the full check
         self.bufs, self.f32s, self.ints = tuple(bufs), tuple(f32s), tuple(ints)
         self.buffer_names = tuple(b[0] for b in bufs)
+        self.buffer_slots = tuple((ps, ls) for _, ps, ls, *_ in bufs)       # parameter order
+        self.pointer_slots = tuple(ps for ps, _ in self.buffer_slots)
+        scalars = [p for p in k.params if p.kind is ParamKind.SCALAR]
+        self.scalar_names = tuple(p.name for p in scalars)
+        self.scalar_slots = tuple((slots[p.name][0], p.dtype) for p in scalars)
         self.probe = self.buffer_names[0] if bufs else None
         # the table holds the addresses of these objects; bufs, f32s and ints keep them alive
         self.table, self.native, self._fn, self._tensors = None, 0, None, None
@@ -419,6 +443,36 @@ class LaunchPlan:
                 words += [id(name), slot, lo, hi]
             self.table = np.array(words, np.int64)
             self.native = self.table.ctypes.data
+
+    # ---- the writer
+
+    def _put_launch(self, p, n: int):
+        """n, the block range [0, nblocks) and a bounds proof to redo (context.py)."""
+        nblocks = n // self.block if inject.active("launch_nblocks_floor") else -(-n // self.block)
+        mv = p._mv
+        mv[SLOT_N] = n
+        mv[SLOT_BEGIN] = 0
+        mv[SLOT_END] = nblocks
+        mv[SLOT_PROOF] = 0     # a new launch: its bounds are proven again (context.py)
+        p.n, p.nblocks = n, nblocks
+
+    def _put_buffers(self, mv, buffers):
+        """Each buffer's (address, length), in parameter order."""
+        for (ps, ls), (address, length) in zip(self.buffer_slots, buffers):
+            mv[ps] = address
+            mv[ls] = length
+
+    def _put_scalars(self, mv, values):
+        """Each scalar's value, in parameter order (scalar_bits)."""
+        for (slot, dtype), value in zip(self.scalar_slots, values):
+            mv[slot] = scalar_bits(dtype, value)
+
+    def write(self, p, n: int, buffers, scalars):
+        """Write a launch whose arguments are already checked: `buffers` each buffer's
+        (address, length) and `scalars` each scalar's value, both in parameter order."""
+        self._put_buffers(p._mv, buffers)
+        self._put_scalars(p._mv, scalars)
+        self._put_launch(p, n)
 
     def fill(self, p, n: int, args: dict) -> bool:
         """Write one launch into p's block (n already checked); False: not vouched for."""
@@ -441,20 +495,15 @@ class LaunchPlan:
             buffers = self._fill_python(p, args)
             if buffers is None:
                 return False
-        nblocks = n // self.block if inject.active("launch_nblocks_floor") else -(-n // self.block)
-        mv = p._mv
-        mv[SLOT_N] = n
-        mv[SLOT_BEGIN] = 0
-        mv[SLOT_END] = nblocks
-        mv[SLOT_PROOF] = 0     # a new launch: its bounds are proven again (context.py)
         if p.n != n:
-            p.__dict__.pop("_auto", None)   # auto's choice is per launch size
-        p.n, p.nblocks, p.buffers = n, nblocks, buffers
+            p.auto_choice = None   # auto's choice is per launch size
+        self._put_launch(p, n)
+        p.buffers = buffers
         code = p.origin   # a new launch gets its bounds proof again (a fallback was the last launch's)
         if p.code is not code:
             p.code, p.fallback = code, None
         if p.entry != code.entry:
-            p.entry, p._fn = code.entry, code.entry_fn
+            p.entry, p.entry_fn = code.entry, code.entry_fn
         return True
 
     def _fill_tensors(self, p, args: dict, fn):
@@ -468,12 +517,11 @@ class LaunchPlan:
                     return None
                 tensor = _torch_seen()
             tdtypes = _torch_state["dtypes"]
-            tensors = self._tensors = (tensor, tuple((name, slot, lslot, tdtypes.get(want), written)
-                                                     for name, slot, lslot, want, _, written in self.bufs))
+            tensors = self._tensors = (tensor, tuple((name, tdtypes.get(want), written)
+                                                     for name, _, _, want, _, written in self.bufs))
         tensor, bufs = tensors
-        mv = p._mv
-        buffers = {}
-        for name, slot, lslot, tdtype, written in bufs:
+        buffers, placed = {}, []
+        for name, tdtype, written in bufs:
             v = args[name]
             if (type(v) is not tensor or v.dtype is not tdtype or not v.is_cpu or not v.is_contiguous()
                     or v.is_neg() or (written and v.requires_grad)):
@@ -481,9 +529,9 @@ class LaunchPlan:
             size = v.numel()
             if size > I32_MAX:
                 return None
-            mv[slot] = v.data_ptr()
-            mv[lslot] = size
+            placed.append((v.data_ptr(), size))
             buffers[name] = v
+        self._put_buffers(p._mv, placed)
         return buffers if fn(self.native, id(args), p.address, 1) == 0 else None
 
     def _fill_python(self, p, args: dict):
@@ -491,8 +539,7 @@ class LaunchPlan:
         available: the buffers by name, or None."""
         if len(args) != self.count:
             return None
-        mv = p._mv
-        buffers, spans = {}, []
+        buffers, placed, spans = {}, [], []
         views = False    # an ndarray that does not own its memory, or a tensor: may overlap another
         tensor = _torch_state.get("tensor")
         tdtypes = _torch_state.get("dtypes")
@@ -520,8 +567,7 @@ class LaunchPlan:
             if size > I32_MAX:
                 return None
             buffers[name] = v
-            mv[slot] = addr
-            mv[lslot] = size
+            placed.append((addr, size))
             if size:
                 spans.append((addr, addr + size * itemsize))
         if len(spans) > 1:
@@ -533,17 +579,16 @@ class LaunchPlan:
                         return None    # check_args names the pair
             elif len({s[0] for s in spans}) < len(spans):
                 return None   # arrays owning their memory overlap only when one is passed twice
-        for name, slot in self.f32s:
+        for name, _ in self.f32s:
             v = args[name]
             if type(v) not in _F32_TYPES or v != v:   # a NaN's payload: NumPy's conversion decides
                 return None
-            mv[slot] = _U32.unpack(_F32.pack(v))[0]    # round to nearest even; OverflowError past f32
-        for name, slot, lo, hi in self.ints:
+            if type(v) is not np.float32:
+                f32_bits(v)       # OverflowError past f32: check_args decides
+        for name, _, lo, hi in self.ints:
             v = args[name]
-            if type(v) not in _INT_TYPES:
+            if type(v) not in _INT_TYPES or not lo <= int(v) <= hi:
                 return None
-            v = int(v)
-            if not lo <= v <= hi:
-                return None
-            mv[slot] = v & 0xFFFFFFFF
+        self._put_buffers(p._mv, placed)
+        self._put_scalars(p._mv, [args[name] for name in self.scalar_names])
         return buffers

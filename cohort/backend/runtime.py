@@ -1,20 +1,15 @@
-"""The runtime: a persistent native worker pool and task-grain policies (DESIGN §5, §6).
+"""The runtime: a persistent native worker pool and the measured (auto) choice (DESIGN §5, §6).
 
-A launch is cut into tasks of `grain` blocks that the pool's participants
-(the calling thread and `workers - 1` pool threads) claim until none are
-left; every task runs the compiled entry on its block range. Outputs do not
-depend on the grain, the worker count or the order tasks run in: blocks are
-independent by the kernel model (the interpreter rejects cross-block races).
+A launch on the pool is cut into tasks of `grain` blocks that the pool's
+participants (the calling thread and `workers - 1` pool threads) claim until
+none are left; every task runs the compiled entry on its block range. Outputs
+do not depend on the grain, the worker count or the order tasks run in: blocks
+are independent by the kernel model (the interpreter rejects cross-block races).
 
-Grain policies:
-  caller  the whole launch on the calling thread (the seeds' grain 4294967295)
-  N >= 1  N blocks per task
-  0       the runtime's pick for the given lanes: about four tasks per worker
-  legacy  an even split: one task of ceil(blocks / workers) blocks per worker
-  auto    lanes and grain together (the seeds' joint_tasks), measured on the
-          first launches, see `AutoChoice`
-  joint_legacy  lanes (this variant's or whole) chosen the same way, with the
-          legacy split only (the seeds' joint_legacy)
+Whether a launch runs on the caller, on the pool (and in tasks of how many
+blocks) or by measurement is launch_policy.py's rule; `run` runs the route it
+gives, `AutoChoice` measures auto's candidates (the seeds' joint_tasks and
+joint_legacy).
 
 `NativeLaunch` binds a prepared launch to the runtime's native launch entry
 (pool_ir's `cohort_runtime_launch`): the runtime-E2E boundary the native
@@ -33,7 +28,7 @@ from time import monotonic as _monotonic  # (tests replace `time` with a fake cl
 import numpy as np
 
 from . import inject, jit, pool_ir, target
-from .variant import AUTO_GRAINS
+from .launch_policy import Auto, Pool, policy_for, policy_of
 
 _lib: dict = {}
 _lib_lock = threading.Lock()
@@ -205,68 +200,41 @@ def _shutdown():
             _pool.close()
 
 
-# ---------------------------------------------------------------- policies
+# ---------------------------------------------------------------- running a route
 
-def grain_for(policy, nblocks: int, workers: int) -> int:
-    if policy == "legacy":
-        return max(1, -(-nblocks // workers))
-    if policy == 0:
-        return max(1, -(-nblocks // (4 * workers)))
-    return int(policy)
-
-
-def run(prepared, variant):
-    """Run a prepared launch as `variant`'s grain and workers say."""
-    workers = variant.workers
-    if variant.grain in AUTO_GRAINS:
-        return run_auto(prepared, variant)
-    if variant.grain == "caller" or workers == 1:
-        return prepared.run()
-    grain = grain_for(variant.grain, prepared.nblocks, workers)
-    if grain >= prepared.nblocks:   # one task: waking workers could only slow it down
-        return prepared.run()
-    pool(workers).run(prepared, grain, workers)
+def run(prepared, how):
+    """Run a prepared launch by the route its policy gives (`how`: a Variant or a
+    LaunchPolicy; launch_policy.py decides, this runs it)."""
+    route = policy_of(how).route(prepared.nblocks)
+    kind = type(route)
+    if kind is Pool:
+        return pool(route.workers).run(prepared, route.grain, route.workers)
+    if kind is Auto:
+        return choose(prepared, route.workers, route.policy).run(prepared)
+    return prepared.run()
 
 
 # The seeds' joint_tasks (auto) and joint_legacy: chosen by measurement.
-# The first launches of a (code, n, workers, policy) try each candidate - this
-# variant's lanes or whole (lanes=1); for auto on the caller or on the pool
-# with the runtime's grain or the legacy split, for joint_legacy with the
-# legacy split only - TRIALS times each in rotation (every trial is a real
-# launch: outputs do not depend on the choice), then the fastest median is kept.
+# The first launches of a (code, n, workers, policy) try each candidate
+# (LaunchPolicy.candidates: this variant's lanes or whole, on the caller or on
+# the pool) TRIALS times each in rotation (every trial is a real launch:
+# outputs do not depend on the choice), then the fastest median is kept.
 TRIALS = 5
 _auto: dict = {}
 _auto_lock = threading.Lock()
 
 
 class AutoChoice:
-    def __init__(self, prepared, workers: int, policy: str = "auto"):
-        from .compiler import compile_kernel
-        if policy not in AUTO_GRAINS:
-            raise ValueError(f"policy must be one of {AUTO_GRAINS}, got {policy!r}")
+    """The measured choice of one launch's route. `entries` (launch_policy.BuildEntry):
+    the builds it may run, as the compiler gives them (PreparedLaunch.auto_entries:
+    this variant's build, and the whole build when its scratch memory is the same)."""
+
+    def __init__(self, prepared, workers: int, policy: str = "auto", entries=None):
         self.workers, self.policy = workers, policy
-        code = prepared.code
-        entries = [("lanes=%d" % code.variant.lanes, code.entry, code.entry_fn)]
-        if code.variant.lanes != 1:
-            whole = compile_kernel(code.kernel, None, "whole", verify="never").code
-            if whole.scratch_bytes == code.scratch_bytes:
-                entries.append(("lanes=1", whole.entry, whole.entry_fn))
-        nb = prepared.nblocks
-        self.candidates = []
-        for label, entry, fn in entries:
-            if policy == "joint_legacy":
-                g = grain_for("legacy", nb, workers)
-                if workers > 1 and g < nb:
-                    self.candidates.append((f"{label},grain=legacy({g})", entry, fn, g))
-                else:   # the legacy split gives one task: it runs on the caller
-                    self.candidates.append((f"{label},caller", entry, fn, None))
-                continue
-            self.candidates.append((f"{label},caller", entry, fn, None))
-            if workers > 1 and nb > 1:
-                for g in sorted({grain_for(0, nb, workers), grain_for("legacy", nb, workers)}):
-                    if g < nb:
-                        self.candidates.append((f"{label},grain={g}", entry, fn, g))
-        self.trials = {c[0]: [] for c in self.candidates}
+        if entries is None:
+            entries = prepared.auto_entries()
+        self.candidates = policy_for(policy, workers).candidates(prepared.nblocks, entries)
+        self.trials = {c.label: [] for c in self.candidates}
         self.turn = 0
         self.chosen = None if len(self.candidates) > 1 else self.candidates[0]
 
@@ -277,16 +245,16 @@ class AutoChoice:
         self.turn += 1
         t0 = time.perf_counter_ns()
         self._run(c, prepared)
-        self.trials[c[0]].append(time.perf_counter_ns() - t0)
+        self.trials[c.label].append(time.perf_counter_ns() - t0)
         if all(len(v) >= TRIALS for v in self.trials.values()):
-            best = min(self.candidates, key=lambda c: sorted(self.trials[c[0]])[TRIALS // 2])
+            best = min(self.candidates, key=lambda c: sorted(self.trials[c.label])[TRIALS // 2])
             self.chosen = best
 
     def _run(self, c, prepared):
-        label, entry, fn, grain = c
-        if grain is None:
-            return prepared.run(fn=fn)
-        pool(self.workers).run(prepared, grain, self.workers, entry=entry)
+        if c.on_caller:
+            return prepared.run(fn=c.entry.fn)
+        route = c.route
+        pool(route.workers).run(prepared, route.grain, route.workers, entry=c.entry.address)
 
     def settle(self, prepared, limit: int = 1000) -> str:
         for _ in range(limit):
@@ -297,11 +265,11 @@ class AutoChoice:
 
     @property
     def label(self) -> str:
-        return self.chosen[0] if self.chosen else "measuring"
+        return self.chosen.label if self.chosen else "measuring"
 
 
 def choose(prepared, workers: int, policy: str = "auto") -> AutoChoice:
-    hit = prepared.__dict__.get("_auto")
+    hit = prepared.auto_choice
     if hit is not None and hit.workers == workers and hit.policy == policy:
         return hit
     key = (prepared.entry, prepared.n, workers, policy)
@@ -309,7 +277,7 @@ def choose(prepared, workers: int, policy: str = "auto") -> AutoChoice:
         hit = _auto.get(key)
         if hit is None:
             hit = _auto[key] = AutoChoice(prepared, workers, policy)
-    prepared._auto = hit
+    prepared.auto_choice = hit
     return hit
 
 
@@ -318,7 +286,7 @@ def choose_again(prepared, workers: int, policy: str = "auto", limit: int = 1000
     for its later launches."""
     c = AutoChoice(prepared, workers, policy)
     c.settle(prepared, limit)
-    prepared._auto = c
+    prepared.auto_choice = c
     return c
 
 
@@ -327,14 +295,7 @@ def settle(prepared, workers: int, limit: int = 1000, policy: str = "auto") -> s
     return choose(prepared, workers, policy).settle(prepared, limit)
 
 
-def run_auto(prepared, variant):
-    choose(prepared, variant.workers, variant.grain).run(prepared)
-
-
 # ---------------------------------------------------------------- the native launch entry
-
-_POLICY = {"caller": -1, "legacy": -2}
-
 
 class NativeLaunch:
     """One prepared launch bound to the runtime's native launch entry
@@ -368,21 +329,21 @@ class NativeLaunch:
         r[8] = per
         self.address = r.ctypes.data
         self.choice = None
-        if variant.grain in AUTO_GRAINS:
+        policy = policy_of(variant)
+        if policy.is_auto:
             self.choose_again()
         else:
-            r[3] = _POLICY.get(variant.grain, variant.grain if isinstance(variant.grain, int) else None)
+            r[3] = policy.native_word
         self._pool = None
 
     def choose_again(self) -> str:
         """A new measured choice (auto / joint_legacy); returns its label, e.g. 'lanes=8,grain=3'."""
         c = AutoChoice(self.prepared, self.workers, self.variant.grain)
         c.settle(self.prepared)
-        label, entry, _, grain = c.chosen
-        self.record[1] = entry
-        self.record[3] = -1 if grain is None else grain
-        self.choice = label
-        return label
+        self.record[1] = c.chosen.entry.address
+        self.record[3] = c.chosen.native_word
+        self.choice = c.chosen.label
+        return self.choice
 
     def _bind(self) -> "WorkerPool":
         p = pool(self.workers)

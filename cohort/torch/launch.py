@@ -4,23 +4,24 @@ pointers into a build's argument block.
 
 The ops in this package have already checked what `check_args` would check
 (dtype, device, layout, sizes) and allocated the output themselves, so a
-launch writes the slots directly (entry ABI, backend/context.py): n, the
-block range, each buffer's data pointer and length, each scalar's 32 bits,
-and slot 6 = 0 (the bounds proof is redone for the new arguments: a launch
-the safe build cannot prove runs the checked build, as everywhere). Inputs
-may share memory with each other (they are only read); the output is a fresh
-tensor and shares memory with nothing. Argument blocks are pooled per build
-and launch shape (n, lengths, scalars): a launch of a shape seen before
-writes only the data pointers and keeps the block's proof, which never reads
-a pointer (Launcher.__call__). `launcher` is `build` for the ops' calls: the
-constants as a tuple of (name, value) pairs, one dictionary look-up.
+launch hands each tensor's data pointer and length, and each scalar, to the
+build's argument-block writer (backend/launch_plan.py, LaunchPlan.write),
+without check_args. Inputs may share memory with each other (they are only
+read); the output is a fresh tensor and shares memory with nothing. Argument
+blocks are pooled per build and launch shape (n, lengths, scalars): a launch of
+a shape seen before writes only the data pointers, at the slots the plan names
+(LaunchPlan.pointer_slots), and keeps the block's proof, which never reads a
+pointer (Launcher.__call__). How a launch runs (calling
+thread, pool, auto) is the build's launch policy (backend/launch_policy.py),
+asked through PreparedLaunch.caller_entry and CompiledKernel.run_prepared.
+`launcher` is `build` for the ops' calls: the constants as a tuple of
+(name, value) pairs, one dictionary look-up.
 """
 from __future__ import annotations
 
 import contextvars
 import ctypes
 import math
-import struct
 import threading
 import time
 from typing import Optional
@@ -28,9 +29,8 @@ from typing import Optional
 import torch
 
 from ..backend.compiler import CompiledKernel, PreparedLaunch, compile_kernel
-from ..backend.context import SLOT_BEGIN, SLOT_END, SLOT_N, SLOT_PROOF, abi_slots
 from ..backend.variant import Variant, VariantError, parse_variant
-from ..refimpl.ir import DType, ParamKind
+from ..refimpl.ir import DType
 
 DEFAULT_VARIANT = "packet"      # 8 lanes, the caller's thread; every variant is exact (no fast_math)
 _current: contextvars.ContextVar = contextvars.ContextVar("cohort_torch_variant", default=None)
@@ -159,32 +159,29 @@ class recording:
 
 MAX_SHAPES = 256     # launch shapes with pooled argument blocks, per build (then the pools start over)
 POOL = 4             # idle blocks kept per shape (more exist only while launches overlap)
-_F32 = struct.Struct("<f")
-_U32 = struct.Struct("<I")
 _copysign = math.copysign
 _numel = torch.Tensor.numel
 
+
+
+def _direct_entry(p: PreparedLaunch):
+    """The entry to call on this thread with no Python between launches, or None. A sanitize
+    build's launches go through run_prepared, which gives each clean global shadows
+    (backend/sanitize_record.py): a direct call would keep the last launch's."""
+    if p.sanitized is not None and p.sanitized.shadowed:
+        return None
+    return p.caller_entry()
 
 class Launcher:
     """Launches of one build from torch tensors (see the module notes)."""
 
     def __init__(self, ck: CompiledKernel):
         self.ck = ck
-        k = ck.kernel
-        slots = abi_slots(k)
-        self.block = k.block
-        self.buffers = tuple(p.name for p in k.params if p.kind is ParamKind.BUFFER)
-        self.buffer_slots = tuple(slots[name] for name in self.buffers)
-        self.scalars = tuple((p.name, slots[p.name][0], p.dtype) for p in k.params if p.kind is ParamKind.SCALAR)
-        self.f32 = tuple(dt is DType.F32 for _, _, dt in self.scalars)
-        self.pointer_slots = tuple(ps for ps, _ in self.buffer_slots)
-        self._f32_pos = tuple(i for i, f in enumerate(self.f32) if f)
-        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, args, err, entry, address, direct)
-        self._code = ck.code                 # the build of a launch of whole blocks (or of any size)
-        self._any_size = not ck.code.full_blocks
-        v = ck.variant
-        self._caller = v.grain == "caller" or (v.workers == 1 and v.grain not in ("auto", "joint_legacy"))
-        self._bits = {}                      # f32 scalar value -> its bits (eps, scale: a few values)
+        self.plan = plan = ck.plan
+        self.buffers = plan.buffer_names
+        self._f32_pos = tuple(i for i, (_, dt) in enumerate(plan.scalar_slots) if dt is DType.F32)
+        self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, slots, err, fn, address)
+        self._pointer_slots = plan.pointer_slots
 
     def __call__(self, n: int, tensors, scalars=()):
         """Run a launch of n threads; `tensors`: every buffer in parameter order (contiguous
@@ -203,67 +200,43 @@ class Launcher:
                 key += (i, _copysign(1.0, scalars[i]))
         pool = self._ready.get(key)
         if pool:
-            p, mv, err, fn, address, direct = pool.pop()
-            for slot, t in zip(self.pointer_slots, tensors):
+            p, mv, err, fn, address = pool.pop()
+            for slot, t in zip(self._pointer_slots, tensors):   # only the data pointers (the plan's slots)
                 mv[slot] = t.data_ptr()
         else:
             if pool is None:
                 if len(self._ready) >= MAX_SHAPES:
                     self._ready.clear()
                 pool = self._ready[key] = []
-            code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
-            p = PreparedLaunch(self.ck, code)
-            mv, err, fn = memoryview(p.args), memoryview(p.err), code.entry_fn
+            p = self._block(n, tensors, scalars)
+            mv, err = memoryview(p.args), memoryview(p.err)
             address = ctypes.c_void_p(p.address)    # (ctypes takes one faster than an int)
-            # a sanitize build's launches go through run_prepared, which gives each clean global
-            # shadows (backend/sanitize_record.py): a direct call would keep the last launch's
-            direct = self._caller and not (p.sanitized is not None and p.sanitized.shadowed)
-            self._fill(p, mv, n, tensors, scalars)
+            fn = _direct_entry(p)                   # None: the launch goes through run_prepared
         if _recording:
             _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))
-        if direct:
-            fn(address)                      # the entry, as PreparedLaunch.run calls it
+        if fn is not None:
+            fn(address)                      # the entry on the calling thread, as PreparedLaunch.run calls it
             if err[0]:                       # an error recorded, or a launch the proof did not cover:
                 p.raise_error(rerun=p.run)   # raised, or rerun with the checked build
-                fn = p._fn                   # (the checked build from now on, for this shape)
+                fn = p.entry_fn              # (the checked build from now on, for this shape)
         else:
             self.ck.run_prepared(p)
-            fn = p._fn
-            # auto grain, settled on the caller's thread (a launch too small to share): from now
+            # grain=auto settled on the caller's thread (a launch too small to share): from now
             # on this shape calls the chosen entry directly, as a caller variant does
-            auto = p.__dict__.get("_auto")
-            if auto is not None and auto.chosen is not None and auto.chosen[3] is None and p.fallback is None:
-                fn, direct = auto.chosen[2], True
+            fn = _direct_entry(p)
         _stats["launches"] += 1
         if len(pool) < POOL:
-            pool.append((p, mv, err, fn, address, direct))
+            pool.append((p, mv, err, fn, address))
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the
         native entry, say). It holds the tensors' addresses: keep them alive while it is used."""
-        code = self._code if self._any_size or n % self.block == 0 else self.ck.code_for(n)
-        p = PreparedLaunch(self.ck, code)
-        self._fill(p, memoryview(p.args), n, tensors, scalars)
+        p = self._block(n, tensors, scalars)
         p.buffers = dict(zip(self.buffers, tensors))
         return p
 
-    def _fill(self, p, mv, n, tensors, scalars):
-        nblocks = -(-n // self.block)
-        mv[SLOT_N] = n
-        mv[SLOT_BEGIN] = 0
-        mv[SLOT_END] = nblocks
-        mv[SLOT_PROOF] = 0
-        for (ps, ls), t in zip(self.buffer_slots, tensors):
-            mv[ps] = t.data_ptr()
-            mv[ls] = t.numel()
-        for (name, slot, dt), is_f32, value in zip(self.scalars, self.f32, scalars):
-            if is_f32:
-                bits = self._bits.get(value) if value else None   # (0.0 == -0.0 as keys)
-                if bits is None:
-                    bits = _U32.unpack(_F32.pack(value))[0]
-                    if value and len(self._bits) < 64:
-                        self._bits[value] = bits
-                mv[slot] = bits
-            else:
-                mv[slot] = int(value) & 0xFFFFFFFF
-        p.n, p.nblocks = n, nblocks
+    def _block(self, n: int, tensors, scalars) -> PreparedLaunch:
+        """A new argument block of this launch (holding the tensors' addresses, not the tensors)."""
+        p = PreparedLaunch(self.ck, self.ck.code_for(n))
+        self.plan.write(p, n, [(t.data_ptr(), t.numel()) for t in tensors], scalars)
+        return p

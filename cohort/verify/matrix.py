@@ -56,6 +56,7 @@ AUTO_GRAIN_NOTE = ("grain=auto and joint_legacy excluded: they choose among the 
 def short_name(variant) -> str:
     """The knobs that differ from a fuzz spec's defaults, parseable: lanes=..,full_packet=..,predicated=..,
     private=..[,interleave=..] (or `whole`), then block, fast_math, checked, unsafe, grain, workers if set."""
+    from ..backend.variant import DEFAULT
     if variant.lanes == 1:
         name = "whole"
     else:
@@ -65,9 +66,9 @@ def short_name(variant) -> str:
             name += f",interleave={variant.interleave}"
     extra = [f"block={variant.block}"] if variant.block is not None else []
     extra += [f"{knob}=on" for knob in ("fast_math", "checked", "unsafe") if getattr(variant, knob)]
-    if variant.grain != "caller":
+    if variant.grain != DEFAULT.grain:
         extra.append(f"grain={variant.grain}")
-    if variant.workers != 1:
+    if variant.workers != DEFAULT.workers:
         extra.append(f"workers={variant.workers}")
     return ",".join([name] + extra)
 
@@ -91,23 +92,24 @@ def ragged_grain(nblocks: int):
 
 
 def pool_split(variant, nblocks: int):
-    """(grain, tasks) of a launch of nblocks blocks on the worker pool (runtime.run's rule);
-    None when it runs on the calling thread."""
-    from ..backend.runtime import grain_for
-    from ..backend.variant import AUTO_GRAINS
-    if variant.grain == "caller" or variant.workers == 1 or variant.grain in AUTO_GRAINS:
-        return None
-    grain = grain_for(variant.grain, nblocks, variant.workers)
-    return (grain, -(-nblocks // grain)) if grain < nblocks else None
+    """(grain, tasks) of a launch of nblocks blocks on the worker pool (its launch policy's
+    route, backend/launch_policy.py); None when it runs otherwise (the calling thread, auto)."""
+    from ..backend.launch_policy import Pool, policy_of
+    route = policy_of(variant).route(nblocks)
+    return (route.grain, route.tasks) if type(route) is Pool else None
+
+
+_PER_CASE = ("interleave=max", "interleave=mid", "grain=ragged")   # words _resolve makes numbers
 
 
 def _resolve(spec: str, block: int, nblocks: int):
     """The spec with its per-case words (interleave=max|mid, grain=ragged) made numbers;
     None when the case has no such value."""
+    from ..backend.variant import parse_variant
     knobs = spec.split(",")
-    lanes = next((int(k[6:]) for k in knobs if k.startswith("lanes=")), 1 if knobs[0] == "whole" else 8)
+    lanes = parse_variant(",".join(k for k in knobs if k not in _PER_CASE)).lanes
     for i, k in enumerate(knobs):
-        if k in ("interleave=max", "interleave=mid"):
+        if k in _PER_CASE[:2]:
             value = resolve_interleave(k[11:], block // lanes)
         elif k == "grain=ragged":
             value = ragged_grain(nblocks)
@@ -127,6 +129,7 @@ def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
     the launch would be one task on the calling thread - and the duplicates this makes dropped."""
     from dataclasses import replace
 
+    from ..backend.launch_policy import Caller, policy_of
     from ..backend.variant import parse_variant
     from ..refimpl.ir import Private
     has_private = any(isinstance(s, Private) for s in case.kernel.body)
@@ -143,7 +146,7 @@ def variants_for(case, matrix=DEFAULT_VARIANTS) -> list:
             v = replace(v, private="cohort")
         if v.lanes > 1 and case.block // v.lanes == 1:
             v = replace(v, interleave="auto")
-        if pool_split(v, nblocks) is None and v.grain not in ("auto", "joint_legacy"):
+        if type(policy_of(v).route(nblocks)) is Caller:
             v = replace(v, grain="caller", workers=1)
         name = short_name(v)
         if name not in out:

@@ -20,29 +20,21 @@ from .checksum import bitwise_equal, checksum, first_difference, row_ulps
 from .compare import verify_build
 
 
-def on_caller(variant) -> bool:
-    """Whether a launch of `variant` runs on the calling thread without the runtime
-    (as CompiledKernel.launch decides)."""
-    from ..backend.variant import AUTO_GRAINS
-    return variant.grain == "caller" or (variant.workers == 1 and variant.grain not in AUTO_GRAINS)
-
-
 def launch_path(ck, variant, n: int, choice=None) -> str:
-    """The path a launch of `variant` takes, in words (what `cohort run` checked and timed)."""
-    from ..backend import runtime
-    if variant.grain == "caller":
-        return "calling thread (grain=caller)"
-    if on_caller(variant):
-        return "calling thread (workers=1)"
+    """The route a launch of `variant` takes (backend/launch_policy.py), in words (what
+    `cohort run` checked and timed)."""
+    from ..backend.launch_policy import Auto, Caller, policy_of
     nblocks = -(-int(n) // ck.kernel.block)
-    if variant.grain in ("auto", "joint_legacy"):
+    route = policy_of(variant).route(nblocks)
+    if type(route) is Caller:
+        if route.grain is None:
+            return f"calling thread ({route.why})"
+        return f"runtime: one task of {nblocks} blocks (grain {route.grain}), run on the calling thread"
+    if type(route) is Auto:
         label = choice.label if choice is not None else "not launched yet"
-        return f"runtime {variant.grain} over {variant.workers} workers, {nblocks} blocks: chose {label}"
-    grain = runtime.grain_for(variant.grain, nblocks, variant.workers)
-    if grain >= nblocks:
-        return f"runtime: one task of {nblocks} blocks (grain {grain}), run on the calling thread"
-    return (f"runtime worker pool: {variant.workers} participants, tasks of {grain} blocks "
-            f"({-(-nblocks // grain)} tasks of {nblocks} blocks)")
+        return f"runtime {route.policy} over {route.workers} workers, {nblocks} blocks: chose {label}"
+    return (f"runtime worker pool: {route.workers} participants, tasks of {route.grain} blocks "
+            f"({route.tasks} tasks of {nblocks} blocks)")
 
 
 def compile_operator(op, launch, variant):
@@ -64,10 +56,10 @@ def _checked_launches(ck, variant, n: int, args: dict, out_buf, ref, op) -> dict
     chosen and one launch on its choice, each from a poisoned output, each checked
     (a trial is a real launch: a wrong candidate must not hide behind a later one)."""
     ck.launch(n, args)
-    if variant.grain not in ("auto", "joint_legacy") or on_caller(variant):
+    if not ck.policy.is_auto:
         return {"count": 1, "all_agree": True, "choice": None}
     from ..backend import runtime
-    choice = runtime.choose(ck.prepare(n, args), variant.workers, variant.grain)   # shared by (entry, n, workers, policy)
+    choice = runtime.choose(ck.prepare(n, args), ck.policy.workers, ck.policy.grain)   # shared by (entry, n, workers, policy)
     ok, count = _same(out_buf, ref, op, variant), 1
     while count < 1000:
         done = choice.chosen is not None
@@ -145,7 +137,7 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
     if diff is not None:
         out["first_difference"] = {"index": diff[0], "native": diff[1], "reference": diff[2]}
     if timing and out["agree"]:
-        if on_caller(variant):
+        if ck.policy.on_caller:
             # the launch path is the compiled entry on the calling thread: time that entry
             from ..backend import timer
             boundary = "native_entry"
