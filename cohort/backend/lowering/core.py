@@ -26,7 +26,7 @@ from collections import Counter
 
 from llvmlite import ir
 
-from ...refimpl.ir import Barrier, DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
+from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
@@ -53,15 +53,16 @@ from ..context import (
     private_layout,
 )
 from ..private_init import written_before_read
+from ..region_plan import names_in, plan_regions
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
 from .atomics import AtomicLowering
 from .checks import Checks
-from .collectives import CollectiveLowering, assigned_in, names_in
+from .collectives import CollectiveLowering, assigned_in
 from .exprs import ExprLowering
 from .lanes import Lanes
 from .loops import LoopLowering
 from .memory import MemoryLowering
-from .regions import BlockFor, Packets, RegionLowering, block_exprs, expr_vars, split_regions, walk_regions
+from .regions import RegionLowering
 from .sanitize import Sanitizer
 from .stmts import StmtLowering
 from .transposed import TransposedReads
@@ -85,7 +86,10 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
     """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
     (the entry ABI of context.py) running any range of a launch's blocks."""
 
-    def __init__(self, kernel: Kernel, symbol: str, variant, full_blocks: bool = False):
+    def __init__(self, kernel: Kernel, symbol: str, config):
+        # config: the build's CodegenConfig (codegen.py); every choice not the kernel's is asked of it
+        self.config = config
+        variant, full_blocks = config.variant, config.full_blocks
         lanes = variant.lanes
         if lanes > 1 and (kernel.block < lanes or kernel.block % lanes):
             raise ValueError(f"block {kernel.block} is smaller than lanes {lanes}")
@@ -110,8 +114,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.fn.attributes.add("nounwind")
         self.entry_bb = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry_bb)
-        self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)   # values of the lowering's width
-        self.sx = Ctx(self.module, self.b, 1, variant.fast_math)        # scalars
+        self.cx = Ctx(self.module, self.b, self.W, config)   # values of the lowering's width
+        self.sx = Ctx(self.module, self.b, 1, config)        # scalars
         self.counts = Counter()
         self.annotations: dict = {}   # id(node or stmt) -> LaneClaim
         self.stmt_ids: dict = {}      # id(stmt) -> index into self.stmt_table
@@ -203,24 +207,13 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         # this call runs every block of the launch: no other thread of it exists (atomics.py)
         self.whole_launch = b.and_(b.icmp_signed("<=", begin, self.i32(0)), b.icmp_signed(">=", end, nblocks))
 
-        self.regions = split_regions(k.body)
-        self.counts["barriers"] = sum(isinstance(s, Barrier) for s in walk_stmts(k.body))
-        sites, colls, loops = [], [], []
-        merge = False
-        for it in walk_regions(self.regions):
-            if isinstance(it, Packets):
-                if merge:              # planted barrier_live_unsaved: the barrier's two sides one site
-                    sites[-1] = sites[-1] | names_in(it.stmts, it.coll)
-                else:
-                    sites.append(names_in(it.stmts, it.coll))
-                merge = it.barrier is not None and inject.active("barrier_live_unsaved")
-                colls += [it.coll] if it.coll is not None else []
-            else:
-                sites += [expr_vars(e) for e in block_exprs(it)]
-                loops += [it.s.var] if isinstance(it, BlockFor) else []
-        self.block_slots = {n: self.block_scalar(n) for n in loops}
-        self.cross = {n for n in self.types if sum(n in c for c in sites) > 1} - set(loops)
-        self.cross |= {c.name for c in colls}
+        # regions and the values that cross them: an analysis of the IR (region_plan.py)
+        self.plan = plan_regions(k, self.config.bugs)
+        self.regions = self.plan.regions
+        self.counts["barriers"] = self.plan.barriers
+        colls = self.plan.collectives
+        self.block_slots = {n: self.block_scalar(n) for n in self.plan.block_loops}
+        self.cross = set(self.plan.cross)
         self.slots = {n: self.alloca(self.cx.ty(t), n) for n, t in self.types.items()}
         # per-thread storage: one element per thread, packets read W at a time
         self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
