@@ -516,7 +516,7 @@ def _build(k: Kernel, config: codegen.CodegenConfig, key: str) -> NativeCode:
     lowering = Lowering(k, symbol, config)
     module = lowering.lower()
     text = _with_function_attributes(str(module), symbol, target.host().entry_attributes(lowering.fn_attributes))
-    linked = jit.compile_module(text, [symbol], lowering.tuning)
+    linked = jit.compile_module(text, [symbol], lowering.tuning, config.level)
     # full_blocks as the lowering honours it (a cooperative kernel's blocks are whole at any n)
     built = config if lowering.full_blocks == config.full_blocks else replace(config, full_blocks=lowering.full_blocks)
     ck = NativeCode(k, built, symbol, linked.addresses[symbol], linked, lowering.stmt_table,

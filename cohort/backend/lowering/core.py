@@ -93,12 +93,10 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         lanes = variant.lanes
         if lanes > 1 and (kernel.block < lanes or kernel.block % lanes):
             raise ValueError(f"block {kernel.block} is smaller than lanes {lanes}")
-        self.k, self.B, self.variant = kernel, kernel.block, variant
-        self.checked = variant.checked
+        self.k, self.B = kernel, kernel.block
         # the default build is safe: affine indices proven per launch in the prologue,
         # the others checked per access; `unsafe` builds check nothing
         self.bounds = None if variant.checked or variant.unsafe else Bounds(kernel)
-        self.packet = lanes
         self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave)
         self.W = lanes * self.interleave
         # only launches of whole blocks are accepted; a cooperative kernel runs whole blocks at any n
@@ -127,6 +125,22 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self._unroll_full = None       # loops.unroll_fully's metadata
         self.transposed: dict = {}     # id(shared load) -> its scratch, in the loop that owns it
         self.loop_k = None             # the innermost kernel loop's iteration number (i64)
+
+    # What the build's configuration decides is read from it, never copied into a second
+    # attribute that could drift from the record (codegen.py).
+    @property
+    def variant(self):
+        return self.config.variant
+
+    @property
+    def checked(self) -> bool:
+        """Every access bounds-checked in the native code (variant checked=on)."""
+        return self.config.variant.checked
+
+    @property
+    def packet(self) -> int:
+        """Lanes of one packet (variant lanes); W = packet * interleave."""
+        return self.config.variant.lanes
 
     def llvm_settings(self):
         """(function attributes, pass-pipeline tuning). Packets are vectorised by
@@ -209,15 +223,13 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
 
         # regions and the values that cross them: an analysis of the IR (region_plan.py)
         self.plan = plan_regions(k, self.config.bugs)
-        self.regions = self.plan.regions
         self.counts["barriers"] = self.plan.barriers
         colls = self.plan.collectives
         self.block_slots = {n: self.block_scalar(n) for n in self.plan.block_loops}
-        self.cross = set(self.plan.cross)
         self.slots = {n: self.alloca(self.cx.ty(t), n) for n, t in self.types.items()}
         # per-thread storage: one element per thread, packets read W at a time
         self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
-                       for n in sorted(self.cross)}
+                       for n in sorted(self.plan.cross)}
         self.privates = {}
         # arrays every thread writes whole before reading: no zeroing (private_init.py)
         self.constant_of = (self.bounds or Bounds(k)).constant    # i32 values known at compile time
@@ -283,7 +295,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             npk = b.udiv(active if inject.active("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
         self.clear_written()
-        self.emit_regions(self.regions, base, npk)
+        self.emit_regions(self.plan.regions, base, npk)
 
     def packet_phase(self, q, base, stmts, coll):
         """Packet q of the block: the full path, the masked path, or a choice of the two."""
@@ -309,7 +321,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         with self.masked(launch_mask, merge=False):
             self.load_live_in(names_in(stmts, coll))
             self.stmts(stmts)
-            for n in sorted(assigned_in(stmts) & self.cross):
+            for n in sorted(assigned_in(stmts) & self.plan.cross):
                 self.store_cross(n, b.load(self.slots[n], typ=self.cx.ty(self.types[n])))
             if coll is not None:
                 self.contribute(coll)

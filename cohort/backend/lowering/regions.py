@@ -68,7 +68,7 @@ class RegionLowering:
         """Into the slots: the variables kept per thread (this packet's lanes) and the
         block-level loop variables (one value, splat)."""
         b = self.b
-        for n in sorted(used & self.cross):
+        for n in sorted(used & self.plan.cross):
             b.store(self.load_cross(n), self.slots[n])
         for n in sorted(used & self.block_slots.keys()):
             v = b.load(self.block_slots[n], typ=I32T)
