@@ -77,3 +77,13 @@ def test_cli_dump_dir_writes_the_plan(tmp_path, capsys):
     assert main(["run", "cumsum", "--shape", "3x63", "--variant", "whole", "--dump", str(tmp_path)]) == 0
     text = next(tmp_path.glob("*.regions.txt")).read_text()
     assert "block for " in text and "kept per thread across regions: " in text
+
+
+def test_cli_check_dump_regions_prints_a_users_kernels_plan(capsys):
+    from pathlib import Path
+    example = str(Path(__file__).resolve().parent.parent / "examples" / "block_sum.py") + "::block_sum"
+    assert main(["check", example, "--n", "1000", "--arg", "sums=32", "--variant", "whole", "--dump", "regions"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("region plan:\n  packets: 4 statement(s), then barrier\n  block for k in range(0, 5, 1):\n")
+    assert "  kept per thread across regions: t\n" in out and "\nok block_sum n=1000" in out
+    assert main(["check", example, "--n", "1000", "--dump", "ir"]) == 2
