@@ -41,7 +41,7 @@ def test_resolve_reads_the_knobs_the_target_the_bugs_and_the_level(monkeypatch):
         monkeypatch.delenv(k.name, raising=False)
     host = target.host()
     c = codegen.resolve(PACKET)
-    assert c.variant is PACKET and c.target == host and c.bugs == () and c.level == jit.FULL
+    assert c.variant == PACKET and c.target == host and c.bugs == () and c.level == jit.FULL
     assert c.fma == ("hardware" if host.native_fma else "software")
     assert c.f16 == ("hardware" if host.native_half else "software")
     assert c.masked_store == ("dispatch" if host.slow_masked_store else "intrinsic")
