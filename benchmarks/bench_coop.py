@@ -15,6 +15,7 @@ misaligned so would make matmul's panel rows straddle two lines: measured 1.2x s
 at 1024^3 on the znver3 VM).
 
     python benchmarks/bench_coop.py [--ops matmul,cumsum,histogram,transpose] [--rounds 7]
+        (--ops defaults to the operators tagged cooperative)
         [--workers 1] [--variant packet] [--quick]
 """
 import argparse
@@ -54,7 +55,8 @@ def torch_fn(name, shape):
         return lambda idx: torch.bincount(idx, minlength=bins)
     if name == "transpose":
         return lambda x: x.transpose(-1, -2).contiguous()
-    raise KeyError(name)
+    from cohort.torch.binding import BINDINGS  # any other operator: its eager torch code
+    return BINDINGS[name].reference(shape)
 
 
 def peer_inputs(name, inputs, shape):
@@ -176,7 +178,7 @@ def run_case(name, shape, args, variant):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", default="matmul,cumsum,histogram,transpose")
+    ap.add_argument("--ops", default=None, help="comma-separated operators (default: the cooperative ones)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--variant", default="packet")
@@ -184,6 +186,8 @@ def main():
     args = ap.parse_args()
     import torch
 
+    from cohort.refimpl import ops
+    args.ops = args.ops or ",".join(op.name for op in ops.tagged("cooperative"))
     from cohort.backend import target
     torch.set_num_threads(args.workers)
     variant = args.variant + (f",workers={args.workers},grain=0" if args.workers > 1 else "")
@@ -193,7 +197,8 @@ def main():
     if args.peak:
         print(f"# FMA peak, one thread (12 chains of vector fma): {args.peak:.1f} GFLOP/s")
     for name in args.ops.split(","):
-        for shape in (QUICK if args.quick else CASES)[name]:
+        # an operator without sizes of its own here runs at its seed sizes
+        for shape in (QUICK if args.quick else CASES).get(name, ops.get(name).seed_sizes):
             run_case(name, shape, args, variant)
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 

@@ -228,7 +228,7 @@ class Layers:
         from cohort.torch import launch, ops
         self.calls = calls
         x, w, b = torch.randn(1, 4096), torch.randn(4096), torch.randn(4096)
-        k = ops._kernel("layernorm")
+        k = ops.op_kernel("layernorm")
         run = launch.launcher(k, (("cols", 4096),), True)
         y = torch.empty_like(x)
         tensors, scalars, n = (x, w, b, y), (1e-5,), k.block
@@ -261,7 +261,7 @@ class Layers:
                     op(fx, fw, fb, 1e-5)
                 return (time.perf_counter_ns() - t0) / 200 / 1e3
 
-        quick = lambda: (ops._f32(x) and ops._f32(w) and ops._f32(b) and w.dim() == 1 and b.dim() == 1
+        quick = lambda: (ops.plain_f32(x) and ops.plain_f32(w) and ops.plain_f32(b) and w.dim() == 1 and b.dim() == 1
                          and x.dim() and w.shape[0] == x.shape[-1] and b.shape[0] == x.shape[-1])
         self.cols = {
             "native entry (timer loop, proof kept)": native,

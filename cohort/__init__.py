@@ -45,6 +45,10 @@ from .refimpl.lang import (
                            thread_id,
                            u32,
 )
+from .refimpl.launch_check import FRAMEWORK_BUFFERS as _FRAMEWORK_BUFFERS
+
+# torch tensors as kernel buffers: checked and viewed by the torch layer (imported on first use)
+_FRAMEWORK_BUFFERS["torch"] = "cohort.torch.buffers"
 
 __version__ = "0.1.0"
 

@@ -23,14 +23,14 @@ from . import cli_check, cli_fuzz, knobs
 from . import cli_options as opt
 from .cli_options import (
     UsageError,
-    _dash_values,
-    _int,
-    _items,
-    _output_dir,
-    _refuse_empty,
-    _seed,
-    _size,
+    comma_list,
+    dash_values,
     environment_error,
+    int_in_range,
+    normalised_shape,
+    parse_seed,
+    refuse_empty,
+    writable_dir,
 )
 
 
@@ -175,7 +175,7 @@ def cmd_ops(args) -> int:
 
 def _variant(text: str, flag: str = "--variant"):
     """None for the interpreter (`ref`), else a backend Variant."""
-    _items(flag, text)                  # "packet,," is a typo, not packet
+    comma_list(flag, text)              # "packet,," is a typo, not packet
     if text.strip() == "ref":
         return None
     from .backend.variant import VariantError, parse_variant
@@ -199,12 +199,12 @@ def cmd_run(args) -> int:
         shape = op.parse_shape(args.shape)
     except ops.ShapeError as e:
         raise UsageError(f"--shape: {args.shape}: {e}") from None
-    seed = _seed(args.seed)
+    seed = parse_seed(args.seed)
     variant = _variant(args.variant)
     if variant is None and (args.time or args.dump):
         raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
     if args.dump and args.dump not in DUMP_PRINTED:
-        _output_dir("--dump", args.dump)   # before any work: a bad path is found now, not after
+        writable_dir("--dump", args.dump)   # before any work: a bad path is found now, not after
     if args.save:
         _save_target("--save", args.save)
     if variant is not None:
@@ -345,17 +345,18 @@ def cmd_bench(args) -> int:
     if unsafe and not args.allow_unsafe:
         raise UsageError(f"suite {suite.name} has unsafe=on columns ({', '.join(unsafe)}): builds with no "
                          f"bounds checks; pass --allow-unsafe to run them")
-    only_ops = None if args.ops is None else _items("--ops", args.ops)
+    only_ops = None if args.ops is None else comma_list("--ops", args.ops)
     for o in only_ops or []:
         try:
             ops.get(o)
         except ops.UnknownOperator as e:
             raise UsageError(f"--ops: {e}") from None
-    only_sizes = None if args.sizes is None else {_size("--sizes", t) for t in _items("--sizes", args.sizes)}
-    args.rounds = _int("--rounds", args.rounds, 1, opt.MAX_ROUNDS)
-    args.samples = _int("--samples", args.samples, 1, opt.MAX_SAMPLES)
+    only_sizes = (None if args.sizes is None
+                  else {normalised_shape("--sizes", t) for t in comma_list("--sizes", args.sizes)})
+    args.rounds = int_in_range("--rounds", args.rounds, 1, opt.MAX_ROUNDS)
+    args.samples = int_in_range("--samples", args.samples, 1, opt.MAX_SAMPLES)
     from .backend.variant import MAX_WORKERS
-    args.workers = _int("--workers", args.workers, 1, MAX_WORKERS)
+    args.workers = int_in_range("--workers", args.workers, 1, MAX_WORKERS)
     opt.check_cases(suite.name, only_ops, only_sizes,
                     [ops.fmt_shape(shape) for _, _, shape in harness.select_cases(suite, only_ops)])
     out = args.out or os.path.join("out", suite.name)
@@ -464,9 +465,9 @@ def main(argv=None) -> int:
     try:
         parser = _parser()
         argv = list(sys.argv[1:] if argv is None else argv)
-        args = parser.parse_args(_dash_values(parser, argv))
+        args = parser.parse_args(dash_values(parser, argv))
         args.argv = argv                 # as typed: an interrupted campaign prints the command that resumes it
-        _refuse_empty(parser, args)
+        refuse_empty(parser, args)
         return COMMANDS[args.command](args)
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)

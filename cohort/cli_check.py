@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 
-from .cli_options import UsageError, _int
+from .cli_options import UsageError, int_in_range
 
 DEFAULT_VARIANTS = ("whole", "lanes=4", "packet", "lanes=16", "packet-masked", "packet,checked=on",
                     "packet,sanitize=on", "packet,grain=1,workers=2", "whole,grain=auto,workers=2")
@@ -111,7 +111,7 @@ def _consts(k, given: dict) -> dict:
     missing = [n for n in names if n not in given]
     if missing:
         raise UsageError(f"--const {missing[0]}=V is missing (Const parameters: {', '.join(names)})")
-    return {n: _int(f"--const {n}", given[n], -(2 ** 31), 2 ** 31 - 1) for n in names}
+    return {n: int_in_range(f"--const {n}", given[n], -(2 ** 31), 2 ** 31 - 1) for n in names}
 
 
 def _random(dtype, length: int, n: int, rng) -> np.ndarray:
@@ -143,7 +143,7 @@ def _buffer(p, text, n: int, written: bool, rng):
     length = n
     if text is not None:
         size, _, dt = text.partition(":")
-        length = _int(flag, size, 0, (1 << 30) - 1)
+        length = int_in_range(flag, size, 0, (1 << 30) - 1)
         if dt and DTYPE_BY_NAME.get(dt.strip()) is not p.dtype:
             raise UsageError(f"{flag}: the kernel's {p.name} is {p.dtype.value}, not {dt.strip()}")
     if written:
@@ -173,8 +173,8 @@ def launch_args(kfn, args):
     from .refimpl.ir import ParamKind
     from .refimpl.launch_check import written_buffers
     k = kfn.ir
-    n = _int("--n", args.n, 0, 2 ** 31 - 1 - k.block)
-    seed = _int("--seed", args.seed, 0, 2 ** 63 - 1)
+    n = int_in_range("--n", args.n, 0, 2 ** 31 - 1 - k.block)
+    seed = int_in_range("--seed", args.seed, 0, 2 ** 63 - 1)
     consts = _consts(k, _pairs("--const", args.const))
     given = _pairs("--arg", args.arg)
     names = {p.name for p in k.params if p.kind is not ParamKind.CONST}
@@ -279,7 +279,7 @@ def cmd_time(args) -> int:
     if args.variant and len(args.variant) > 1:
         raise UsageError("--variant: time takes one build")
     spec = args.variant[0] if args.variant else "packet"
-    samples = _int("--samples", args.samples, 1, 1000)
+    samples = int_in_range("--samples", args.samples, 1, 1000)
     try:
         variant = parse_variant(spec)
         check = check_kernel(kfn, n, consts, launch, [spec])

@@ -6,7 +6,7 @@ import json
 import sys
 
 from . import cli_options as opt
-from .cli_options import UsageError, _int, _items, _output_dir, _seed
+from .cli_options import UsageError, comma_list, int_in_range, parse_seed, writable_dir
 
 
 def _fuzz_options(args) -> dict:
@@ -19,26 +19,26 @@ def _fuzz_options(args) -> dict:
                          f"got {args.seconds!r}") from None
     if not 0 < seconds <= opt.MAX_FUZZ_SECONDS:     # NaN fails this too
         raise UsageError(f"--seconds must be more than 0 and at most {opt.MAX_FUZZ_SECONDS}, got {args.seconds}")
-    jobs = _int("--jobs", args.jobs, 0, opt.MAX_JOBS)
-    programs = _int("--programs", args.programs, 1, opt.MAX_PROGRAMS)
+    jobs = int_in_range("--jobs", args.jobs, 0, opt.MAX_JOBS)
+    programs = int_in_range("--programs", args.programs, 1, opt.MAX_PROGRAMS)
     if args.corpus:
-        _output_dir("--corpus", args.corpus)
-    bugs = () if args.inject is None else tuple(_items("--inject", args.inject))
+        writable_dir("--corpus", args.corpus)
+    bugs = () if args.inject is None else tuple(comma_list("--inject", args.inject))
     unknown = [b for b in bugs if b not in BUGS]
     if unknown:
         raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
     kw = dict(jobs=jobs, bugs=bugs, shrink=not args.no_shrink, progress=sys.stderr.isatty(), max_programs=programs,
-              seeds=_int("--seeds", args.seeds, 1, opt.MAX_SEEDS),
-              seeds_per_task=_int("--seeds-per-task", args.seeds_per_task, 1, opt.MAX_PER_SEED),
-              batch=_int("--examples-per-seed", args.examples_per_seed, 1, opt.MAX_PER_SEED),
-              max_stmts=_int("--max-stmts", args.max_stmts, 1, opt.MAX_STMTS))
+              seeds=int_in_range("--seeds", args.seeds, 1, opt.MAX_SEEDS),
+              seeds_per_task=int_in_range("--seeds-per-task", args.seeds_per_task, 1, opt.MAX_PER_SEED),
+              batch=int_in_range("--examples-per-seed", args.examples_per_seed, 1, opt.MAX_PER_SEED),
+              max_stmts=int_in_range("--max-stmts", args.max_stmts, 1, opt.MAX_STMTS))
     if args.steer is not None:
         kw["steer"] = args.steer != "off"
         if args.steer == "on":
             kw["plain_every"] = 0
     if args.variants_per_program is not None:
         vpp = args.variants_per_program
-        kw["variants_per_program"] = None if vpp == "all" else _int("--variants-per-program", vpp, 1,
+        kw["variants_per_program"] = None if vpp == "all" else int_in_range("--variants-per-program", vpp, 1,
                                                                       opt.MAX_PER_SEED)
     elif args.variant:                   # variants named on the command line all run on every program
         kw["variants_per_program"] = None
@@ -46,14 +46,14 @@ def _fuzz_options(args) -> dict:
         from .backend.variant import VariantError, parse_variant
         from .verify.matrix import short_name
         for v in args.variant:
-            _items("--variant", v)
+            comma_list("--variant", v)
         try:
             kw["variants"] = tuple(dict.fromkeys(short_name(parse_variant(v)) for v in args.variant))
         except VariantError as e:
             raise UsageError(f"--variant: {e}") from None
     if args.scheduler:
         sched = args.scheduler
-        if sched.startswith("local:") and _int("--scheduler local:N", sched[6:], 1, 256) is None:
+        if sched.startswith("local:") and int_in_range("--scheduler local:N", sched[6:], 1, 256) is None:
             raise UsageError("--scheduler local:N needs N")
         try:
             import distributed  # noqa: F401
@@ -61,7 +61,7 @@ def _fuzz_options(args) -> dict:
             raise UsageError("--scheduler needs Dask distributed: pip install 'cohort[cluster]'") from None
         kw["scheduler"] = sched
     if args.campaign:
-        _output_dir("--campaign", args.campaign)
+        writable_dir("--campaign", args.campaign)
         kw["campaign_dir"] = args.campaign
     return {"seconds": seconds, **kw}
 
@@ -94,7 +94,7 @@ def cmd_fuzz(args) -> int:
     kw = _fuzz_options(args)
     corpus = args.corpus or (None if kw["bugs"] else default_corpus_dir())   # injected bugs: no corpus by default
     try:
-        report = run_campaign(kw.pop("seconds"), _seed(args.seed), corpus_dir=corpus, **kw)
+        report = run_campaign(kw.pop("seconds"), parse_seed(args.seed), corpus_dir=corpus, **kw)
     except CampaignError as e:
         raise UsageError(str(e)) from None
     except SchedulerUnavailable as e:

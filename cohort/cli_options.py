@@ -31,7 +31,7 @@ MAX_DIMS = 8                      # bench --sizes: numbers in a shape (attention
 SHAPE_LIMIT = (1 << 30) - 1       # elements of any buffer (refimpl/ops/base.py parse_shape)
 
 
-def _int(flag: str, text, lo: int, hi: int):
+def int_in_range(flag: str, text, lo: int, hi: int):
     """`text` as an integer in lo..hi (None stays None), else a usage error naming `flag` and its range."""
     if text is None:
         return None
@@ -44,7 +44,7 @@ def _int(flag: str, text, lo: int, hi: int):
     return v
 
 
-def _items(flag: str, text: str) -> list:
+def comma_list(flag: str, text: str) -> list:
     """A comma-separated list; an empty item ("a,,b", "a,") is a usage error, not ignored."""
     items = [t.strip() for t in text.split(",")]
     if not all(items):
@@ -52,7 +52,7 @@ def _items(flag: str, text: str) -> list:
     return items
 
 
-def _size(flag: str, text: str) -> str:
+def normalised_shape(flag: str, text: str) -> str:
     """A shape of --sizes, normalised ("17X065" -> "17x65"): positive numbers, a buffer's worth at most."""
     parts = text.lower().replace("×", "x").split("x")
     if not all(p.strip().isdigit() for p in parts) or len(parts) > MAX_DIMS:
@@ -88,7 +88,7 @@ def _options(parser, args=None):
                     yield from _options(sub, args)
 
 
-def _dash_values(parser, argv: list) -> list:
+def dash_values(parser, argv: list) -> list:
     """`--shape -1x65` as `--shape=-1x65`: argparse takes a value that starts with '-' for an
     option of its own ("expected one argument"); the option's own check then says what is wrong."""
     actions = list(_options(parser))
@@ -109,7 +109,7 @@ def _dash_values(parser, argv: list) -> list:
     return out
 
 
-def _refuse_empty(parser, args):
+def refuse_empty(parser, args):
     """An option given as "" is a mistake (a shell variable that was not set), never "the default"."""
     for a in _options(parser, args):
         value = getattr(args, a.dest, None)
@@ -137,7 +137,7 @@ def environment_error(e: BaseException):
     return None
 
 
-def _seed(text: str) -> int:
+def parse_seed(text: str) -> int:
     try:
         seed = int(text, 0)
     except ValueError:
@@ -147,7 +147,7 @@ def _seed(text: str) -> int:
     return seed
 
 
-def _output_dir(flag: str, directory: str):
+def writable_dir(flag: str, directory: str):
     """`directory` exists (made now if need be) and takes files; else a usage error."""
     import tempfile
     if os.path.lexists(directory) and not os.path.isdir(directory):

@@ -36,8 +36,6 @@ import time
 
 import numpy as np
 
-ROW_OPS_PRIVATE = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu_residual", "rope", "gelu",
-                   "gelu_tanh")
 VARIANTS = ("whole", "packet,lanes=4", "packet,lanes=16")
 PRIVATE_VARIANT = "packet"                  # lanes 8, the default
 MATH_VARIANTS = ("whole", "packet,lanes=16")
@@ -109,7 +107,7 @@ def part_ops(out: dict, facts: dict, only=None):
         shape = op.seed_sizes[0]
         for v in VARIANTS:
             _record(out, f"ops/{name}/{ops.fmt_shape(shape)}/{v}", check_operator(op, shape, SEED, parse_variant(v)))
-        if name in ROW_OPS_PRIVATE:
+        if "private" in (f[0] for f in op.forms):      # every operator with a private form, at lanes 8
             pop = ops.get(name, "private")
             _record(out, f"ops/{name}:private/{ops.fmt_shape(shape)}/{PRIVATE_VARIANT}",
                     check_operator(pop, shape, SEED, parse_variant(PRIVATE_VARIANT)))

@@ -18,7 +18,7 @@ def _bits(a):
 
 @pytest.mark.parametrize("name", sorted(ops.OPERATORS))
 def test_the_native_eager_code_is_its_python_twin_bit_for_bit(name):
-    # eager_entry.cpp restates inductor_refs.py's eager code in C++; the same ATen calls give
+    # eager_entry.cpp restates each OpBinding's eager code in C++; the same ATen calls give
     # the same bits, so any drift between the two shows here (two sizes: the first and the last)
     op = ops.get(name)
     for shape in (op.seed_sizes[0], op.seed_sizes[-1]):

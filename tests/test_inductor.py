@@ -267,7 +267,7 @@ define void @k_scale(ptr %b, i64 %n, ptr %c) {
   ret void
 }
 """, ["k_add1", "k_scale"])
-    ir = ind._trampoline_ir("cohort_test_tramp", [(kernels.addresses["k_add1"], ["ptr", "ptr"]),
+    ir = ind.trampoline_ir("cohort_test_tramp", [(kernels.addresses["k_add1"], ["ptr", "ptr"]),
                                                  (kernels.addresses["k_scale"], ["ptr", "i64", "ptr"])])
     tramp = jit.compile_module(ir, ["cohort_test_tramp"])
     a, b, c = (np.array([v], np.float32) for v in (2.0, 0.0, 0.0))

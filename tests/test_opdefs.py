@@ -190,7 +190,7 @@ def test_every_called_builtin_is_a_name_a_kernel_can_call():
         if d.spelling.form != "call" or not d.spelling.text:
             continue
         obj = getattr(cohort, d.spelling.text, None) or getattr(builtins, d.spelling.text)
-        if isinstance(obj, lang._Builtin):
+        if isinstance(obj, lang.Builtin):
             assert obj.name == d.spelling.text and (obj.kind != "builtin" or obj.payload is d.op), d.op
         else:
             assert frontend._PY_CALLS[obj] is d, d.op

@@ -15,12 +15,9 @@ from ..verify.checksum import checksum
 from ..verify.compare import mismatches
 from ..verify.guard import GuardedSet
 from .measure import calibrate_e2e, e2e_loop
+from .unavailable import Unavailable
 
 POISON = np.float32(-1234.5)   # outputs are reset to this before each round: a skipped write shows
-
-
-class Unavailable(Exception):
-    """The column cannot run here (reason in the message)."""
 
 
 class VariantColumn:

@@ -1,14 +1,14 @@
 """Eager PyTorch as a column: ATen's CPU kernels called from native code (DESIGN §6).
 
 A PyTorch user picks the faster of eager torch and torch.compile, so a table that shows
-only Inductor can hide a peer that wins. eager_entry.cpp writes each operator as
-inductor_refs.py does in Python - the same ATen calls, through the dispatcher, with
-inference mode on - and is built once per torch version and compiler against torch's own
+only Inductor can hide a peer that wins. eager_entry.cpp writes each operator as its
+OpBinding.eager (cohort/torch/binding.py) does in Python - the same ATen calls, through the
+dispatcher, with inference mode on - and is built once per torch version and compiler against torch's own
 headers and libraries (cached). Its `cohort_eager_run(state)` has the native entry's shape,
 so the native timer calls it in its loop like our entries and Inductor's kernels: no Python
 in the timed path. Each call allocates its output, as the eager call does.
 
-Python's eager call (the same functions in inductor_refs.py, from a Python loop) is the
+Python's eager call (the same functions, inductor_refs.reference, from a Python loop) is the
 python_api boundary's eager column.
 """
 from __future__ import annotations

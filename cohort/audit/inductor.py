@@ -49,16 +49,16 @@ from ..backend import jit
 from ..refimpl import ops
 from ..verify.guard import GuardedBuffer, GuardedSet
 from .inductor_entry import (
-    _ARGTYPE,
+    ARGTYPE,
     GraphFacts,
     NativeEntry,
-    _capsule,
-    _capsule_pointer,
-    _empty_function_address,
-    _ids,
-    _record_lock,
-    _trampoline_ir,
     analyse_output_code,
+    capsule,
+    capsule_pointer,
+    empty_function_address,
+    entry_ids,
+    record_lock,
+    trampoline_ir,
 )
 from .inductor_refs import (  # noqa: F401
     TORCH_MISSING,
@@ -152,7 +152,7 @@ class InductorColumn:
             return mod
 
         hits0 = counters["inductor"]["fxgraph_cache_hit"]
-        with _record_lock:
+        with record_lock:
             PyCodeCache.load_by_key_path = classmethod(spy)
             try:
                 # grad mode as a caller has it (Dynamo guards on it; the inputs need no grad,
@@ -193,7 +193,7 @@ class InductorColumn:
         _torch()   # torch is importable
         mod = self.modules[0]
         seen = []
-        with _record_lock:
+        with record_lock:
             saved = {name: mod.__dict__[name] for name in self.facts.kernels}
 
             def wrap(name, k):
@@ -281,8 +281,8 @@ class InductorColumn:
                     else:
                         slots.append(a.data_ptr())
                     types_.append("ptr")
-                elif ctype.strip() in _ARGTYPE:
-                    t = _ARGTYPE[ctype.strip()]
+                elif ctype.strip() in ARGTYPE:
+                    t = ARGTYPE[ctype.strip()]
                     types_.append(t)
                     if t == "i64":
                         slots.append(int(a))
@@ -293,10 +293,10 @@ class InductorColumn:
                     raise RuntimeError(f"{name}: unsupported kernel argument type {ctype!r}")
             calls.append((addr, types_))
             libs.append(lib)
-        n = next(_ids)
+        n = next(entry_ids)
         tname, oname = f"cohort_inductor_tramp_{n}", f"cohort_inductor_overhead_{n}"
-        empty = _empty_function_address()
-        ir = _trampoline_ir(tname, calls) + _trampoline_ir(oname, [(empty, t) for _, t in calls])
+        empty = empty_function_address()
+        ir = trampoline_ir(tname, calls) + trampoline_ir(oname, [(empty, t) for _, t in calls])
         linked = jit.compile_module(ir, [tname, oname])
         args = np.array(slots or [0], np.int64)
         # the output as a view of its guarded buffer
@@ -357,7 +357,7 @@ class InductorColumn:
         if n_in.value != len(self.tensors) or n_out.value != 1:
             raise RuntimeError(f"AOTInductor model takes {n_in.value} inputs/{n_out.value} outputs, "
                                f"expected {len(self.tensors)}/1")
-        orig = [_capsule_pointer(c) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(list(self.tensors))]
+        orig = [capsule_pointer(c) for c in torch._C._aoti.unsafe_alloc_void_ptrs_from_tensors(list(self.tensors))]
         ni = len(orig)
         # slots: [container, orig_0..orig_{n-1}, in_0..in_{n-1}, out, last, errors]
         args = np.zeros(1 + 2 * ni + 3, np.int64)
@@ -369,7 +369,7 @@ class InductorColumn:
         new = addr("aoti_torch_new_tensor_handle", torch_lib)
         delete = addr("aoti_torch_delete_tensor_object", torch_lib)
         i_in, i_out, i_last, i_err = 1 + ni, 1 + 2 * ni, 2 + 2 * ni, 3 + 2 * ni
-        n = next(_ids)
+        n = next(entry_ids)
 
         def body(name, with_run):
             L = [f"define void @{name}(ptr %a) {{", "entry:",
@@ -427,7 +427,7 @@ class InductorColumn:
             return None
         h = ctypes.c_void_p()
         a["torch_lib"].aoti_torch_new_tensor_handle(ctypes.c_void_p(last), ctypes.byref(h))
-        return torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(_capsule(h.value))
+        return torch._C._aoti.alloc_tensor_by_stealing_from_void_ptr(capsule(h.value))
 
     # -- public ----------------------------------------------------------------
     def native(self) -> Optional[NativeEntry]:

@@ -19,7 +19,7 @@ from ..backend import jit
 
 _ALLOWED_CALLS = {"assert_size_stride", "assert_alignment", "empty_strided_cpu", "reinterpret_tensor",
                   "alloc_from_pool", "args.clear", "len", "range"}
-_ARGTYPE = {"int64_t": "i64", "long": "i64", "float": "float", "double": "double"}
+ARGTYPE = {"int64_t": "i64", "long": "i64", "float": "float", "double": "double"}
 
 
 def _dotted(node) -> str:
@@ -83,12 +83,12 @@ def analyse_output_code(source: str) -> GraphFacts:
 
 # ---------------------------------------------------------------- the native entry
 
-_ids = itertools.count()
-_record_lock = threading.Lock()
+entry_ids = itertools.count()
+record_lock = threading.Lock()
 _empty = {}
 
 
-def _empty_function_address() -> int:
+def empty_function_address() -> int:
     """A JIT function that returns at once (called with any arity: the SysV ABI allows it)."""
     if not _empty:
         linked = jit.compile_module("define void @cohort_inductor_empty() {\n  ret void\n}\n",
@@ -101,7 +101,7 @@ def _empty_function_address() -> int:
 _LLTYPE = {"ptr": "ptr", "i64": "i64", "float": "float", "double": "double"}
 
 
-def _trampoline_ir(name: str, calls: list) -> str:
+def trampoline_ir(name: str, calls: list) -> str:
     """`void name(ptr args)`: for each (address, [types]) call address(args[k], ...), slots in order."""
     lines = [f"define void @{name}(ptr %args) {{", "entry:"]
     slot = 0
@@ -155,7 +155,7 @@ class NativeEntry:
         return timer.time_entry(self.overhead_address, self.arg_address, iters, samples)
 
 
-def _capsule_pointer(capsule) -> int:
+def capsule_pointer(capsule) -> int:
     """The pointer in a nameless PyCapsule (torch._C._aoti hands AtenTensorHandles out so)."""
     api = ctypes.pythonapi
     api.PyCapsule_GetPointer.restype = ctypes.c_void_p
@@ -163,7 +163,7 @@ def _capsule_pointer(capsule) -> int:
     return int(api.PyCapsule_GetPointer(capsule, None))
 
 
-def _capsule(pointer: int):
+def capsule(pointer: int):
     api = ctypes.pythonapi
     api.PyCapsule_New.restype = ctypes.py_object
     api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]

@@ -127,7 +127,7 @@ def _rows(op_names, sizes, even_for_rope=True):
     return tuple(out)
 
 
-ROW_OPS = ("rmsnorm", "layernorm", "masked_softmax", "swiglu", "gelu_residual", "rope")
+ROW_OPS = tuple(op.name for op in ops.tagged("row"))
 ALL_SEED_CASES = tuple((name, s) for name, op in ops.OPERATORS.items() for s in op.seed_sizes)
 
 WHOLE = Column("whole", "variant", "whole")
@@ -314,24 +314,13 @@ def _safety():
               "Needs --allow-unsafe. Single thread.")
 
 
-# Llama-2-7B (hidden 4096, MLP 11008, 32 heads of 128) and Llama-3-8B (MLP 14336, 8 KV heads):
-# one token (decode), a batch of 32 decoding tokens, a 512-token prompt (prefill)
-LLM_CASES = (
-    ("rmsnorm", (1, 4096)), ("rmsnorm", (32, 4096)), ("rmsnorm", (512, 4096)),
-    ("layernorm", (1, 4096)), ("layernorm", (32, 4096)), ("layernorm", (512, 4096)),
-    ("swiglu", (1, 11008)), ("swiglu", (1, 14336)), ("swiglu", (512, 14336)),
-    ("gelu", (1, 16384)), ("gelu", (512, 16384)), ("gelu_tanh", (1, 16384)), ("gelu_tanh", (512, 16384)),
-    ("rope_half", (32, 1, 128, 128)), ("rope_half", (32, 512, 128, 128)),
-    ("masked_softmax", (4096, 512)),
-    ("attention", (1, 32, 8, 1, 1024, 128, 128)),           # decode, 8B's grouped KV heads
-    ("attention", (1, 32, 32, 256, 256, 128, 128)),         # an encoder's prompt: not causal
-    ("attention_causal", (1, 32, 8, 512, 512, 128, 128)),   # prefill
-)
+# the LLM operators at the sizes their definitions give (Operator.llm_sizes: Llama-2-7B and Llama-3-8B)
+LLM_CASES = tuple((op.name, s) for op in ops.tagged("llm") for s in op.llm_sizes)
 TORCH_STRATEGIES = (
     ("cohort", "cohort.torch.<op>(...) in its default variant (packet: 8 lanes); on all threads "
                "packet,workers=<cores>,grain=auto"),
     ("torch.ops", "torch.ops.cohort.<op>.default(...): the same op through PyTorch's dispatcher"),
-    ("eager", "the operator's eager torch code (audit/inductor_refs.py), a plain call"),
+    ("eager", "the operator's eager torch code (its OpBinding, cohort/torch/binding.py), a plain call"),
     ("compile", "torch.compile of the same code (Inductor, dynamic=False), a plain call of the compiled "
                 "function"),
 )

@@ -2,8 +2,8 @@
 a PyTorch user writes, on torch tensors, against eager torch and torch.compile called the same
 way (columns.py: EagerColumn, InductorColumn at the torch_api boundary).
 
-Each operator maps to the cohort.torch call that computes it from the operator's inputs (same
-tensors, same order); `dispatch=True` calls `torch.ops.cohort.<op>` (the dispatcher, custom_op's
+Each operator's OpBinding (cohort/torch/binding.py) names the cohort.torch call that computes it
+from the operator's inputs (same tensors, same order); `dispatch=True` calls `torch.ops.cohort.<op>` (the dispatcher, custom_op's
 layers) instead of the `cohort.torch.<op>` wrapper, which calls the implementation directly
 when nothing needs the dispatcher (plain tensors, no gradient, not tracing).
 """
@@ -12,44 +12,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..verify.checksum import checksum
-
-# operator -> (cohort.torch function name, extra keyword arguments, shape -> positional extras)
-CALLS = {
-    "rmsnorm": ("rmsnorm", {}), "layernorm": ("layernorm", {}), "masked_softmax": ("masked_softmax", {}),
-    "swiglu": ("swiglu", {}), "gelu": ("gelu", {}), "gelu_tanh": ("gelu_tanh", {}),
-    "gelu_residual": ("gelu_residual", {}),
-    "rope_half": ("rope", {"interleaved": False}), "rope_pairs": ("rope", {"interleaved": True}),
-    "attention": ("attention", {}), "attention_causal": ("attention", {"causal": True}),
-    "matmul": ("matmul", {}), "cumsum": ("cumsum", {}), "transpose": ("transpose", {}),
-    "histogram": ("histogram", {}),
-}
-# the op's positional arguments beyond the operator's inputs, from the launch shape
-_EXTRA = {"histogram": lambda shape: (int(shape[1]),)}
-# torch.ops.cohort's schema spells every argument: the defaults the wrapper fills in
-_DISPATCH_DEFAULTS = {"rmsnorm": (1e-6,), "layernorm": (1e-5,), "cumsum": (-1,)}
+from .unavailable import Unavailable
 
 
 def call_for(op_name: str, shape, tensors: list, dispatch: bool = False):
-    """A no-argument callable running the cohort.torch op of `op_name` on `tensors`."""
-    import torch
-
-    import cohort.torch as ct
-    if op_name not in CALLS:
+    """A no-argument callable running the cohort.torch op of `op_name` on `tensors` (its
+    OpBinding, cohort/torch/binding.py, says which op and with which further arguments)."""
+    from cohort.torch.binding import BINDINGS
+    b = BINDINGS.get(op_name)
+    if b is None or b.op is None:
         raise KeyError(f"cohort.torch has no op for operator {op_name}")
-    fname, kw = CALLS[op_name]
-    extra = _EXTRA.get(op_name, lambda s: ())(shape)
-    if not dispatch:
-        fn = getattr(ct, fname)
-        return lambda: fn(*tensors, *extra, **kw)
-    packet = getattr(torch.ops.cohort, fname).default
-    args = tuple(tensors) + extra
-    if fname == "rope":
-        args += (kw["interleaved"],)
-    elif fname == "attention":
-        args += (bool(kw.get("causal", False)), None, None, None)
-    else:
-        args += _DISPATCH_DEFAULTS.get(fname, ())
-    return lambda: packet(*args)
+    return b.call(shape, tensors, dispatch)
 
 
 class TorchColumn:
@@ -62,7 +35,6 @@ class TorchColumn:
     choice = None
 
     def __init__(self, op, shape, inputs, ref: np.ndarray, boundary: str, workers: int, spec: str = ""):
-        from .columns import Unavailable
         from .measure import calibrate_e2e, e2e_loop
         if boundary != "torch_api":
             raise Unavailable("the cohort.torch column is timed at the torch_api boundary only")
@@ -70,9 +42,10 @@ class TorchColumn:
             import torch
 
             import cohort.torch as ct
+            from cohort.torch.binding import BINDINGS
         except ImportError as e:
             raise Unavailable(f"the cohort.torch column needs torch ({e})") from None
-        if op.name not in CALLS:
+        if getattr(BINDINGS.get(op.name), "op", None) is None:
             raise Unavailable(f"cohort.torch has no op for {op.name}")
         parts = [p.strip() for p in spec.split(",") if p.strip()]
         dispatch = "dispatch" in parts
@@ -133,4 +106,4 @@ class TorchColumn:
         return {"output_checksum": checksum(y), "guards": {}, "agree": bool(ok)}
 
 
-__all__ = ["CALLS", "TorchColumn", "call_for"]
+__all__ = ["TorchColumn", "call_for"]

@@ -1,5 +1,6 @@
 """Bounds proofs for the default (safe) build: which buffer accesses need no
-per-access check, and the entry prologue that proves it for one launch.
+per-access check (this module, at compile time), and the entry prologue that proves it
+for one launch (bounds_emit.prologue, the IR it runs).
 
 An access's index is *boundable* when it is built from constants, scalar
 parameters, the launch built-ins, buffer lengths, loop variables of loops
@@ -79,10 +80,8 @@ def _assigned(body) -> set:
     return {defined_name(s) for s in walk_stmts(body)} - {None}
 
 
-_GLOBAL_ID = Expr(Op.GLOBAL_ID, DType.I32)
-
-
-def _const_int(e: Expr):
+def const_int(e: Expr):
+    """The value of an integer literal, else None (the proof and its prologue, bounds_emit, read it)."""
     return e.arg if e.op is Op.CONST and e.dtype.is_int else None
 
 
@@ -244,7 +243,7 @@ class Bounds:
         """The value of an i32 expression of literals and variables set once at the top
         level to such expressions (a launch's tile counts after specialisation), else None."""
         if e.op is Op.CONST:
-            return _const_int(e)
+            return const_int(e)
         if depth > 16 or e.dtype is not DType.I32:
             return None
         if e.op is Op.VAR:
@@ -284,14 +283,14 @@ class Bounds:
         if op in _ARITH:
             return all(self.boundable(s, bounded) for s in e.src)
         if op is Op.DIV:
-            return self.boundable(e.src[0], bounded) and (bool(_const_int(e.src[1])) or self.boundable(e.src[1]))
+            return self.boundable(e.src[0], bounded) and (bool(const_int(e.src[1])) or self.boundable(e.src[1]))
         if op is Op.MOD:
-            return bool(_const_int(e.src[1])) and self.boundable(e.src[0], bounded)
+            return bool(const_int(e.src[1])) and self.boundable(e.src[0], bounded)
         if op in (Op.SHL, Op.SHR):
-            k = _const_int(e.src[1])
+            k = const_int(e.src[1])
             return k is not None and 0 <= k < 32 and self.boundable(e.src[0], bounded)
         if op is Op.AND:
-            return any(_const_int(s) is not None and _const_int(s) >= 0 for s in e.src)
+            return any(const_int(s) is not None and const_int(s) >= 0 for s in e.src)
         return False
 
     def var_boundable(self, name: str) -> bool:
@@ -314,10 +313,3 @@ class Bounds:
         self._busy.discard(name)
         self._var[name] = ok
         return ok
-
-    # ------------------------------------------------------------ the prologue
-    def emit(self, b: ir.IRBuilder, n64, block: int, lens: dict, scalars: dict):
-        """IR computing whether every boundable access of a launch of n64 threads stays
-        inside its buffer (an i1). `lens`: buffer -> i64 length; `scalars`: name -> i32 bits."""
-        from .bounds_emit import _Emitter
-        return _Emitter(self, b, n64, block, lens, scalars).verdict()

@@ -8,7 +8,15 @@ from llvmlite import ir
 from ..refimpl.ir import DType, Expr, For, Op
 from ..refimpl.opdefs import OPDEFS
 from . import inject
-from .bounds import _GLOBAL_ID, I64, RANGE, Bounds, _const_int
+from .bounds import I64, RANGE, Bounds, const_int
+
+_GLOBAL_ID = Expr(Op.GLOBAL_ID, DType.I32)
+
+
+def prologue(bounds: Bounds, b: ir.IRBuilder, n64, block: int, lens: dict, scalars: dict):
+    """IR computing whether every boundable access of `bounds`' kernel, in a launch of n64 threads,
+    stays inside its buffer (an i1). `lens`: buffer -> i64 length; `scalars`: name -> i32 bits."""
+    return _Emitter(bounds, b, n64, block, lens, scalars).verdict()
 
 
 def _inside_operands(e: Expr) -> bool:
@@ -27,9 +35,9 @@ def _inside_operands(e: Expr) -> bool:
     if e.op in (Op.MOD, Op.SHR):
         return same(e.src[0])
     if e.op is Op.AND:
-        return any(_const_int(x) is not None and _const_int(x) >= 0 for x in e.src) and same(*e.src)
+        return any(const_int(x) is not None and const_int(x) >= 0 for x in e.src) and same(*e.src)
     if e.op is Op.DIV:
-        c = _const_int(e.src[1])
+        c = const_int(e.src[1])
         return same(e.src[0]) and (c is None or c >= 1 or c <= -2)
     return False
 
@@ -170,7 +178,7 @@ class _Emitter:
             (alo, ahi), (blo, bhi) = self.arm(e.src[0], True, e.src[1]), self.arm(e.src[0], False, e.src[2])
             return self.smin(alo, blo), self.smax(ahi, bhi)
         if op is Op.AND:
-            c = max(_const_int(s) for s in e.src if _const_int(s) is not None)
+            c = max(const_int(s) for s in e.src if const_int(s) is not None)
             return self.c(0), self.c(c)
         lo, hi = self.interval(e.src[0])
         if op is Op.NEG:
@@ -182,13 +190,13 @@ class _Emitter:
                            b.select(b.icmp_signed("<=", hi, self.c(0)), b.neg(hi), self.c(0)))
             return nlo, self.smax(b.neg(lo), hi)
         if op in (Op.SHL, Op.SHR):
-            k = self.c(_const_int(e.src[1]))
+            k = self.c(const_int(e.src[1]))
             return (b.shl(lo, k), b.shl(hi, k)) if op is Op.SHL else (b.ashr(lo, k), b.ashr(hi, k))
         if op is Op.MOD:
-            return self.mod(lo, hi, abs(_const_int(e.src[1])))
+            return self.mod(lo, hi, abs(const_int(e.src[1])))
         if op is Op.DIV:
             return self.div(lo, hi, e.src[1])
-        c = _const_int(e.src[1])
+        c = const_int(e.src[1])
         blo, bhi = self.interval(e.src[1])
         if op is Op.ADD:
             return b.add(lo, blo), b.add(hi, bhi)
@@ -209,8 +217,8 @@ class _Emitter:
                 # u32 products reach 2^64: past 2^63 they would wrap in i64 (an inverted,
                 # "empty" interval); above 2^31 a factor proves nothing anyway
                 self.bad.append(b.or_(b.icmp_signed(">", hi, self.c(2 ** 31)), b.icmp_signed(">", bhi, self.c(2 ** 31))))
-            if c is None and _const_int(e.src[0]) is not None:
-                c, (lo, hi) = _const_int(e.src[0]), (blo, bhi)
+            if c is None and const_int(e.src[0]) is not None:
+                c, (lo, hi) = const_int(e.src[0]), (blo, bhi)
             if c is not None:   # operands fit in 33 bits (range checks): products fit in i64
                 p, q = b.mul(lo, self.c(c)), b.mul(hi, self.c(c))
                 return (p, q) if c >= 0 else (q, p)
@@ -241,7 +249,7 @@ class _Emitter:
         for base, t in (e.src, e.src[::-1]):
             if t.op is Op.THREAD_ID and base.op is Op.MUL and e.dtype is DType.I32:
                 for bid, size in (base.src, base.src[::-1]):
-                    if bid.op is Op.BLOCK_ID and (size.op is Op.BLOCK_SIZE or _const_int(size) == self.B):
+                    if bid.op is Op.BLOCK_ID and (size.op is Op.BLOCK_SIZE or const_int(size) == self.B):
                         return True
         return False
 
@@ -261,7 +269,7 @@ class _Emitter:
         """C truncation by a divisor of known sign: monotone in each operand, so the
         quotient's extremes are at the corners."""
         b = self.b
-        c = _const_int(d)
+        c = const_int(d)
         if c == -1:        # (sdiv of INT64_MIN by -1 would trap on a failed proof's garbage)
             return b.neg(hi), b.neg(lo)
         if c is not None:

@@ -37,14 +37,17 @@ from ..refimpl.ir import Kernel, ParamKind, walk_stmts
 from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
-from . import codegen, inject, jit, target
+from . import codegen, inject, jit, sanitize_record, target
 from .claims import LaneClaims
 from .context import (
+    ERR_BARRIER_DIVERGENCE,
+    ERR_GLOBAL_RACE,
     ERR_LOAD_OOB,
     ERR_NONE,
     ERR_PARTIAL_BLOCK,
     ERR_PRIVATE_OOB,
     ERR_SCRATCH,
+    ERR_SHADOW,
     ERR_SHARED_OOB,
     ERR_SHARED_RACE,
     ERR_STORE_OOB,
@@ -171,8 +174,12 @@ class CompiledKernel:
 
     def prepare(self, n: int, args: dict) -> "PreparedLaunch":
         """Check every argument and build the entry's argument block (no run).
-        The result is the caller's: no launch refills it."""
-        return self._take(n, args, False)
+        The result is the caller's: no launch refills it. A sanitize build's block comes with
+        global shadows fitted to these buffers (the native timer runs it with no Python between)."""
+        p = self._take(n, args, False)
+        if p.sanitized is not None and p.sanitized.shadowed:
+            p.fit_shadows()
+        return p
 
     def launch(self, n: int, args: dict, verify: Optional[str] = None) -> dict:
         """Run a launch to completion as the variant's grain and workers say
@@ -240,6 +247,8 @@ class CompiledKernel:
 
     def run_prepared(self, p: "PreparedLaunch"):
         v = self.variant
+        if p.sanitized is not None and p.sanitized.shadowed:
+            p.fit_shadows()          # a launch starts with clean global shadows (sanitize_record.py)
         if v.grain == "caller" or (v.workers == 1 and v.grain not in ("auto", "joint_legacy")):
             p.run()
             return
@@ -266,8 +275,12 @@ class PreparedLaunch:
         self.entry = code.entry         # the build that accepts this launch
         self._fn = code.entry_fn
         slots = abi_slots(ck.kernel)
-        block = np.zeros(slots["__count__"] + 4, np.int64)   # the argument slots, then the error record
-        self.args, self.err = block[:-4], block[-4:]
+        # the argument slots, then the error record (longer in sanitize builds: sanitize_record.py)
+        self.sanitized = sanitize_record.layout(code.kernel, code.variant)
+        count = slots["__count__"]
+        block = np.zeros(count + (self.sanitized.words if self.sanitized else 4), np.int64)
+        self.args, self.err, self.record = block[:count], block[count:count + 4], block[count:]
+        self.shadows: list = []
         self._mv = memoryview(self.args)
         self.address = self.args.ctypes.data
         self.args[SLOT_ERR] = self.err.ctypes.data
@@ -314,6 +327,10 @@ class PreparedLaunch:
             self.entry, self._fn = checked.entry, checked.entry_fn
             self.fallback = reason
 
+    def fit_shadows(self):
+        """Fresh global shadows for this launch's buffers (sanitize builds, sanitize_record.py)."""
+        sanitize_record.fit_shadows(self.record, self.sanitized, self.args, abi_slots(self.ck.kernel), self.shadows)
+
     def raise_error(self, rerun=None):
         """Raise the error the entry recorded. A safe build that could not prove the launch's
         indices in bounds ran nothing: switch to the checked build and `rerun` (default: the
@@ -321,6 +338,9 @@ class PreparedLaunch:
         if self.err[0] != ERR_NONE:
             kind, sid, index, thread = (int(v) for v in self.err)
             self.err[:] = 0
+            if kind == ERR_SHADOW:           # nothing ran: shadows fitted to the buffers, run again
+                self.fit_shadows()
+                return (rerun or self.run)()
             if kind == ERR_UNPROVEN:
                 self.use_checked("index bounds not proven for this launch: ran the checked build")
                 return (rerun or self.run)()
@@ -338,6 +358,8 @@ class PreparedLaunch:
                     f"kernel {self.ck.kernel.name}, {stmt.loc}: "
                     f"{race_message(stmt, slot, thread, thread // B * B + other, other_how)} (thread {thread}, "
                     f"block {thread // B}) [native, {self.ck.variant.label}]")
+            if kind in (ERR_GLOBAL_RACE, ERR_BARRIER_DIVERGENCE):   # the interpreter's words
+                raise KernelRuntimeError(sanitize_record.message(self, kind, stmt, index, thread))
             if kind == ERR_UNINIT_SHARED:     # the interpreter's words (lowering/sanitize.py)
                 raise KernelRuntimeError(
                     f"kernel {self.ck.kernel.name}, {stmt.loc}: read of shared {stmt.arr}[{index}] before any "

@@ -28,9 +28,8 @@ import struct
 
 from llvmlite import ir
 
-from ..refimpl.ir import DType, Kernel, ParamKind
+from ..refimpl.ir import DType, Kernel, ParamKind, Private, Shared
 from . import inject
-from .lower_ops import memory_type, scalar_type
 
 I64 = ir.IntType(64)
 I32T = ir.IntType(32)
@@ -46,6 +45,9 @@ ERR_UNPROVEN = 6     # safe builds: an index bound failed for this launch; nothi
 ERR_SHARED_OOB = 7
 ERR_UNINIT_SHARED = 8   # sanitize builds: a read of a shared slot no thread of the block wrote
 ERR_SHARED_RACE = 9     # sanitize builds: two threads' accesses of a shared slot between barriers
+ERR_GLOBAL_RACE = 10    # sanitize builds: two threads' accesses of a buffer element (sanitize_global.py)
+ERR_BARRIER_DIVERGENCE = 11   # sanitize builds: a block's threads would not all reach a barrier
+ERR_SHADOW = 12         # sanitize builds: a buffer longer than its shadow; nothing ran, rerun fitted
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 
@@ -53,7 +55,6 @@ MAX_SCRATCH_BYTES = 256 << 20
 def private_layout(kernel: Kernel) -> tuple:
     """({private or shared array name: byte offset in scratch}, total bytes) for one block
     of B threads: a private array has an element per thread, a shared one per block."""
-    from ..refimpl.ir import Private, Shared
     offsets, total = {}, 0
     for s in kernel.body:
         if isinstance(s, (Private, Shared)):
@@ -71,7 +72,6 @@ def array_bytes(s, copies: int) -> int:
 
 def private_bytes(kernel: Kernel) -> int:
     """Bytes of a block's private arrays (an element per thread each)."""
-    from ..refimpl.ir import Private
     return sum(array_bytes(s, kernel.block) for s in kernel.body if isinstance(s, Private))
 
 
@@ -180,5 +180,12 @@ class Ctx:
         return self.b.call(fn, args)
 
 
+def scalar_type(dt: DType) -> ir.Type:
+    return {DType.F32: ir.FloatType(), DType.I32: I32T, DType.U32: I32T, DType.BOOL: I1}[dt]
+
+
 def mem_type(dt: DType) -> ir.Type:
-    return memory_type(dt)
+    """How a dtype sits in a buffer: bool is one byte (NumPy's bool_), bf16/f16 their 16 bits."""
+    if dt.is_storage:
+        return ir.IntType(16)
+    return I8 if dt is DType.BOOL else scalar_type(dt)

@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from ..refimpl.ir import DType, Op
 from . import inject
+from .context import vector_const
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
 _FCMP = {Op.LT: "<", Op.LE: "<=", Op.GT: ">", Op.GE: ">=", Op.EQ: "=="}
@@ -129,7 +130,6 @@ def _fma(cx, dt, a, b, c):
 
 
 def _fma_software(cx, a, b, c):
-    from .context import vector_const
     bld, n = cx.b, cx.lanes
     f64, i64 = ir.DoubleType(), ir.IntType(64)
     d64, q64 = (f64, i64) if n == 1 else (ir.VectorType(f64, n), ir.VectorType(i64, n))
@@ -221,7 +221,6 @@ def _half(cx):
     return ir.HalfType() if cx.lanes == 1 else ir.VectorType(ir.HalfType(), cx.lanes)
 
 def _k(cx, ty, v):
-    from .context import vector_const
     return ir.Constant(ty, v) if cx.lanes == 1 else vector_const(ir.VectorType(ty, cx.lanes), v)
 
 
@@ -278,13 +277,3 @@ def narrow(cx, x, storage: DType):
                  b.select(b.icmp_unsigned(">=", a, c(0x38800000)), normal, tiny))
     return b.trunc(b.select(nan, c(0x7E00), b.or_(sign, r)), i16)
 
-
-def scalar_type(dt: DType) -> ir.Type:
-    return {F32: ir.FloatType(), I32: ir.IntType(32), U32: ir.IntType(32), BOOL: ir.IntType(1)}[dt]
-
-
-def memory_type(dt: DType) -> ir.Type:
-    """How a dtype sits in a buffer: bool is one byte (NumPy's bool_), bf16/f16 their 16 bits."""
-    if dt.is_storage:
-        return ir.IntType(16)
-    return ir.IntType(8) if dt is BOOL else scalar_type(dt)

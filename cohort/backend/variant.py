@@ -35,15 +35,15 @@ class Variant:
     checked: bool = False                # bounds checks compiled into the native code
     interleave: Union[str, int] = "auto"  # packets of a cohort run side by side: "auto" or 1, 2, 4, ...
     unsafe: bool = False                 # no bounds checks at all (off: affine indices proven per launch)
-    sanitize: bool = False               # detectors of the interpreter's shared-memory errors (lowering/sanitize.py)
+    sanitize: bool = False               # the interpreter's memory and barrier errors detected (lowering/sanitize*.py)
 
     def __post_init__(self):
         if self.checked and self.unsafe:
             raise VariantError("checked=on and unsafe=on contradict each other (checked: every access "
                                "checked; unsafe: none)")
         if self.sanitize and self.unsafe:
-            raise VariantError("sanitize=on and unsafe=on contradict each other (sanitize: shared memory "
-                               "checked; unsafe: nothing checked)")
+            raise VariantError("sanitize=on and unsafe=on contradict each other (sanitize: shared and global "
+                               "memory checked; unsafe: nothing checked)")
 
     @property
     def name(self) -> str:

@@ -37,7 +37,7 @@ from .ir import (
     SStore,
     Store,
 )
-from .lang import BufferType, ConstType, ScalarType, StorageType, _Builtin
+from .lang import BufferType, Builtin, ConstType, ScalarType, StorageType
 from .opdefs import GROUPS, RECORDS
 from .spec import validate
 
@@ -241,7 +241,7 @@ class _Emitter:
         if name in self.privates or name in self.shared:
             kind = "private" if name in self.privates else "shared"
             self.err(f"cannot assign to {kind} array {name}; index it")
-        if name in self.scope and isinstance(self.scope[name], _Builtin):
+        if name in self.scope and isinstance(self.scope[name], Builtin):
             self.err(f"cannot assign to built-in {name}")
 
     def bind(self, name: str, v) -> Assign:
@@ -497,7 +497,7 @@ class _Emitter:
         if isinstance(n.func, ast.Name) and (n.func.id in self.vars or n.func.id in self.params):
             return None
         obj = self.resolve(n.func)
-        if isinstance(obj, _Builtin) or (allow_python and obj is range):
+        if isinstance(obj, Builtin) or (allow_python and obj is range):
             return obj
         return None
 
@@ -517,7 +517,7 @@ class _Emitter:
         obj = self.resolve(n.func)
         if isinstance(obj, types.BuiltinFunctionType) and obj in _PY_CALLS:
             return self.python_call(_PY_CALLS[obj], n)
-        if not isinstance(obj, _Builtin):
+        if not isinstance(obj, Builtin):
             self.err(f"{ast.unparse(n.func)}() is not a kernel built-in", n)
         kind = obj.kind
         if kind == "builtin":

@@ -16,6 +16,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import mathlib
 from .ir import (
     Assign,
     Atomic,
@@ -169,6 +170,11 @@ class Interpreter:
             r = memo[id(e)] = EVALUATE[e.op](self, e, mask, memo)
         return r
 
+    def math(self, e: Expr, x, mask):
+        """A math function's node: its template (mathlib), with the operand's value `x` in
+        place of the template's placeholder."""
+        return self.ev(mathlib.template(e.arg), mask, {("arg", 0): x})
+
     # ------------------------------------------------------------ memory
     def check_index(self, idx, length: int, mask, what: str, name: str, kind: str):
         idx = np.asarray(idx)
@@ -302,8 +308,8 @@ class Interpreter:
             b = int(np.flatnonzero(split)[0])
             here = np.flatnonzero(arrived[b])
             away = np.flatnonzero(live[b] & ~arrived[b])
-            self.fail(f"barrier divergence in block {b}: threads {_ranges(here)} reached this barrier, "
-                      f"threads {_ranges(away)} did not", b * self.B + int(away[0]))
+            self.fail(f"barrier divergence in block {b}: threads {thread_ranges(here)} reached this barrier, "
+                      f"threads {thread_ranges(away)} did not", b * self.B + int(away[0]))
         self.phase[blocks] += 1
 
     def run_atomic(self, s: Atomic, mask, memo):
@@ -413,7 +419,7 @@ RUN = {
 }
 
 
-def _ranges(ids) -> str:
+def thread_ranges(ids) -> str:
     """0-3, 7, 9-15"""
     out, ids = [], [int(i) for i in ids]
     i = 0

@@ -10,7 +10,7 @@ from .ir import AtomicOp, DType, Op, Reduce
 from .opdefs import OPDEFS
 
 
-class _Builtin:
+class Builtin:
     def __init__(self, name: str, kind: str, payload=None):
         self.name, self.kind, self.payload = name, kind, payload
 
@@ -21,7 +21,7 @@ class _Builtin:
         return f"cohort.{self.name}"
 
 
-class ScalarType(_Builtin):
+class ScalarType(Builtin):
     """f32 / i32 / u32: a scalar annotation, and a conversion inside kernels."""
 
     def __init__(self, dtype: DType):
@@ -75,9 +75,9 @@ f32, i32, u32 = ScalarType(DType.F32), ScalarType(DType.I32), ScalarType(DType.U
 bf16, f16 = StorageType(DType.BF16), StorageType(DType.F16)
 
 
-def _launch_builtin(op: Op) -> _Builtin:
+def _launch_builtin(op: Op) -> Builtin:
     """A built-in of no arguments, named as the registry spells it (and the printer writes it)."""
-    return _Builtin(OPDEFS[op].spelling.text, "builtin", op)
+    return Builtin(OPDEFS[op].spelling.text, "builtin", op)
 
 
 thread_id = _launch_builtin(Op.THREAD_ID)
@@ -86,30 +86,30 @@ global_id = _launch_builtin(Op.GLOBAL_ID)
 block_size = _launch_builtin(Op.BLOCK_SIZE)
 num_threads = _launch_builtin(Op.NUM_THREADS)
 
-block_sum = _Builtin("block_sum", "collective", Reduce.SUM)
-block_max = _Builtin("block_max", "collective", Reduce.MAX)
-block_min = _Builtin("block_min", "collective", Reduce.MIN)
+block_sum = Builtin("block_sum", "collective", Reduce.SUM)
+block_max = Builtin("block_max", "collective", Reduce.MAX)
+block_min = Builtin("block_min", "collective", Reduce.MIN)
 
-private = _Builtin("private", "private")
-shared = _Builtin("shared", "shared")          # s = shared(f32, N): one array per block
-barrier = _Builtin("barrier", "barrier")       # every thread of the block waits here
-atomic_add = _Builtin("atomic_add", "atomic", AtomicOp.ADD)
-atomic_sub = _Builtin("atomic_sub", "atomic", AtomicOp.SUB)
-atomic_min = _Builtin("atomic_min", "atomic", AtomicOp.MIN)
-atomic_max = _Builtin("atomic_max", "atomic", AtomicOp.MAX)
-atomic_and = _Builtin("atomic_and", "atomic", AtomicOp.AND)
-atomic_or = _Builtin("atomic_or", "atomic", AtomicOp.OR)
-atomic_xor = _Builtin("atomic_xor", "atomic", AtomicOp.XOR)
-bitcast = _Builtin("bitcast", "bitcast")
-sqrt = _Builtin("sqrt", "sqrt")
-fma = _Builtin("fma", "fma")          # fma(a, b, c) = a*b + c rounded once (DESIGN §3)
-exp = _Builtin("exp", "math")
-log = _Builtin("log", "math")
-erf = _Builtin("erf", "math")
-tanh = _Builtin("tanh", "math")
-sigmoid = _Builtin("sigmoid", "math")
-sin = _Builtin("sin", "math")
-cos = _Builtin("cos", "math")
+private = Builtin("private", "private")
+shared = Builtin("shared", "shared")          # s = shared(f32, N): one array per block
+barrier = Builtin("barrier", "barrier")       # every thread of the block waits here
+atomic_add = Builtin("atomic_add", "atomic", AtomicOp.ADD)
+atomic_sub = Builtin("atomic_sub", "atomic", AtomicOp.SUB)
+atomic_min = Builtin("atomic_min", "atomic", AtomicOp.MIN)
+atomic_max = Builtin("atomic_max", "atomic", AtomicOp.MAX)
+atomic_and = Builtin("atomic_and", "atomic", AtomicOp.AND)
+atomic_or = Builtin("atomic_or", "atomic", AtomicOp.OR)
+atomic_xor = Builtin("atomic_xor", "atomic", AtomicOp.XOR)
+bitcast = Builtin("bitcast", "bitcast")
+sqrt = Builtin("sqrt", "sqrt")
+fma = Builtin("fma", "fma")          # fma(a, b, c) = a*b + c rounded once (DESIGN §3)
+exp = Builtin("exp", "math")
+log = Builtin("log", "math")
+erf = Builtin("erf", "math")
+tanh = Builtin("tanh", "math")
+sigmoid = Builtin("sigmoid", "math")
+sin = Builtin("sin", "math")
+cos = Builtin("cos", "math")
 
 INF = float("inf")
 NAN = float("nan")

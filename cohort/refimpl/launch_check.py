@@ -3,9 +3,8 @@
 Everything is checked before anything runs: a wrong dtype, a non-contiguous
 array, a missing or unknown argument, a scalar that does not fit its type.
 Buffers are never converted: a silent copy would swallow the kernel's stores.
-A torch tensor that requires grad is refused for a buffer the kernel writes:
-the store would bypass autograd (torch itself refuses in-place writes to a leaf
-that requires grad); `t.detach()` shares the memory and is accepted.
+A framework's array (a torch tensor) is checked and viewed by its framework's
+module (FRAMEWORK_BUFFERS; cohort/torch/buffers.py), never copied.
 """
 from __future__ import annotations
 
@@ -30,38 +29,33 @@ def written_buffers(kernel: Kernel) -> frozenset:
     return frozenset(written_name(s) for s in walk_stmts(kernel.body)) & buffers
 
 
-def torch_dtype_name(dtype: DType) -> str:
-    return {DType.F32: "torch.float32", DType.I32: "torch.int32", DType.U32: "torch.uint32",
-            DType.BF16: "torch.bfloat16", DType.F16: "torch.float16"}.get(dtype, "")
+# An array of a framework (a torch tensor, ...) is checked and viewed as NumPy by a module of that
+# framework's layer, outside refimpl (which imports no framework): the framework's top-level module
+# name -> the module path whose as_array(kernel, name, dtype, value, written) returns the view or
+# raises KernelError. cohort/__init__.py registers them by name; a module is imported on the first
+# buffer of its framework, which is then already imported.
+FRAMEWORK_BUFFERS: dict = {}
+_adapters: dict = {}
 
 
-def _torch_int16():
-    import torch
-    return torch.int16
+def _framework_array(value):
+    """The as_array function for `value`'s framework, or None (not a registered framework's array)."""
+    top = type(value).__module__.partition(".")[0]
+    path = FRAMEWORK_BUFFERS.get(top)
+    if path is None:
+        return None
+    fn = _adapters.get(path)
+    if fn is None:
+        import importlib
+        fn = _adapters.setdefault(path, importlib.import_module(path).as_array)
+    return fn
 
 
 def as_buffer(kernel: Kernel, name: str, dtype: DType, value, written: bool = True) -> np.ndarray:
-    if hasattr(value, "__dlpack__") and not isinstance(value, np.ndarray):
-        mod = type(value).__module__
-        if mod.startswith("torch"):
-            if value.device.type != "cpu":
-                raise KernelError(kernel.name, None, f"buffer {name}: tensor is on {value.device}, not the CPU")
-            # before .numpy(), which fails on dtypes NumPy lacks (bfloat16) with a message naming no argument
-            if str(value.dtype) != torch_dtype_name(dtype):
-                raise KernelError(kernel.name, None, f"buffer {name} must have dtype {dtype.np}, "
-                                                     f"got {value.dtype}")
-            if not value.is_contiguous():
-                raise KernelError(kernel.name, None, f"buffer {name}: tensor is not contiguous")
-            if getattr(value, "is_neg", bool)():   # a lazily negated view: its memory holds the values un-negated
-                raise KernelError(kernel.name, None, f"buffer {name}: tensor has its negative bit set; "
-                                                     f"pass {name}.resolve_neg()")
-            if written and value.requires_grad:
-                raise KernelError(kernel.name, None, f"buffer {name}: tensor requires grad and the kernel writes "
-                                                     f"it outside autograd; pass {name}.detach() to allow that")
-            value = value.detach()
-            # NumPy has no bfloat16: a bf16 buffer is its bits, as uint16 (DType.BF16.np)
-            value = value.view(_torch_int16()).numpy().view(np.uint16) \
-                if dtype is DType.BF16 else value.numpy()
+    if not isinstance(value, np.ndarray) and hasattr(value, "__dlpack__"):
+        convert = _framework_array(value)
+        if convert is not None:
+            value = convert(kernel, name, dtype, value, written)
     if not isinstance(value, np.ndarray):
         raise KernelError(kernel.name, None, f"buffer {name} must be a NumPy array or a CPU tensor, "
                                              f"got {type(value).__name__}")

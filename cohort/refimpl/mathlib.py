@@ -46,50 +46,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable
 
-from .ir import DType, Expr, Op, binary, bitcast, cast, const, fma, select, unary
+from .ir import DType, Expr, Op, binary, cast, fma, select, unary
+from .mathlib_base import bits, c, ci, flt, fmax, fmin, horner
+from .mathlib_trig import cos_, sin_
 
 F, I = DType.F32, DType.I32
 INF = float("inf")
 
 
-def c(v: float) -> Expr:
-    return const(v, F)
-
-
-def ci(v: int) -> Expr:
-    return const(v, I)
-
-
-def horner(x: Expr, coeffs) -> Expr:
-    """c0 + x*(c1 + x*(c2 + ...)), one fused multiply-add per step."""
-    acc = c(coeffs[-1])
-    for k in reversed(coeffs[:-1]):
-        acc = fma(acc, x, c(k))
-    return acc
-
-
-def fmin(a, b) -> Expr:
-    """a if a < b else b: put the constant first so that a NaN in b passes through."""
-    return binary(Op.MIN, a, b)
-
-
-def fmax(a, b) -> Expr:
-    return binary(Op.MAX, a, b)
-
-
-def bits(x: Expr) -> Expr:
-    return bitcast(x, I)
-
-
-def flt(n: Expr) -> Expr:
-    return bitcast(n, F)
-
-
 # Adding 1.5 * 2**23 to a float v with |v| < 2**22 rounds it to an integer k
-# (ties to even) and leaves k in the low mantissa bits: bits(t) = _MAGIC_BITS + k.
+# (ties to even) and leaves k in the low mantissa bits: bits(t) = MAGIC_BITS + k.
 # Subtracting it again gives k as an exact float. Cheaper than a cast both ways.
-_MAGIC = 12582912.0
-_MAGIC_BITS = 0x4B400000
+MAGIC = 12582912.0
+MAGIC_BITS = 0x4B400000
 
 
 # ---------------------------------------------------------------- the exp core
@@ -100,19 +69,19 @@ _LOG2E = 1.4426950408889634
 _LN2_HI = 0.693147182464599609375             # float32(ln 2)
 _LN2_LO = -1.904654323148236e-09             # float32(ln 2 - _LN2_HI)
 # e**r = 1 + r + r*r*Q(r): fit "exp" in mathlib_fit, approximation error 3.1e-9 (relative)
-_EXP_P = (4.9999994e-01, 1.6666521e-01, 4.1668255e-02, 8.368662e-03, 1.3821451e-03)
+EXP_P = (4.9999994e-01, 1.6666521e-01, 4.1668255e-02, 8.368662e-03, 1.3821451e-03)
 
 
 def _exp_reduce(x: Expr):
     """(r, t): e**x = e**r * 2**k with k in the low bits of t, |r| <= 0.3466."""
-    t = fma(x, c(_LOG2E), c(_MAGIC))
-    kf = t - c(_MAGIC)
+    t = fma(x, c(_LOG2E), c(MAGIC))
+    kf = t - c(MAGIC)
     return fma(kf, c(-_LN2_LO), fma(kf, c(-_LN2_HI), x)), t
 
 
-def _scale_wide(p: Expr, t: Expr) -> Expr:
+def scale_wide(p: Expr, t: Expr) -> Expr:
     """p * 2**k for -150 <= k <= 128: 2**k as two factors 2**k1 * 2**(k - k1), k1 = k >> 1."""
-    u = bits(t) - ci(_MAGIC_BITS - 254)              # k + 254 (the magic's own bits cancel)
+    u = bits(t) - ci(MAGIC_BITS - 254)              # k + 254 (the magic's own bits cancel)
     e1 = u >> ci(1)                                  # k1 + 127
     return (p * flt(e1 << ci(23))) * flt((u - e1) << ci(23))
 
@@ -121,7 +90,7 @@ def exp_(x: Expr) -> Expr:
     # Clamped so that k stays in range: e**-104 rounds to 0 and e**89 overflows,
     # naturally, in the final scaling. Constant first: a NaN x passes through.
     r, t = _exp_reduce(fmin(c(89.0), fmax(c(-104.0), x)))
-    return _scale_wide(horner(r, (1.0, 1.0) + _EXP_P), t)
+    return scale_wide(horner(r, (1.0, 1.0) + EXP_P), t)
 
 
 # ---------------------------------------------------------------- e/(1+e)
@@ -136,13 +105,13 @@ def _logistic_neg(a: Expr, subnormal: bool):
     Returns (-(y), scale): the caller multiplies, which folds the sign.
     """
     r, t = _exp_reduce(a)
-    g = fma(r * r, horner(r, _EXP_P), r)            # e**r - 1
+    g = fma(r * r, horner(r, EXP_P), r)            # e**r - 1
     p = c(1.0) + g
     if subnormal:
-        s = flt((bits(t) - ci(_MAGIC_BITS - 127 - 64)) << ci(23))    # 2**(k+64), normal
+        s = flt((bits(t) - ci(MAGIC_BITS - 127 - 64)) << ci(23))    # 2**(k+64), normal
         sd = s * c(2.0 ** -64)                                       # 2**k (0 at k = -150)
     else:
-        s = sd = flt((bits(t) - ci(_MAGIC_BITS - 127)) << ci(23))    # 2**k, k >= -126
+        s = sd = flt((bits(t) - ci(MAGIC_BITS - 127)) << ci(23))    # 2**k, k >= -126
     d = fma(p, sd, c(1.0))
     d_lo = fma(p, sd, c(1.0) - d)                   # 1 - d is exact (Sterbenz)
     nq = c(-1.0) / d
@@ -165,11 +134,11 @@ def sigmoid_(x: Expr) -> Expr:
     2**-64 exactly). The denominator d = ps + big rounds; its error lo is exact
     (Fast2Sum: big >= ps, as p <= 1 when m = 0), and so is the quotient's remainder
     n - q*d, so q + (n - q*d - q*lo)/d with a rough 1/d leaves one rounding besides p's
-    own error (which is the 1.5 ulp: keeping p's rounding too measured 1.1 ulp on a sample
-    but 15% slower swiglu, docs/mathlib/README.md)."""
+    own error (which is the 1.5 ulp: keeping p's rounding too measured 1.1 ulp on a sample,
+    at a cost in swiglu's time that docs/mathlib/README.md gives)."""
     r, t = _exp_reduce(fmax(c(-104.0), -unary(Op.ABS, x)))
-    ps = horner(r, tuple(v * 2.0 ** -64 for v in (1.0, 1.0) + _EXP_P))
-    big = flt((ci(_MAGIC_BITS + 63) - bits(t)) << ci(23))            # 2**(m - 64): bits 127 + m - 64
+    ps = horner(r, tuple(v * 2.0 ** -64 for v in (1.0, 1.0) + EXP_P))
+    big = flt((ci(MAGIC_BITS + 63) - bits(t)) << ci(23))            # 2**(m - 64): bits 127 + m - 64
     n = select(x < c(0.0), ps, big)
     d = ps + big
     lo = ps - (d - big)                                              # d + lo = ps + big exactly
@@ -226,32 +195,30 @@ def erf_(x: Expr) -> Expr:
 # ---------------------------------------------------------------- log
 # x = 2**e * m, m in [sqrt(1/2), sqrt(2)), f = m - 1 (exact);
 # log1p(f) = f - hf + s*(hf + R(s*s)), s = f/(2+f), hf = f*f/2 (fdlibm).
-_SQRT_HALF_BITS = 0x3F3504F3
+SQRT_HALF_BITS = 0x3F3504F3
 _LN2_HI16 = 0.693145751953125       # 16 significant bits
 _LN2_LO16 = 1.4286067653e-06
 # R(z) = z*(L1 + z*(L2 + z*L3)): fit "log" in mathlib_fit, approximation error 1.6e-9
-_LOG_R = (6.6666776e-01, 3.9977577e-01, 2.9871053e-01)
+LOG_R = (6.6666776e-01, 3.9977577e-01, 2.9871053e-01)
 
 
 def log_(x: Expr) -> Expr:
     sub = x < c(2.0 ** -126)                               # subnormal: scale up by 2**23 first
     xs = select(sub, x * c(2.0 ** 23), x)
-    ix = bits(xs) - ci(_SQRT_HALF_BITS)                    # exponent relative to sqrt(1/2)
+    ix = bits(xs) - ci(SQRT_HALF_BITS)                    # exponent relative to sqrt(1/2)
     e = (ix >> ci(23)) + select(sub, ci(-23), ci(0))
-    m = flt((ix & ci(0x7FFFFF)) + ci(_SQRT_HALF_BITS))
+    m = flt((ix & ci(0x7FFFFF)) + ci(SQRT_HALF_BITS))
     f = m - c(1.0)
     s = f / (c(2.0) + f)
     z = s * s
     hf = c(0.5) * f * f
     dk = cast(e, F)
-    lo = fma(s, fma(z, horner(z, _LOG_R), hf), dk * c(_LN2_LO16))
+    lo = fma(s, fma(z, horner(z, LOG_R), hf), dk * c(_LN2_LO16))
     y = fma(dk, c(_LN2_HI16), (lo - hf) + f)
     # x <= 0, NaN and +inf: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf.
     return select(x > c(0.0), select(x < c(INF), y, x),
                   select(binary(Op.EQ, x, c(0.0)), c(-INF), c(float("nan"))))
 
-
-from .mathlib_trig import cos_, sin_  # noqa: E402  (they use the helpers above)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ No tables, no memory, no branches: every lane runs the same ~160 operations.
 from __future__ import annotations
 
 from .ir import DType, Expr, Op, binary, bitcast, cast, const, fma, select, unary
-from .mathlib import c, flt, horner
+from .mathlib_base import c, flt, horner
 
 U = DType.U32
 # 2/pi = 0.A2F9836E 4E441529 FC2757D1 ... in hexadecimal (tests/test_mathlib.py

@@ -32,8 +32,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from . import mathlib
-from .ir import VALUE_DTYPES, DType, Expr, IRTypeError, Op
+from .irtypes import VALUE_DTYPES, DType, IRTypeError, Op
 from .semantics import LaneError, apply, convert
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
@@ -225,9 +224,7 @@ def _sload(it, e, mask, memo):
 
 
 def _math(it, e, mask, memo):
-    # the function's template, with this node's operand in place of its placeholder
-    x = it.ev(e.src[0], mask, memo)
-    return it.ev(mathlib.template(e.arg), mask, {("arg", 0): x})
+    return it.math(e, it.ev(e.src[0], mask, memo), mask)
 
 
 # `lanes` functions: fn(e, operand values, mask) -> the node's value
@@ -288,7 +285,8 @@ class OpDef:
     def result_dtype(self, srcs: tuple, dtype: Optional[DType] = None) -> DType:
         return self.signature.result_dtype(self.name, srcs, dtype)
 
-    def spelling_for(self, e: Expr) -> Spelling:
+    def spelling_for(self, e) -> Spelling:
+        """How the printer writes `e`, a node of this operation."""
         if self.int_spelling is not None and e.src[0].dtype.is_int:
             return self.int_spelling
         return self.spelling

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 
-from .ir import DType, Expr, Field, Kernel, ParamKind, stmt_def
+from .expr import Expr
+from .irtypes import DType, ParamKind
 from .opdefs import OPDEFS
+from .stmts import Field, stmt_def
 
 
 def _literal(v, dt: DType, exact: bool = False) -> str:
@@ -147,7 +149,7 @@ def format_stmts(body, indent: int = 1, exact: bool = False) -> list:
     return statement_lines(body, lambda s: format_stmt(s, exact), indent)
 
 
-def format_kernel(k: Kernel, exact: bool = False) -> str:
+def format_kernel(k, exact: bool = False) -> str:
     head = [f"@kernel(block={k.block})"]
     if k.consts:
         head.append("# specialised: " + ", ".join(f"{n}={v}" for n, v in k.consts))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import DType, Op
+from .irtypes import AtomicOp, DType, Op
 
 
 class LaneError(Exception):
@@ -268,7 +268,6 @@ def atomic_update(op, flat: np.ndarray, addr, values):
     mod 2^32; i32 min/max compare signed, u32 unsigned; f32 min/max give the
     canonical NaN if the element or any value is NaN, else the least/greatest
     value with -0 below +0 (DESIGN §3)."""
-    from .ir import AtomicOp
     name = op.value
     if flat.dtype == np.float32:
         keys = f32_order_key(flat.view(np.int32)[addr]).astype(np.int64)

@@ -6,7 +6,8 @@ import enum
 from dataclasses import dataclass, replace
 from typing import Optional, Union
 
-from .ir import NOLOC, AtomicOp, DType, Expr, Loc, Reduce
+from .expr import Expr
+from .irtypes import NOLOC, AtomicOp, DType, Loc, Reduce
 
 # Every statement kind is one frozen dataclass plus one `StmtDef` record below
 # (its fields by kind, JSON tag, printed line, what it defines and writes). The

@@ -7,8 +7,9 @@
 
 float32 CPU tensors in, new tensors out (DESIGN §4 for each operator's exact
 definition). Ops: rmsnorm, layernorm, masked_softmax, swiglu, gelu,
-gelu_tanh, gelu_residual, rope, rope_hf, attention (ops.py); matmul, cumsum,
-histogram (int32 or int64 indices), transpose (coop_ops.py, issue 24); `kernel_op` makes any
+gelu_tanh, gelu_residual (ops.py), rope, rope_hf, attention (attention_ops.py); matmul,
+cumsum, histogram (int32 or int64 indices), transpose (coop_ops.py, issue 24) - each a
+TorchOp record (binding.py), exported here from the records; `kernel_op` makes any
 `@cohort.kernel` an op; `variant` chooses the variant they run (default
 "packet"); `stats` counts builds and launches. torch is an extra
 (`pip install cohort[torch]`). `cohort.torch.hf.install(model)` runs a transformers
@@ -20,24 +21,16 @@ try:
 except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("cohort.torch needs PyTorch: pip install 'cohort[torch]'") from e
 
-from . import autograd  # noqa: F401  (registers the ops' gradients)
-from .coop_ops import cumsum, histogram, matmul, transpose
+from . import (
+    autograd,  # noqa: F401  (imports ops, attention_ops; registers the backward ops)
+    coop_ops,  # noqa: F401  (registers matmul, cumsum, histogram, transpose)
+)
+from .binding import public_ops
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
-from .ops import (
-    OPS,
-    attention,
-    gelu,
-    gelu_residual,
-    gelu_tanh,
-    layernorm,
-    masked_softmax,
-    rmsnorm,
-    rope,
-    rope_hf,
-    swiglu,
-)
+from .ops import OPS
 
-__all__ = ["OPS", "DEFAULT_VARIANT", "attention", "cumsum", "current_variant", "gelu", "gelu_residual",
-           "gelu_tanh", "histogram", "kernel_op", "layernorm", "masked_softmax", "matmul", "rmsnorm", "rope",
-           "rope_hf", "stats", "swiglu", "transpose", "variant"]
+# cohort.torch.<op> for every registered op with a function (binding.TORCH_OPS)
+globals().update(public_ops())
+
+__all__ = ["OPS", "DEFAULT_VARIANT", "current_variant", "kernel_op", "stats", "variant", *sorted(public_ops())]

@@ -215,7 +215,9 @@ class Launcher:
             p = PreparedLaunch(self.ck, code)
             mv, err, fn = memoryview(p.args), memoryview(p.err), code.entry_fn
             address = ctypes.c_void_p(p.address)    # (ctypes takes one faster than an int)
-            direct = self._caller
+            # a sanitize build's launches go through run_prepared, which gives each clean global
+            # shadows (backend/sanitize_record.py): a direct call would keep the last launch's
+            direct = self._caller and not (p.sanitized is not None and p.sanitized.shadowed)
             self._fill(p, mv, n, tensors, scalars)
         if _recording:
             _recording[-1].append((self, n, tuple(tensors), tuple(scalars)))

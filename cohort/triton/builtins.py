@@ -11,6 +11,7 @@ import numpy as np
 
 from . import tir
 from .tir import TT, Bin, Cmp, Dt, K, Node, Ptr, Un
+from .tl_objects import tl_dtype
 from .typing import (
     broadcast_shapes,
     check_literal_fits,
@@ -33,13 +34,6 @@ _PYCMP = {"Lt": lambda a, b: a < b, "LtE": lambda a, b: a <= b, "Gt": lambda a, 
           "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b}
 
 
-def tl_dtype(d):
-    import triton.language as tl
-    if isinstance(d, Ptr):
-        return tl.pointer_type(tl_dtype(d.elem))
-    return tl.dtype(d.value[0])
-
-
 def _is_num(v) -> bool:
     return isinstance(v, (bool, int, float)) and not isinstance(v, Node)
 
@@ -59,7 +53,7 @@ class Builtins:
 
     def dt_of(self, d) -> Dt:
         """A tl.dtype (or its name) as a Dt."""
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         d = unwrap(d)
         name = getattr(d, "name", d)
         if name in tir.DT_BY_NAME:
@@ -71,8 +65,8 @@ class Builtins:
     def const(self, value, dt: Dt, shape=()) -> Node:
         """A splat constant; its value is stored exactly as `dt` holds it (floats rounded once)."""
         if dt.is_float:
-            from .values import _round_f64, to_f32
-            value = float(value) if dt is Dt.F64 else float(to_f32(_round_f64(float(value), dt), dt))
+            from .values import round_f64, to_f32
+            value = float(value) if dt is Dt.F64 else float(to_f32(round_f64(float(value), dt), dt))
         elif dt is Dt.I1:
             value = bool(value)
         else:
@@ -80,7 +74,7 @@ class Builtins:
         return Node(K.CONST, TT(dt, tuple(shape)), (), value)
 
     def tile(self, v) -> Node:
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         v = unwrap(v)
         if isinstance(v, Node):
             return v
@@ -96,9 +90,9 @@ class Builtins:
                 raise self.fe.unsupported("casting a pointer to another element type")
             raise self.fe.unsupported("casting between pointers and integers")
         if v.op is K.CONST:
-            from .interp import _const
+            from .interp import const_value
             from .values import cast
-            val = cast(_const(v.arg, v.elem), v.elem, dt)
+            val = cast(const_value(v.arg, v.elem), v.elem, dt)
             return Node(K.CONST, TT(dt, v.shape), (), _py(val, dt))
         return Node(K.CAST, TT(dt, v.shape), (v,))
 
@@ -135,7 +129,7 @@ class Builtins:
 
     def operands(self, a, b, div_or_mod=False, arith=True):
         """Triton's binary typing: (a, b) as tiles of the computation type and one shape."""
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         a, b = unwrap(a), unwrap(b)
         aw, bw = _is_num(a), _is_num(b)
         at = literal_type(a) if aw else self.tile(a).elem
@@ -154,7 +148,7 @@ class Builtins:
 
     # ------------------------------------------------------------ operators
     def binop(self, opname: str, a, b):
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         a, b = unwrap(a), unwrap(b)
         if not isinstance(a, Node) and not isinstance(b, Node):
             try:
@@ -204,7 +198,7 @@ class Builtins:
         return Node(K.PTR_ADD, p.type, (p, o))
 
     def unop(self, opname: str, a):
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         a = unwrap(a)
         if not isinstance(a, Node):
             return {"USub": lambda x: -x, "UAdd": lambda x: +x, "Not": lambda x: not x,
@@ -222,7 +216,7 @@ class Builtins:
         return Node(K.UNARY, TT(Dt.I1, a.shape), (self.to_bool(a),), Un.NOT)
 
     def compare(self, opname: str, a, b):
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         a, b = unwrap(a), unwrap(b)
         if not isinstance(a, Node) and not isinstance(b, Node):
             return _PYCMP[opname](a, b)
@@ -239,7 +233,7 @@ class Builtins:
 
     def where(self, cond, x, y):
         c = self.to_bool(self.tile(cond))
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         x, y = unwrap(x), unwrap(y)
         if isinstance(x, Node) and isinstance(x.elem, Ptr) or isinstance(y, Node) and isinstance(y.elem, Ptr):
             raise self.fe.unsupported("tl.where on pointers", "select the offsets instead")
@@ -285,7 +279,7 @@ class Builtins:
         return self.fe.call(fn, [v] + list(args), kwargs)
 
     def python_builtin(self, fn, args, kwargs):
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         if any(isinstance(a, Node) for a in args):
             if fn in (min, max) and len(args) >= 2 and not kwargs:
                 import triton.language as tl  # as Triton's code generator: tl.minimum/maximum
@@ -315,7 +309,7 @@ class Builtins:
     # ------------------------------------------------------------ conversions
     def to(self, v, dtype, fp_downcast_rounding=None, bitcast=False):
         v = self.tile(v)
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         if fp_downcast_rounding not in (None, "rtne"):
             raise self.fe.unsupported(f"fp_downcast_rounding={fp_downcast_rounding!r}", "only round to nearest even")
         d = unwrap(dtype)
@@ -339,7 +333,7 @@ class Builtins:
 
     def trans(self, v, *dims):
         v = self.tile(v)
-        from .frontend import unwrap
+        from .tl_objects import unwrap
         dims = tuple(unwrap(d) for d in dims)
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])

@@ -7,8 +7,8 @@ Constructs the reference refuses are listed in REFUSED with the reason given.
 from __future__ import annotations
 
 from . import tir
-from .frontend import unwrap
 from .tir import TT, Bin, Dt, K, Node, Ptr, Red, Un
+from .tl_objects import unwrap
 
 REFUSED = {
     "inline_asm_elementwise": "inline assembly has no CPU meaning",

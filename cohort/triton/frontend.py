@@ -19,8 +19,9 @@ from typing import Any
 
 from . import tir
 from .errors import KernelTypeError, UnsupportedConstruct, where
-from .frontend_loops import _MISSING, ControlFlow, _is_number, _Returned  # noqa: F401
+from .frontend_loops import ControlFlow, Returned
 from .tir import Dt, K, Node, Ptr
+from .tl_objects import unwrap
 from .typing import PromotionError
 
 
@@ -50,18 +51,6 @@ def source_of(fn) -> _Source:
             raise UnsupportedConstruct(f"kernel `{getattr(fn, '__name__', fn)}`: its Python source cannot be "
                                        f"read ({type(e).__name__}: {e})") from None
     return s
-
-
-def unwrap(v):
-    """A tl.constexpr's value (recursively inside tuples)."""
-    from triton.language import core as tlc
-    while isinstance(v, tlc.constexpr):
-        v = v.value
-    if isinstance(v, tuple) and not hasattr(v, "_fields"):
-        return tuple(unwrap(x) for x in v)
-    if isinstance(v, tlc.tuple):
-        return tuple(unwrap(x) for x in v.values)
-    return v
 
 
 class Frontend(ControlFlow):
@@ -132,7 +121,7 @@ class Frontend(ControlFlow):
             env[name] = value
         try:
             self.block(self.src.fdef.body, env, self.src)
-        except _Returned:
+        except Returned:
             pass
         except PromotionError as e:
             raise self.type_error(str(e)) from None
@@ -207,10 +196,10 @@ class Frontend(ControlFlow):
             if value is not None:
                 raise self.type_error("a kernel cannot return a value")
             self.emit(tir.Return(self.line))
-            raise _Returned(None)
+            raise Returned(None)
         if self.dynamic:
             raise self.unsupported("`return` inside a runtime if/for/while of an inlined function")
-        raise _Returned(value)
+        raise Returned(value)
 
     def s_Assert(self, st, env, src):
         cond = self.expr(st.test, env, src)
@@ -234,7 +223,7 @@ class Frontend(ControlFlow):
             returned = False
             try:
                 self.block(body, e, src)
-            except _Returned:
+            except Returned:
                 returned = True
             self.dynamic -= self.depth > 0
             outs.append((self.blocks.pop(), returned))
@@ -244,7 +233,7 @@ class Frontend(ControlFlow):
         self.emit(tir.If(cond, tuple(outs[0][0]), tuple(outs[1][0]), line))
         env.update(merged)
         if outs[0][1] and outs[1][1]:
-            raise _Returned(None)
+            raise Returned(None)
 
     def s_Break(self, st, env, src):
         raise self.unsupported("`break`", "Triton has no break either: use a while loop with a flag")
@@ -360,7 +349,7 @@ class Frontend(ControlFlow):
         try:
             self.block(src.fdef.body, env, src)
             result = None
-        except _Returned as r:
+        except Returned as r:
             result = r.value
         finally:
             self.depth, self.line, self.dynamic = self.depth - 1, line, saved_dyn

@@ -10,18 +10,16 @@ import ast
 
 from . import tir
 from .tir import TT, Dt, K, Node
+from .tl_objects import unwrap
 
 _MISSING = object()
 
 
-class _Returned(Exception):
+class Returned(Exception):
+    """A `return` being built: unwinds the statements to the kernel or inlined call that catches it."""
+
     def __init__(self, value):
         self.value = value
-
-
-def unwrap(v):
-    from .frontend import unwrap as _unwrap
-    return _unwrap(v)
 
 
 def _is_number(v) -> bool:
@@ -151,7 +149,7 @@ class ControlFlow:
         self.dynamic += self.depth > 0
         try:
             self.block(st.body, env, src)
-        except _Returned:
+        except Returned:
             raise self.unsupported("`return` inside a `for` loop") from None
         self.loop_end(carry, env)
         self.dynamic -= self.depth > 0
@@ -176,7 +174,7 @@ class ControlFlow:
         self.dynamic += self.depth > 0
         try:
             self.block(st.body, env, src)
-        except _Returned:
+        except Returned:
             raise self.unsupported("`return` inside a `while` loop") from None
         self.loop_end(carry, env)
         self.dynamic -= self.depth > 0

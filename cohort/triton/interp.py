@@ -243,7 +243,7 @@ class Interpreter:
         if op is K.VAR:
             return self.env[n.arg]
         if op is K.CONST:
-            return np.broadcast_to(_const(n.arg, t.elem), t.shape)
+            return np.broadcast_to(const_value(n.arg, t.elem), t.shape)
         if op is K.PARAM:
             if isinstance(t.elem, Ptr):
                 return PtrVal(n.arg, np.zeros((), np.int64))
@@ -365,7 +365,7 @@ def _arg_combine(is_max, d, a, b):
     return [np.where(pick, v1, v2), np.where(pick, i1, i2)]
 
 
-def _const(value, d: Dt):
+def const_value(value, d: Dt):
     if d.is_float:
         return values.cast(np.float64(value), Dt.F64, d) if d is not Dt.F64 else np.float64(value)
     return np.asarray(value).astype(np.int64 if not (d.is_int and not d.is_signed and d.bits == 64)

@@ -36,27 +36,27 @@ _L2E_LO = 1.925963033500011079e-08             # float32(log2 e - _L2E_HI)
 
 def exp2_(x: Expr) -> Expr:
     xc = M.fmin(M.c(128.0), M.fmax(M.c(-150.0), x))
-    t = xc + M.c(M._MAGIC)                      # k = rint(x) in the low bits of t
-    r = xc - (t - M.c(M._MAGIC))
+    t = xc + M.c(M.MAGIC)                      # k = rint(x) in the low bits of t
+    r = xc - (t - M.c(M.MAGIC))
     h = r * M.c(_LN2)
     lo = fma(r, M.c(_LN2), -h)
     lo = fma(r, M.c(_LN2_LO), lo)
-    p = M.horner(h, (1.0, 1.0) + M._EXP_P)
-    return M._scale_wide(fma(p, lo, p), t)
+    p = M.horner(h, (1.0, 1.0) + M.EXP_P)
+    return M.scale_wide(fma(p, lo, p), t)
 
 
 def log2_(x: Expr) -> Expr:
     c, ci = M.c, M.ci
     sub = x < c(2.0 ** -126)
     xs = select(sub, x * c(2.0 ** 23), x)
-    ix = M.bits(xs) - ci(M._SQRT_HALF_BITS)
+    ix = M.bits(xs) - ci(M.SQRT_HALF_BITS)
     e = (ix >> ci(23)) + select(sub, ci(-23), ci(0))
-    m = M.flt((ix & ci(0x7FFFFF)) + ci(M._SQRT_HALF_BITS))
+    m = M.flt((ix & ci(0x7FFFFF)) + ci(M.SQRT_HALF_BITS))
     f = m - c(1.0)
     s = f / (c(2.0) + f)
     z = s * s
     hf = c(0.5) * f * f
-    lnm = f - (hf - s * (hf + z * M.horner(z, M._LOG_R)))
+    lnm = f - (hf - s * (hf + z * M.horner(z, M.LOG_R)))
     dk = M.cast(e, M.F)
     y = fma(lnm, c(_L2E_HI), fma(lnm, c(_L2E_LO), dk))
     return select(x > c(0.0), select(x < c(M.INF), y, x),

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from . import tir
-from .frontend import unwrap
 from .tir import TT, Dt, K, Node, Ptr
+from .tl_objects import unwrap
 
 ATOMICS = ("add", "max", "min", "and", "or", "xor", "xchg")
 
@@ -143,7 +143,7 @@ class TensorDesc:
         self.B, self.base, self.shape, self.strides, self.block_shape = B, base, shape, strides, block
         import triton.language as tl
 
-        from .builtins import tl_dtype
+        from .tl_objects import tl_dtype
         self.dtype = tl_dtype(base.elem.elem)
         self.tl = tl
 

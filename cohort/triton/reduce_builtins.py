@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from . import tir
-from .frontend import unwrap
 from .tir import TT, Dt, K, Node, Ptr, Red
+from .tl_objects import unwrap
 
 
 def register(B, reg, tl):

@@ -42,7 +42,7 @@ def _wide_float(a, dt: Dt):
     return to_f32(a, dt).astype(np.float64) if dt is not Dt.F64 else np.asarray(a, np.float64)
 
 
-def _round_f64(x, dt: Dt):
+def round_f64(x, dt: Dt):
     """f64 values rounded once to dt: f64 -> f32 -> 16 bits is one rounding, since
     each step keeps more than twice the next one's precision plus two bits."""
     x = np.asarray(x, np.float64)
@@ -68,9 +68,9 @@ def cast(a, src: Dt, dst: Dt):
             return a.astype(np.int64 if src.is_signed or src is Dt.I1 else np.uint64).astype(dst.np)
         if src.is_int:                    # exact in long double (64+ bits), then one rounding
             wide = a.astype(np.longdouble).astype(np.float64) if src.bits == 64 else a.astype(np.float64)
-            return _round_f64(wide, dst)
+            return round_f64(wide, dst)
         if dst.is_float:
-            return _round_f64(_wide_float(a, src), dst)
+            return round_f64(_wide_float(a, src), dst)
         from .tir import int_range
         lo, hi = int_range(dst)
         t = np.trunc(_wide_float(a, src))

@@ -40,6 +40,7 @@ class AtomicLowering:
             base = self.bufs[s.target]
             idx64 = self.index64(idx, s.index.dtype)
             self.check_lanes(idx64, self.lens[s.target], ERR_STORE_OOB, s, key=s)
+            self.check_global(s.target, idx64, s.op.value, s, s)    # sanitize builds (sanitize_global.py)
         self.annotate(s, "atomic", s.target, Access("scatter"), "per-lane")
         self.counts["atomics"] += 1
         bits = b.bitcast(val, self.vty(I32T)) if dt is DType.F32 else val

@@ -14,6 +14,7 @@ import hashlib
 from llvmlite import ir
 
 from ...refimpl.printer import format_kernel
+from ..bounds_emit import prologue
 from ..context import ERR_UNPROVEN, I1, I32T, I64, PTR, SLOT_ERR, SLOT_N, SLOT_PROOF, abi_slots, load_slot
 
 
@@ -72,7 +73,7 @@ class Checks:
         slot = lambda i: load_slot(b, args, i)
         lens = {name: slot(slots[name][1]) for name in self.lens}
         scalars = {p.name: b.trunc(slot(slots[p.name][0]), I32T) for p in self.k.scalars}
-        b.ret(self.bounds.emit(b, slot(SLOT_N), self.B, lens, scalars))
+        b.ret(prologue(self.bounds, b, slot(SLOT_N), self.B, lens, scalars))
         return fn
 
     def check_lanes(self, idx64, length, kind: int, stmt, key=None, always: bool = False):

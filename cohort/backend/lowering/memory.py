@@ -67,6 +67,7 @@ class MemoryLowering:
         buf = self.bufs[e.arg]
         idx64 = self.index64(idx, e.src[0].dtype)
         self.check_lanes(idx64, self.lens[e.arg], ERR_LOAD_OOB, self.cur, key=e)
+        self.check_global(e.arg, idx64, "read", e, self.cur)          # sanitize builds (sanitize_global.py)
         if acc.kind == "uniform":
             v = self.uniform_load(b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
             if dt is DType.BOOL:  # any nonzero byte is True, as in NumPy (not just its low bit)
@@ -120,6 +121,7 @@ class MemoryLowering:
         buf = self.bufs[s.buf]
         idx64 = self.index64(idx, s.index.dtype)
         self.check_lanes(idx64, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+        self.check_global(s.buf, idx64, "write", s, s)                # sanitize builds (sanitize_global.py)
         if acc.kind == "contiguous":
             self.contiguous_store(val, b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
         else:

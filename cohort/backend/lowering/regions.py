@@ -27,6 +27,7 @@ class RegionLowering:
             elif isinstance(it, BlockIf):
                 self.cur = it.s
                 self.annotate(it.s, "if", "", Access("uniform"), "branch")
+                self.check_block_control(it, base)     # sanitize builds: every thread's (sanitize_global.py)
                 c = self.block_value(it.s.cond, base)
                 with b.if_else(c) as (then, otherwise):
                     with then:
@@ -41,6 +42,7 @@ class RegionLowering:
         self.cur = s
         self.annotate(s, "for", "", Access("uniform"), "branch")
         self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
+        self.check_block_control(it, base)             # sanitize builds: every thread's (sanitize_global.py)
         start = b.sext(self.block_value(s.start, base), I64)
         stop = b.sext(self.block_value(s.stop, base), I64)
         step = int(s.step.arg)

@@ -29,20 +29,25 @@ interpreter names the race - both are errors, never a silent answer.
 
 Loads that would read a loop's shared windows through in-register transposes
 (transposed.py) are read one by one in this build, so that each is checked.
-Tests: tests/test_sanitize.py (planted missing stores and races must be reported).
+Races in global memory and barrier divergence: sanitize_global.py.
+Tests: tests/test_sanitize.py (planted missing stores and races must be reported),
+tests/test_sanitize_wide.py (the same at many lanes, flags read lane by lane).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from llvmlite import ir
 
-from ...refimpl.ir import AtomicOp, Loc
+from ...refimpl.ir import AtomicOp
 from ..context import ERR_SHARED_RACE, ERR_UNINIT_SHARED, I1, I8, I32T, I64, PTR
+from .sanitize_global import GlobalSanitizer, SharedSite
 
 # a slot's shadow: (phase, lowest thread, highest thread) per way, and the update's operation
 WAYS = ("write", "read", "atomic")
 FIELDS = 10
+# Above this many lanes the written flags are read and set lane by lane, not gathered and
+# scattered: LLVM scalarises a 256-lane gather (interleave 32) into seconds of code generation
+# (benchmarks/sanitize_cost.py --compile: 2.7 s for a packet build of a 256-thread block)
+FLAG_VECTOR_LANES = 16
 _OPS = list(AtomicOp)
 
 
@@ -65,19 +70,12 @@ def decode_race(index: int):
     return index & 0xFFFFFFFF, (index >> 32) & 0xFFFF, WAYS[way] if way < 2 else _OPS[way - 2].value
 
 
-@dataclass(frozen=True)
-class SharedSite:
-    """What a report names: the statement's location, the array and the way of access."""
-    loc: Loc
-    arr: str
-    how: str = "read"
-
-
-class Sanitizer:
+class Sanitizer(GlobalSanitizer):
     def sanitize_arrays(self):
         """The written flags (whole 8-byte words) and race shadows of every shared array
         (sanitize builds); the shadows cleared once per call of the entry."""
         self.written_flags, self.shadows, self.phase_ptr = {}, {}, None
+        self.global_shadows()
         if not self.variant.sanitize or not self.shared_arrays:
             return
         b = self.b
@@ -92,6 +90,7 @@ class Sanitizer:
 
     def next_phase(self):
         """A barrier or collective passed, or a new block: a new phase (sanitize builds)."""
+        self.global_phase(first=False)
         if self.phase_ptr is not None:
             b = self.b
             b.store(b.add(b.load(self.phase_ptr, typ=I32T), self.i32(1)), self.phase_ptr)
@@ -112,37 +111,26 @@ class Sanitizer:
         mine = WAYS.index(how) if how in WAYS else 2
         op = self.i32(_OPS.index(AtomicOp(how)) if mine == 2 else -1)
 
+        slot_of = self.lane_indices(idx64)       # one store of the packet's indices (sanitize_global.py)
+        t0, g0 = self.lane0(self.tid), self.lane0(self.gid)       # a packet's threads are consecutive
+
         def lane(li):
-            slot = self.lane(idx64, li) if self.W == 1 else b.extract_element(idx64, li)
-            t = self.tid if self.W == 1 else b.extract_element(self.tid, li)
+            slot = slot_of(li)
+            t = t0 if self.W == 1 else b.add(t0, li)
             at = b.gep(shadow, [b.mul(slot, self.i64(FIELDS))], source_etype=I32T)
             r = b.call(self.race_function(), [at, t, phase, self.i32(mine), op])
             with b.if_then(b.icmp_unsigned("!=", r, self.i64(0)), likely=False):
                 r1 = b.sub(r, self.i64(1))
                 who, way = b.and_(r1, self.i64(0xFFFF)), b.lshr(r1, self.i64(16))
                 index = b.or_(b.or_(slot, b.shl(who, self.i64(32))), b.shl(way, self.i64(48)))
-                gid = self.gid if self.W == 1 else b.extract_element(self.gid, li)
+                gid = g0 if self.W == 1 else b.add(g0, li)
                 claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_SHARED_RACE), "monotonic", "monotonic")
                 with b.if_then(b.extract_value(claim, 1)):
                     for k, v in enumerate((self.i64(self.stmt_ids[site]), index, b.sext(gid, I64)), 1):
                         b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
                 b.ret_void()
 
-        if self.W == 1:
-            if self.mask is None:
-                lane(self.i32(0))
-            else:
-                with b.if_then(self.mask):
-                    lane(self.i32(0))
-            return
-
-        def each(li):
-            if self.mask is None:
-                lane(li)
-            else:
-                with b.if_then(self.lane_on(self.mask, li)):
-                    lane(li)
-        self.counted_loop(self.i32(0), self.i32(self.W), each, "race.lane")
+        self.each_active_lane(lane)
 
     def race_function(self) -> ir.Function:
         """i64 race(ptr shadow of the slot, i32 thread, i32 phase, i32 way, i32 operation): 0, or
@@ -191,6 +179,7 @@ class Sanitizer:
         """A new block: none of its shared slots is written yet, and a new phase."""
         b = self.b
         self.next_phase()
+        self.global_phase(first=True)
         for ptr, words in self.written_flags.values():
             self.counted_loop(self.i64(0), self.i64(words), lambda w, ptr=ptr: b.store(
                 self.i64(0), b.gep(ptr, [w], source_etype=I64), align=8), "written.clear")
@@ -201,13 +190,9 @@ class Sanitizer:
             return
         b, flags = self.b, self.written_flags[name][0]
         one = ir.Constant(I8, 1)
-        if self.W == 1:
-            at = b.gep(flags, [idx64], source_etype=I8)
-            if self.mask is None:
-                b.store(one, at)
-            else:
-                with b.if_then(self.mask):
-                    b.store(one, at)
+        if self.W == 1 or self.W > FLAG_VECTOR_LANES:
+            slot_of = self.lane_indices(idx64)
+            self.each_active_lane(lambda li: b.store(one, b.gep(flags, [slot_of(li)], source_etype=I8)))
             return
         ptrs = self.lane_pointers(flags, idx64, I8)
         self.intrinsic(f"llvm.masked.scatter.v{self.W}i8.v{self.W}p0", ir.VoidType(),
@@ -220,6 +205,9 @@ class Sanitizer:
             return
         b, flags = self.b, self.written_flags[name][0]
         self.counts["initchecks"] += 1
+        if self.W > FLAG_VECTOR_LANES:
+            self.check_written_per_lane(name, flags, idx64, key, stmt)
+            return
         if self.W == 1:
             fresh = b.icmp_unsigned("==", b.load(b.gep(flags, [idx64], source_etype=I8), typ=I8), ir.Constant(I8, 0))
         else:
@@ -235,6 +223,12 @@ class Sanitizer:
         b.cbranch(self.any(fresh), bad_bb, ok_bb)
         b.position_at_end(bad_bb)
         lane = self.first_lane(fresh)
+        self.report_uninitialised(name, idx64, lane, key, stmt)
+        b.position_at_end(ok_bb)
+
+    def report_uninitialised(self, name: str, idx64, lane, key, stmt):
+        """Record lane `lane`'s read of an unwritten slot and leave the entry."""
+        b = self.b
         site = ("uninitialised", id(key))     # its own entry: the statement's may name no array
         if site not in self.stmt_ids:
             self.stmt_ids[site] = len(self.stmt_table)
@@ -245,5 +239,16 @@ class Sanitizer:
                                       b.sext(self.lane(self.gid, lane), I64)), start=1):
                 b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
         b.ret_void()
-        b.position_at_end(ok_bb)
+
+    def check_written_per_lane(self, name: str, flags, idx64, key, stmt):
+        """check_written lane by lane: at many lanes (a wide interleave) a gather of the flags
+        is scalarised by LLVM's code generator, seconds of compile time per access."""
+        b = self.b
+        slot_of = self.lane_indices(idx64)
+
+        def lane(li):
+            fresh = b.load(b.gep(flags, [slot_of(li)], source_etype=I8), typ=I8)
+            with b.if_then(b.icmp_unsigned("==", fresh, ir.Constant(I8, 0)), likely=False):
+                self.report_uninitialised(name, idx64, li, key, stmt)
+        self.each_active_lane(lane)
 

@@ -210,6 +210,7 @@ class StmtLowering:
             memo = {}
             idx = self.index64(self.ev(s.index, memo), s.index.dtype)
             self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+            self.check_global(s.buf, idx, "write", s, s)              # sanitize builds (sanitize_global.py)
             v = self.ev(s.value, memo)
             if dt.is_storage:                      # bf16/f16: rounded as buffer_store rounds
                 v = narrow(self.cx, v, dt)

@@ -29,7 +29,7 @@ from . import (
     swiglu,
     transpose,
 )
-from .base import Launch, Operator, ShapeError, fmt_shape
+from .base import TAGS, Launch, Operator, ShapeError, fmt_shape
 
 ROW_SIZES = ((17, 65), (129, 768), (257, 1538), (1024, 4097), (3, 63), (64, 256), (137, 1023),
              (513, 2051), (17, 16384))
@@ -131,6 +131,13 @@ def get(name: str, form: str = None) -> Operator:
     return op if form is None else op.with_form(form)
 
 
+def tagged(tag: str) -> tuple:
+    """The operators carrying `tag` (base.TAGS), in OPERATORS' order."""
+    if tag not in TAGS:
+        raise KeyError(f"unknown tag {tag!r}; tags are {', '.join(TAGS)}")
+    return tuple(op for op in OPERATORS.values() if tag in op.tags)
+
+
 def block_dependent(kernel) -> bool:
     """Whether a kernel's meaning depends on its block size: it reads thread_id, block_id
     or block_size, or reduces over the block. Re-blocking such an operator changes its
@@ -182,4 +189,4 @@ def oracle_error(y: np.ndarray, ref: np.ndarray):
 
 
 __all__ = ["block_dependent", "oracle_error", "OPERATORS", "BACKWARD", "Operator", "Launch", "ShapeError", "get", "run_reference", "allocate",
-           "fmt_shape", "ROW_SIZES", "ATTENTION_SIZES", "ROTARY_SIZES", "UnknownOperator"]
+           "fmt_shape", "tagged", "TAGS", "ROW_SIZES", "ATTENTION_SIZES", "ROTARY_SIZES", "UnknownOperator"]

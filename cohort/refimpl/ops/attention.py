@@ -234,7 +234,7 @@ def shapes(s):
             "o": (B, H, SQ, DV)}
 
 
-def _operator(name, causal, definition):
+def _operator(name, causal, definition, **facts):
     return Operator(
         name=name, kernel=attention, dims=("B", "H", "Hkv", "Sq", "Skv", "D", "Dv"),
         buffer_shapes=shapes, output="o",
@@ -243,11 +243,14 @@ def _operator(name, causal, definition):
                                      for n, sh in shapes(s).items() if n not in ("o", "bias")},
         aux=("bias",),
         oracle=lambda inp: reference(inp["q"], inp["k"], inp["v"], causal),
-        check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0, definition=definition)
+        check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0, definition=definition, **facts)
 
 
 OP = _operator("attention", False,
-               "o = softmax(q k^T / sqrt(D)) v; head h reads kv head h*Hkv/H")
+               "o = softmax(q k^T / sqrt(D)) v; head h reads kv head h*Hkv/H",
+               tags={"llm"}, llm_sizes=((1, 32, 8, 1, 1024, 128, 128),       # decode, 8B's grouped KV heads
+                                        (1, 32, 32, 256, 256, 128, 128)))    # an encoder's prompt: not causal
 CAUSAL_OP = _operator("attention_causal", True,
                       "attention with key j masked for query s when j > s + Skv - Sq (bottom-right); "
-                      "a row that sees no key is 0")
+                      "a row that sees no key is 0",
+                      tags={"llm"}, llm_sizes=((1, 32, 8, 512, 512, 128, 128),))   # prefill

@@ -15,6 +15,14 @@ class ShapeError(ValueError):
     """A shape an operator cannot run (malformed, wrong rank, odd C for rope, ...)."""
 
 
+# The tags an operator may carry; tables select operators by them (ops.tagged), never by a list of names.
+TAGS = {
+    "row": "a row-wise operator of the seed tables ([R, C] rows): the e2e and grain suites' cases",
+    "llm": "run at LLM sizes (llm_sizes): the torch suite's cases",
+    "cooperative": "its kernel uses shared memory, barriers or atomics (DESIGN §4, issue 24)",
+}
+
+
 @dataclass(frozen=True)
 class Launch:
     n: int            # threads
@@ -43,8 +51,17 @@ class Operator:
     form: str = "stream"              # the formulation `kernel` is (and `launch` its geometry)
     oracle_shape: bool = False        # the oracle is (inputs, shape) -> output (histogram: BINS)
     accumulates: bool = False         # atomics add into the output: a launch wants it zeroed first
+    tags: frozenset = frozenset()     # what the operator is, for the tables that select by it (TAGS)
+    llm_sizes: tuple = ()             # shapes an LLM runs it at (Llama-2-7B / Llama-3-8B: decode, a batch
+                                      # of 32 decoding tokens, a 512-token prefill): the torch suite's cases
 
     def __post_init__(self):
+        object.__setattr__(self, "tags", frozenset(self.tags))
+        unknown = self.tags - TAGS.keys()
+        if unknown:
+            raise ValueError(f"{self.name}: unknown tag(s) {sorted(unknown)}; tags are {', '.join(TAGS)}")
+        if ("llm" in self.tags) != bool(self.llm_sizes):
+            raise ValueError(f"{self.name}: the tag 'llm' and llm_sizes go together")
         # A form given without a launch runs on the operator's; bind it now, so that
         # after with_form has swapped in a form with its own geometry every form
         # still carries the launch it was written for.

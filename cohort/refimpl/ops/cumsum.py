@@ -152,6 +152,7 @@ OP = Operator(
     # 1 x 65537, 7 x 1025, 1 x 10^6 and the seed sizes, equal to torch.cumsum's
     # (tests/test_coop_ops.py); the bound is one ulp, 2^-23
     rel_tol=1.2e-7,
+    tags={"cooperative"},
     definition="float32 pairs (h, l), each + a TwoSum pair sum; groups of 16: Hillis-Steele (d = 1, 2, 4, 8), "
                "out = carry + H, carry = out_15 from (-0.0, -0.0), renormalised every 256; y = h + l",
 )

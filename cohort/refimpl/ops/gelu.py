@@ -99,7 +99,7 @@ def tanh_form_oracle(inp):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + KAPPA * x ** 3)))
 
 
-def _operator(name, k, k_private, oracle, definition):
+def _operator(name, k, k_private, oracle, definition, **facts):
     return Operator(
         name=name, kernel=k, dims=("R", "C"),
         buffer_shapes=lambda s: {"x": (s[0], s[1]), "y": (s[0], s[1])},
@@ -111,9 +111,12 @@ def _operator(name, k, k_private, oracle, definition):
         definition=definition,
         forms=(("private", k_private,
                 lambda s: Launch(s[0] * k_private.block, {"cols": s[1]}, {})),),
+        **facts,
     )
 
 
-GELU = _operator("gelu", gelu, gelu_private, erf_form_oracle, "y = 0.5*x*(1+erf(x/sqrt(2)))")
+LLM_SIZES = ((1, 16384), (512, 16384))     # an MLP's hidden activations (4 x 4096)
+GELU = _operator("gelu", gelu, gelu_private, erf_form_oracle, "y = 0.5*x*(1+erf(x/sqrt(2)))",
+                 tags={"llm"}, llm_sizes=LLM_SIZES)
 GELU_TANH = _operator("gelu_tanh", gelu_tanh, gelu_tanh_private, tanh_form_oracle,
-                      "y = 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))")
+                      "y = 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))", tags={"llm"}, llm_sizes=LLM_SIZES)

@@ -67,6 +67,7 @@ OP = Operator(
                                  "r": seeded_normal(seed, "gelu_residual", "r", (s[0], s[1]))},
     oracle=oracle,
     seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0,
+    tags={"row"},
     definition="y = gelu(x) + r, gelu(x) = 0.5*x*(1+erf(x/sqrt(2)))",
     forms=(("private", gelu_residual_private,
             lambda s: Launch(s[0] * gelu_residual_private.block, {"cols": s[1]}, {})),),

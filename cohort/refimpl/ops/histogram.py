@@ -42,8 +42,7 @@ def histogram(idx: Buffer[i32], counts: Buffer[i32], L: Const[int], BINS: Const[
     base = block_id() * (HB * items)
     # the first SHARED_BINS bins in shared memory, any further ones counted in memory directly;
     # one more, a spare never flushed, counts the indices outside [0, BINS) when every bin is
-    # shared, so that a packet's lanes all update (no mask: branch-free, as Inductor's
-    # scatter_add sends its invalid indices to a spare slot)
+    # shared, so that a packet's lanes all update (no mask: branch-free)
     S = min(BINS, SHARED_BINS)
     bins = shared(i32, min(BINS, SHARED_BINS) + 1)
     if L <= HB * items:
@@ -143,6 +142,7 @@ OP = Operator(
     oracle=oracle, oracle_shape=True, accumulates=True,
     seed_sizes=None,
     rel_tol=0.0,
+    tags={"cooperative"},
     definition="counts[b] = #{i : idx[i] == b}, 0 <= b < BINS; other indices not counted",
     form="shared",
     forms=(("global", histogram_global, launch_global),),

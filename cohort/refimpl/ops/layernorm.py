@@ -85,6 +85,7 @@ OP = Operator(
                                  "b": seeded_normal(seed, "layernorm", "b", (s[1],))},
     oracle=oracle,
     seed_sizes=None, rel_tol=1e-5,
+    tags={"row", "llm"}, llm_sizes=((1, 4096), (32, 4096), (512, 4096)),
     definition="biased variance, eps 1e-5, y = (x-mean)/sqrt(var+eps)*w + b",
     forms=(("private", layernorm_private),),
 )

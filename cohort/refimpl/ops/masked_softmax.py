@@ -106,6 +106,7 @@ OP = Operator(
     launch=lambda s: Launch(s[0] * masked_softmax.block, {"cols": s[1]}, {}),
     make_inputs=make_inputs, oracle=oracle,
     seed_sizes=None, rel_tol=1e-5,
+    tags={"row", "llm"}, llm_sizes=((4096, 512),),
     definition="softmax over the row's unmasked entries; masked entries 0; fully masked row all 0",
     forms=(("private", masked_softmax_private),),
 )

@@ -57,7 +57,7 @@ def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Con
             sb[(kb % KT) * BN + t] = b[kb * N + j] if j < N else 0.0    # a masked vector load
         barrier()
         for r in range(0, rb, REG):
-            if r < rows:          # a constant trip count, block-uniform skip (measured faster)
+            if r < rows:          # a constant trip count, rows past the end skipped block-uniformly
                 a0 = min(i0 + r, M - 1) * K
                 a1 = min(i0 + r + 1, M - 1) * K
                 a2 = min(i0 + r + 2, M - 1) * K
@@ -100,7 +100,7 @@ def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K
     # For a few rows (a matrix-vector product, decoding) of a wide b (N >= PANEL): one row
     # per block and a panel of PANEL columns, so that each k reads 16 KiB of b's row k front
     # to back (the tiled form's 16-column panels read 64 bytes of every row: a page each at
-    # N = 4096, measured 5x slower). The last panel is shifted left to end at column N - 1,
+    # N = 4096; docs/README.md, 'Measurements behind the code'). The last panel is shifted left to end at column N - 1,
     # so no load needs a mask; the columns it shares with its neighbour are stored by the
     # neighbour (the same bits: the same fma chains in the same order). With N < PANEL the
     # panel would start before column 0: the launch's bounds proof fails and the checked
@@ -159,6 +159,7 @@ OP = Operator(
     # inputs the error grows like sqrt(K) u relative to the row's largest |c|: measured
     # 3.2-3.9e-6 at K = 4096 and 11008, 0.6-1.6e-5 at K = 65536 (three seeds each)
     rel_tol=3e-5,
+    tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
     forms=(("wide", matmul_wide, wide_launch),),

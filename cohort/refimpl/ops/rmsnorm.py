@@ -78,6 +78,7 @@ OP = Operator(
                                  "w": seeded_normal(seed, "rmsnorm", "w", (s[1],))},
     oracle=oracle,
     seed_sizes=None, rel_tol=1e-5,
+    tags={"row", "llm"}, llm_sizes=((1, 4096), (32, 4096), (512, 4096)),
     definition="y = x * (1/sqrt(mean(x^2) + 1e-6)) * w",
     forms=(("private", rmsnorm_private),),
 )

@@ -104,6 +104,7 @@ OP = Operator(
     launch=lambda s: Launch(s[0] * (s[1] // 2), {}, {}),
     make_inputs=make_inputs, oracle=oracle, check=check,
     seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0,
+    tags={"row"},
     definition="pairs (2k, 2k+1): y0 = x0*cos - x1*sin, y1 = x0*sin + x1*cos; C even",
     forms=(("private", rope_private,
             lambda s: Launch(s[0] * rope_private.block, {"cols": s[1]}, {})),),

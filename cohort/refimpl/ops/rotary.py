@@ -90,7 +90,7 @@ def reference(x, cos, sin, half: bool):
     return y
 
 
-def _operator(name, half, definition):
+def _operator(name, half, definition, **facts):
     return Operator(
         name=name, kernel=rope_rows, dims=("N", "S", "D", "R"),
         buffer_shapes=lambda s: {"x": (s[0], s[1], s[2]), "cos": (s[1], s[3] // 2), "sin": (s[1], s[3] // 2),
@@ -99,12 +99,13 @@ def _operator(name, half, definition):
         launch=lambda s: launch(s, half),
         make_inputs=make_inputs(name),
         oracle=lambda inp: reference(inp["x"], inp["cos"], inp["sin"], half),
-        check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0, definition=definition)
+        check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0, definition=definition, **facts)
 
 
 ROPE_HALF = _operator("rope_half", True,
                       "x [N,S,D], cos/sin [S,R/2]: features k and k+R/2 rotate (Llama, NeoX); "
-                      "features R.. pass through")
+                      "features R.. pass through",
+                      tags={"llm"}, llm_sizes=((32, 1, 128, 128), (32, 512, 128, 128)))   # 32 heads of 128
 ROPE_PAIRS = _operator("rope_pairs", False,
                        "x [N,S,D], cos/sin [S,R/2]: features 2k and 2k+1 rotate (GPT-J); "
                        "features R.. pass through")

@@ -59,6 +59,7 @@ OP = Operator(
                                  "b": seeded_normal(seed, "swiglu", "b", (s[0], s[1]))},
     oracle=oracle,
     seed_sizes=None, rel_tol=1e-5, fast_math_ulps=4.0,
+    tags={"row", "llm"}, llm_sizes=((1, 11008), (1, 14336), (512, 14336)),
     definition="y = a * sigmoid(a) * b",
     forms=(("private", swiglu_private,
             lambda s: Launch(s[0] * swiglu_private.block, {"cols": s[1]}, {})),),

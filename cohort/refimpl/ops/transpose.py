@@ -62,5 +62,6 @@ OP = Operator(
     oracle=oracle,
     seed_sizes=None,
     rel_tol=0.0,
+    tags={"cooperative"},
     definition="y[n, c, r] = x[n, r, c] (a copy)",
 )

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from .. import ops as ct
+from .families import FAMILIES
 
 SUFFIX = "OnCohort"
 
@@ -216,8 +217,6 @@ def __getattr__(name: str):
     if base_name == "LayerNorm":
         return on_cohort(nn.LayerNorm)
     from importlib import import_module
-
-    from . import FAMILIES
     for fam in FAMILIES.values():
         if base_name.startswith(fam.prefix) and base_name[len(fam.prefix):] in _KINDS:
             modeling = import_module(f"transformers.models.{fam.module}.modeling_{fam.module}")

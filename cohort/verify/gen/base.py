@@ -68,7 +68,7 @@ RESERVED = frozenset({"f32", "i32", "u32", "exp", "log", "erf", "tanh", "sigmoid
 
 
 @dataclass
-class _Range:
+class RangedExpr:
     """An i32 expression with a known value range over active (and padded) threads."""
     expr: Expr
     lo: int
@@ -76,7 +76,7 @@ class _Range:
 
 
 @dataclass
-class _Loop:
+class LoopRecord:
     name: str
     lo: int
     hi: int
@@ -87,7 +87,7 @@ class _Loop:
 
 
 @dataclass(eq=False)
-class _Output:
+class OutputLayout:
     name: str
     dtype: DType
     slots: int
@@ -99,7 +99,7 @@ class _Output:
 
 
 @dataclass
-class _Private:
+class PrivateArray:
     name: str
     dtype: DType
     size: int

@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from ...refimpl.ir import For, Kernel, Op, Param, ParamKind, Private, PStore, binary, cast, const, param, var
-from .base import BOOL, F32, I32, SPECIAL_F32, SPECIAL_I32, SPECIAL_U32, U32, Core, _Loop, _Private
+from .base import BOOL, F32, I32, SPECIAL_F32, SPECIAL_I32, SPECIAL_U32, U32, Core, LoopRecord, PrivateArray
 from .boundary import Boundary
 from .case import BufferSpec, Case
 from .collectives import Collectives
@@ -62,13 +62,13 @@ def _private_decls(gen: KernelBuilder, body: list):
             c = sorted(gen.consts)[0]
             size_e = param(c, I32) + const(size, I32)
             size += gen.consts[c]
-        gen.privates.append(_Private(name, dt, size))
+        gen.privates.append(PrivateArray(name, dt, size))
         body.append(Private(name, dt, size_e))
         if gen.maybe(70):         # fill it with per-thread values: for j in range(size): p[j] = f(j, g)
             inits.append((gen.privates[-1], size_e))
     for p, size_e in inits:
         j = gen.fresh("j")
-        gen.loops.append(_Loop(j, 0, p.size - 1, True, False))
+        gen.loops.append(LoopRecord(j, 0, p.size - 1, True, False))
         gen.loopvars.add(j)
         gen.vtypes[j] = I32
         gen.defined.add(j)

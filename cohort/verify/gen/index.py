@@ -23,7 +23,7 @@ from ...refimpl.ir import (
     select,
     var,
 )
-from .base import BOOL, F32, I32, MASK31, U32, _Output, _Private, _Range
+from .base import BOOL, F32, I32, MASK31, U32, OutputLayout, PrivateArray, RangedExpr
 from .case import BufferSpec
 
 
@@ -53,10 +53,10 @@ class Indices:
 
     def bases(self) -> list:
         """i32 expressions with known ranges: (range, per-lane stride 1?)."""
-        out = [(_Range(self.g(), 0, self.npad - 1), True), (_Range(self.t(), 0, self.B - 1), True),
-               (_Range(self.b(), 0, self.nblocks - 1), False)]
+        out = [(RangedExpr(self.g(), 0, self.npad - 1), True), (RangedExpr(self.t(), 0, self.B - 1), True),
+               (RangedExpr(self.b(), 0, self.nblocks - 1), False)]
         for lp in self.loops:            # (possibly negative: affine starts, steps below -1)
-            out.append((_Range(var(lp.name, I32), lp.lo, lp.hi), lp.unit))
+            out.append((RangedExpr(var(lp.name, I32), lp.lo, lp.hi), lp.unit))
         return out
 
     def uniform_int(self) -> Expr:
@@ -392,14 +392,14 @@ class Indices:
             lo, hi = lo >> s, hi >> s
         return self.shifted(e, lo, hi, L)
 
-    def private_index(self, p: _Private) -> Expr:
+    def private_index(self, p: PrivateArray) -> Expr:
         self.nest += 1
         try:
             return self._private_index(p)
         finally:
             self.nest -= 1
 
-    def _private_index(self, p: _Private) -> Expr:
+    def _private_index(self, p: PrivateArray) -> Expr:
         kind = self.weighted([(self.sw(3, "structure:private:uniform-index", "access:pload:contiguous",
                                        "access:pstore:contiguous"), "uniform"),
                               (self.sw(3, "structure:private:per-thread-index", "access:pload:gather",
@@ -427,11 +427,11 @@ class Indices:
         return binary(Op.MOD, binary(Op.AND, self.expr(I32, 2), self.ci(MASK31)), self.ci(size))
 
     # ------------------------------------------------------------ outputs
-    def _out_spec(self, o: _Output) -> BufferSpec:
+    def _out_spec(self, o: OutputLayout) -> BufferSpec:
         return BufferSpec(o.name, o.dtype, o.slots * o.region + o.offset, o.fill)
 
     def make_output(self, name: str, dt: DType, interleave: Optional[int] = None,
-                    offset: Optional[bool] = None) -> _Output:
+                    offset: Optional[bool] = None) -> OutputLayout:
         """An output of K slots per thread; `interleave`: K slots side by side at pi(g)*K + j, pi
         the identity (a store group's stride K, where groups fuse). An interleaved output may
         start its slots c elements in (pi(g)*K + c + j: a store group whose first slot carries
@@ -465,7 +465,7 @@ class Indices:
                 forms.append((kind, ()))
         fill = "bytes" if dt is BOOL and self.maybe(50) else "data"   # unstored bool bytes stay as they were
         off = self.int(1, 2 * K) if interleaved and (offset or offset is None and self.maybe(30)) else 0
-        return _Output(name, dt, K, M, interleaved, forms, fill, off)
+        return OutputLayout(name, dt, K, M, interleaved, forms, fill, off)
 
     def bijection(self, form, M: int, g: Expr, t: Expr, b: Expr) -> Expr:
         kind, ps = form
@@ -487,7 +487,7 @@ class Indices:
             return b * self.B + binary(Op.AND, t * a + self.ci(c), self.ci(self.B - 1))
         raise AssertionError(kind)
 
-    def out_address(self, o: _Output, j: int, g: Expr, t: Expr, b: Expr) -> Expr:
+    def out_address(self, o: OutputLayout, j: int, g: Expr, t: Expr, b: Expr) -> Expr:
         if o.interleaved:
             a = self.bijection(o.forms[0], o.region, g, t, b) * o.slots
             return a + self.ci(j + o.offset) if j + o.offset else a
@@ -514,7 +514,7 @@ class Indices:
         c = (seen_as - j) // 2
         return binary(Op.SUB, base, self.ci(c)) + self.ci(j + c)
 
-    def neighbour_address(self, o: _Output, j: int) -> Expr:
+    def neighbour_address(self, o: OutputLayout, j: int) -> Expr:
         """Slot j of thread (t + d) mod B of this block: written in an earlier phase."""
         d = self.int(1, self.B - 1) if self.B > 1 else 0
         bs = builtin(Op.BLOCK_SIZE) if self.maybe(50) else self.ci(self.B)

@@ -35,7 +35,7 @@ from ...refimpl.ir import (
     unary,
     walk_expr,
 )
-from .base import BOOL, F32, I32, MATH_FUNCTIONS, U32, _Loop
+from .base import BOOL, F32, I32, MATH_FUNCTIONS, U32, LoopRecord
 
 PLANTS_PER_PROGRAM = 8
 MATH_PLANTS_PER_PROGRAM = 3
@@ -241,7 +241,7 @@ class Plants:
         kind = "v_affine" if what == "for:per-thread" else "u_literal"
         start_e, stop_e, step_e, lo, hi, uniform, unit = self.loop_bounds(kind)
         name = self.fresh("j")
-        self.loops.append(_Loop(name, lo, hi, uniform, unit))
+        self.loops.append(LoopRecord(name, lo, hi, uniform, unit))
         self.loopvars.add(name)
         self.vtypes[name] = I32
         before = set(self.defined)

@@ -24,7 +24,7 @@ from ...refimpl.ir import (
     pload,
     var,
 )
-from .base import BOOL, F32, I32, U32, _Loop
+from .base import BOOL, F32, I32, U32, LoopRecord
 
 
 class Statements:
@@ -369,7 +369,7 @@ class Statements:
         name = self.fresh("j")
         start_e, stop_e, step_e, lo, hi, uniform, unit = self.loop_bounds(self.loop_kind())
         lit = lambda e: e.arg if e.op is Op.CONST else None
-        self.loops.append(_Loop(name, lo, hi, uniform, unit, lit(start_e), lit(step_e)))
+        self.loops.append(LoopRecord(name, lo, hi, uniform, unit, lit(start_e), lit(step_e)))
         self.loopvars.add(name)
         self.vtypes[name] = I32
         before = set(self.defined)

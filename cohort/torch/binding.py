@@ -1,0 +1,161 @@
+"""One record per torch op and one per operator's torch side, registered next to their
+definitions (ops.py, coop_ops.py, autograd.py); every table that used to list operators by
+name iterates these records instead.
+
+    TorchOp     one `torch.ops.cohort.<name>`: its implementation, fake (meta) function, public
+                function, backward, and how it is registered with the dispatcher. `register`
+                does all of the torch.library work, so no module restates it.
+    OpBinding   one refimpl operator (refimpl/ops, DESIGN §4) as a PyTorch user runs it: the
+                cohort.torch op that computes it from the operator's inputs (same tensors, same
+                order), the arguments that call needs beyond them, and the eager torch code an
+                ML engineer writes for it (the Inductor and eager columns' graphs).
+
+The operator's framework-free facts (kernel, shapes, oracle, tags such as `row`, `llm`,
+`cooperative`) stay in its refimpl definition; `OpBinding.operator` names it and
+`bindings(tag)` selects by its tags. Adding an operator: its refimpl module (and its line in
+refimpl/ops OPERATORS), its TorchOp and OpBinding next to its torch implementation, its tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Optional
+
+import torch
+
+from ..refimpl import ops as registry
+
+
+@dataclass(frozen=True)
+class TorchOp:
+    name: str                          # cohort::<name>
+    impl: Callable                     # the implementation; its annotations are the op's schema
+    fake: Callable                     # the fake (meta) implementation: checks, then empty outputs
+    function: Optional[Callable] = None   # cohort.torch.<name> (None: reached as torch.ops.cohort.<name> only)
+    backward: Optional[Callable] = None   # torch.library.register_autograd's backward ...
+    setup_context: Optional[Callable] = None   # ... and its setup_context (None: none)
+    cpu_kernel: bool = True            # impl registered for CPU directly, in place of custom_op's
+                                       # CompositeExplicitAutograd wrapper (which re-checks that the
+                                       # output aliases no input, ~2 us a call)
+    autograd_cpu: bool = True          # and the short AutogradCPU kernel (ops.fast_autograd) in front of it
+    custom_op: Any = field(default=None, compare=False, repr=False)   # set by register
+
+
+def _no_extra(shape) -> tuple:
+    return ()
+
+
+@dataclass(frozen=True)
+class OpBinding:
+    operator: str                      # the refimpl operator's name (refimpl/ops OPERATORS)
+    eager: Callable                    # eager torch: f(*input tensors in operator order) -> output
+    op: Optional[TorchOp] = None       # the cohort.torch op computing it (None: no op of cohort.torch does)
+    kwargs: Mapping = field(default_factory=dict)   # keyword arguments of cohort.torch.<op> beyond the inputs
+    extra: Callable = _no_extra        # shape -> positional arguments after the inputs (histogram: bins)
+    schema_tail: tuple = ()            # torch.ops.cohort.<op>'s schema spells every argument: those after
+                                       # the inputs and `extra` that the function fills in (defaults, kwargs)
+    eager_shaped: bool = False         # `eager` is shape -> f: the eager code depends on the launch shape
+
+    def __post_init__(self):
+        object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
+
+    @property
+    def tags(self) -> frozenset:
+        return registry.get(self.operator).tags
+
+    def call(self, shape, tensors, dispatch: bool = False) -> Callable:
+        """A no-argument callable running the cohort.torch op on `tensors` (the operator's inputs at
+        `shape`); dispatch=True calls torch.ops.cohort.<op>.default, through the dispatcher."""
+        if self.op is None:
+            raise KeyError(f"cohort.torch has no op for operator {self.operator}")
+        args = tuple(tensors) + tuple(self.extra(shape))
+        if dispatch:
+            packet = getattr(torch.ops.cohort, self.op.name).default
+            args += self.schema_tail
+            return lambda: packet(*args)
+        fn, kw = self.op.function, dict(self.kwargs)
+        return lambda: fn(*args, **kw)
+
+    def reference(self, shape=None) -> Callable:
+        """The eager torch function of the operator's inputs (the shape, where it depends on it)."""
+        if not self.eager_shaped:
+            return self.eager
+        if shape is None:
+            raise ValueError(f"the torch reference of {self.operator} needs the shape")
+        return self.eager(shape)
+
+
+TORCH_OPS: dict = {}     # name -> TorchOp, in registration order
+BINDINGS: dict = {}      # refimpl operator name -> OpBinding
+
+_LIB = torch.library.Library("cohort", "IMPL")   # the direct CPU and AutogradCPU kernels (kept alive here)
+
+
+def register(op: TorchOp) -> TorchOp:
+    """Define torch.ops.cohort.<op.name> as `op` says and record it; returns the record with its custom_op."""
+    if op.name in TORCH_OPS:
+        raise ValueError(f"torch op cohort::{op.name} is registered twice")
+    custom = torch.library.custom_op(f"cohort::{op.name}", op.impl, mutates_args=())
+    custom.register_fake(op.fake)
+    if op.backward is not None:
+        torch.library.register_autograd(f"cohort::{op.name}", op.backward, setup_context=op.setup_context)
+    if op.cpu_kernel:
+        _LIB.impl(op.name, op.impl, "CPU")
+    if op.autograd_cpu:
+        fast_autograd(_LIB, op.name, custom, op.impl)
+    done = TorchOp(**{**{k: getattr(op, k) for k in op.__dataclass_fields__}, "custom_op": custom})
+    TORCH_OPS[op.name] = done
+    return done
+
+
+# What a call through the dispatcher (torch.ops.cohort.X, and so every call a torch.compile'd
+# graph makes) meets first on CPU tensors: the autograd key. custom_op's kernel there is
+# Python that, with no gradient to record, enters a guard and redispatches to the CPU kernel
+# (a second trip through the dispatcher and Python, ~5 us). This one, registered for
+# AutogradCPU (which takes precedence over custom_op's "Autograd" alias), calls the CPU kernel
+# itself when the call's dispatch keys are exactly CPU and AutogradCPU (plain CPU
+# tensors: no subclass, FakeTensor, dispatch mode, functorch level or negative/conjugate
+# view, any of which adds a key) and no argument needs a gradient; that is the kernel the
+# redispatch would reach. Anything else goes to custom_op's own kernel, unchanged.
+_PLAIN_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU).add(torch._C.DispatchKey.AutogradCPU)
+_any_requires_grad = torch._C._any_requires_grad
+_grad_enabled = torch.is_grad_enabled
+
+
+def fast_autograd(lib, name: str, op, impl):
+    """Register for `op` (a custom_op, cohort::`name`) the AutogradCPU kernel described above."""
+    from torch._library.autograd import make_autograd_impl
+    slow = make_autograd_impl(op._opoverload, op)     # custom_op's own kernel (reads its backward when called)
+
+    def kernel(keyset, *args):
+        if keyset == _PLAIN_KEYS and not (_grad_enabled() and _any_requires_grad(*args)):
+            return impl(*args)
+        return slow(keyset, *args)
+
+    kernel.__name__ = f"{name}_autograd_cpu"
+    lib.impl(name, kernel, "AutogradCPU", with_keyset=True)
+    return kernel
+
+
+def bind(binding: OpBinding) -> OpBinding:
+    """Record `binding` for its operator (which must exist in refimpl/ops)."""
+    registry.get(binding.operator)                   # raises UnknownOperator naming the operators
+    if binding.operator in BINDINGS:
+        raise ValueError(f"operator {binding.operator} is bound twice")
+    BINDINGS[binding.operator] = binding
+    return binding
+
+
+def bindings(tag: Optional[str] = None) -> tuple:
+    """The operators' bindings in refimpl/ops OPERATORS' order; with `tag`, those whose operator carries it."""
+    out = []
+    for name in (*registry.OPERATORS, *registry.BACKWARD):
+        b = BINDINGS.get(name)
+        if b is not None and (tag is None or tag in b.tags):
+            out.append(b)
+    return tuple(out)
+
+
+def public_ops() -> dict:
+    """cohort.torch's functions: name -> the function of each op that has one."""
+    return {name: op.function for name, op in TORCH_OPS.items() if op.function is not None}
