@@ -33,24 +33,9 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 KNOWN_ELSEWHERE = [
     # AutoChoice (runtime) calls compile_kernel (compiler); the launch-route work removes it
     frozenset({"cohort.backend.compiler", "cohort.backend.runtime"}),
-    # the audit's torch column and its table builder; the per-operator binding work removes it
-    frozenset({"cohort.audit.columns", "cohort.audit.torch_column"}),
 ]
 # (importer, owner, name): private names shared by files that are being reworked on those branches.
-KNOWN_ELSEWHERE_PRIVATE = {
-    # autograd reuses torch/ops's checks and helpers (the per-operator binding work owns both files)
-    ("cohort.torch.autograd", "cohort.torch.ops", "_NO_BIAS"),
-    ("cohort.torch.autograd", "cohort.torch.ops", "_bias"),
-    ("cohort.torch.autograd", "cohort.torch.ops", "_elementwise"),
-    ("cohort.torch.autograd", "cohort.torch.ops", "_masked_softmax_check"),
-    ("cohort.torch.autograd", "cohort.torch.ops", "_rmsnorm_check"),
-    # inductor_refs's `_torch` (import torch or raise InductorUnavailable) and `_fresh` are shared
-    # on purpose; they become public names when that branch's inductor_refs lands
-    ("cohort.audit.columns", "cohort.audit.inductor", "_torch"),
-    ("cohort.audit.eager", "cohort.audit.inductor_refs", "_torch"),
-    ("cohort.audit.inductor", "cohort.audit.inductor_refs", "_torch"),
-    ("cohort.audit.inductor", "cohort.audit.inductor_refs", "_fresh"),
-}
+KNOWN_ELSEWHERE_PRIVATE: set = set()
 
 
 def _modules() -> dict:

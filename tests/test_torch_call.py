@@ -11,7 +11,8 @@ import cohort.torch as ct  # noqa: E402
 from cohort import Buffer, f32, global_id, i32, kernel  # noqa: E402
 from cohort.backend.context import SLOT_PROOF  # noqa: E402
 from cohort.refimpl.interpreter import KernelRuntimeError  # noqa: E402
-from cohort.torch import launch, ops  # noqa: E402
+from cohort.torch import launch  # noqa: E402
+from cohort.torch.binding import TORCH_OPS  # noqa: E402
 
 
 @kernel(block=32)
@@ -107,7 +108,7 @@ def _cases():
 
 @pytest.mark.parametrize("name,args", _cases(), ids=[c[0] for c in _cases()])
 def test_every_path_gives_the_same_bits(name, args):
-    impl = getattr(ops, f"{name}_impl")
+    impl = TORCH_OPS[name].impl
     want = impl(*args)
     op = getattr(torch.ops.cohort, name)
     got = [getattr(ct, name)(*args), op(*args), op.default(*args)]
@@ -119,7 +120,7 @@ def test_every_path_gives_the_same_bits(name, args):
         assert g.dtype == want.dtype and np.array_equal(g.numpy().view(np.uint8), want.numpy().view(np.uint8))
 
 
-@pytest.mark.parametrize("name", ops.OPS)
+@pytest.mark.parametrize("name", ct.OPS)
 def test_each_op_has_the_short_autograd_kernel(name):
     assert torch._C._dispatch_has_kernel_for_dispatch_key(f"cohort::{name}", "AutogradCPU")
 
@@ -173,7 +174,7 @@ def _clear_pools():
 def test_a_pooled_block_reads_the_new_tensors(name, args):
     """Same shapes, other data: the warm call (a pooled block, pointers rewritten) gives
     what a cold one (a block filled from scratch) gives, for every input."""
-    impl = getattr(ops, f"{name}_impl")
+    impl = TORCH_OPS[name].impl
     other = tuple((a.flip(0).contiguous() + 0.25 if a.dtype == torch.float32 else ~a)
                   if isinstance(a, torch.Tensor) else a for a in args)
     impl(*args)

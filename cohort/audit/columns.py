@@ -222,7 +222,7 @@ class EagerColumn(PeerColumn):
             self._output = e.output
             self.facts = {"eager": "aten-native", "threads": e.threads, "aten_cpu_capability": e.capability}
         elif boundary in ("python_api", "torch_api"):
-            torch = inductor._torch()
+            torch = inductor.import_torch()
             torch.set_num_threads(int(workers or 1))
             fn = inductor.reference(op.name, shape)
             tensors = [torch.from_numpy(np.ascontiguousarray(inputs[n]).copy()) for n in op.inputs]

@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import knobs
 from ..refimpl import ops
-from .inductor_refs import InductorUnavailable, _torch
+from .inductor_refs import InductorUnavailable, import_torch
 
 SOURCE = os.path.join(os.path.dirname(__file__), "eager_entry.cpp")
 _DTYPE_CODES = {np.dtype(np.float32): 0, np.dtype(np.int32): 1, np.dtype(np.bool_): 2}
@@ -64,7 +64,7 @@ def library() -> ctypes.CDLL:
     with _lock:
         if "lib" in _lib:
             return _lib["lib"]
-        torch = _torch()
+        torch = import_torch()
         cxx = _compiler()
         version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
         with open(SOURCE, "rb") as f:
@@ -119,7 +119,7 @@ class EagerEntry:
     kind = "eager-aten"
 
     def __init__(self, op_name: str, shape, inputs: dict, threads: Optional[int] = 1):
-        torch = _torch()
+        torch = import_torch()
         lib = library()
         self.op = ops.get(op_name)
         if op_name not in operators():

@@ -63,8 +63,8 @@ from .inductor_entry import (
 from .inductor_refs import (  # noqa: F401
     TORCH_MISSING,
     InductorUnavailable,
-    _fresh,
-    _torch,
+    fresh_function,
+    import_torch,
     reference,
     reference_output,
     torch_available,
@@ -111,7 +111,7 @@ class InductorColumn:
 
     def __init__(self, op_name: str, shape, inputs: dict, *, threads: Optional[int] = 1, aoti: Optional[bool] = None,
                  inductor_config: Optional[dict] = None, fn: Optional[Callable] = None):
-        torch = _torch()
+        torch = import_torch()
         self.op = ops.get(op_name)
         self.op_name = op_name
         self.shape = tuple(int(s) for s in shape)
@@ -136,12 +136,12 @@ class InductorColumn:
 
     # -- compile and record -------------------------------------------------
     def _compile(self):
-        torch = _torch()
+        torch = import_torch()
         from torch._dynamo.utils import counters
         from torch._inductor import config as iconfig
         from torch._inductor.codecache import PyCodeCache
 
-        fn = _fresh(self._fn)
+        fn = fresh_function(self._fn)
         self.compiled = torch.compile(fn, dynamic=False)
         loaded = []
         orig = PyCodeCache.__dict__["load_by_key_path"]
@@ -190,7 +190,7 @@ class InductorColumn:
     def _record(self):
         """Run the compiled function once with every generated kernel wrapped; returns
         ([(name, args)], output tensor)."""
-        _torch()   # torch is importable
+        import_torch()   # torch is importable
         mod = self.modules[0]
         seen = []
         with record_lock:
@@ -240,7 +240,7 @@ class InductorColumn:
             return None, f"cannot build the trampoline: {e}"
 
     def _kernel_entry(self, seen, y) -> NativeEntry:
-        torch = _torch()
+        torch = import_torch()
         inputs = {t.untyped_storage().data_ptr(): t for t in self.tensors}
         self._out_tensor = y
         # every storage a kernel touches that is not an input moves into a guarded buffer
@@ -311,7 +311,7 @@ class InductorColumn:
 
     # -- AOTInductor ----------------------------------------------------------
     def _build_aoti(self) -> NativeEntry:
-        torch = _torch()
+        torch = import_torch()
         from torch._inductor import config as iconfig
         fn = self._fn
 
@@ -420,7 +420,7 @@ class InductorColumn:
 
     def _aoti_last_output(self):
         """The tensor the entry's last AOTInductor run returned (a view of its storage), or None."""
-        torch = _torch()
+        torch = import_torch()
         a = self._aoti
         last = int(a["args"][a["slots"][0]])
         if not last:
@@ -539,7 +539,7 @@ class InductorColumn:
 
 def column(op_name: str, shape, seed: int = 0, **kw) -> InductorColumn:
     """An InductorColumn on the operator's seeded inputs (`op.make_inputs(shape, seed)`)."""
-    _torch()
+    import_torch()
     op = ops.get(op_name)
     return InductorColumn(op_name, shape, op.make_inputs(tuple(shape), seed), **kw)
 

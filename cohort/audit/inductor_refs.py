@@ -36,13 +36,13 @@ def torch_available() -> bool:
 def unavailable_reason() -> Optional[str]:
     """None when the Inductor column can run here, else the one-line reason."""
     try:
-        _torch()
+        import_torch()
     except InductorUnavailable as e:
         return str(e)
     return None
 
 
-def _torch():
+def import_torch():
     if "torch" not in _torch_mod:
         try:
             import torch  # noqa: F401
@@ -63,7 +63,7 @@ def _torch():
 def reference(op_name: str, shape=None) -> Callable:
     """The eager-torch function of an operator: `f(*input tensors in operator order) -> tensor`
     (histogram's needs the shape: its bin count)."""
-    _torch()
+    import_torch()
     ops.get(op_name)
     from ..torch.binding import BINDINGS
     if op_name not in BINDINGS:
@@ -73,14 +73,14 @@ def reference(op_name: str, shape=None) -> Callable:
 
 def reference_output(op_name: str, inputs: dict, shape=None) -> np.ndarray:
     """The eager torch output (numpy, the operator's output dtype and logical shape) for `inputs`."""
-    torch = _torch()
+    torch = import_torch()
     op = ops.get(op_name)
     with torch.no_grad():
         y = reference(op_name, shape)(*[torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in op.inputs])
     return y.numpy().copy()
 
 
-def _fresh(fn: Callable) -> Callable:
+def fresh_function(fn: Callable) -> Callable:
     """A copy of `fn` with its own code object, hence its own Dynamo cache:
     one compiled graph per column (no recompile limit across sizes, and the
     E2E figure checks one guard set, not every size compiled before)."""

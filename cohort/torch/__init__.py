@@ -22,13 +22,16 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
     raise ImportError("cohort.torch needs PyTorch: pip install 'cohort[torch]'") from e
 
 from . import (
+    attention_ops,  # noqa: F401  (registers rope, rope_hf, attention)
     autograd,  # noqa: F401  (imports ops, attention_ops; registers the backward ops)
     coop_ops,  # noqa: F401  (registers matmul, cumsum, histogram, transpose)
 )
-from .binding import public_ops
+from .binding import TORCH_OPS, public_ops
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
-from .ops import OPS
+
+# the ops with the short AutogradCPU kernel (tests/test_torch_call.py)
+OPS = tuple(name for name, op in TORCH_OPS.items() if op.autograd_cpu)
 
 # cohort.torch.<op> for every registered op with a function (binding.TORCH_OPS)
 globals().update(public_ops())

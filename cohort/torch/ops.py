@@ -29,7 +29,7 @@ from torch import Tensor
 
 from ..refimpl import ops as registry
 from . import checks
-from .binding import TORCH_OPS, OpBinding, TorchOp, bind, register
+from .binding import OpBinding, TorchOp, bind, register
 from .checks import FLOATS
 from .dtypes import kernel_for
 from .launch import launcher
@@ -393,10 +393,3 @@ def _gelu_residual_eager(x, r):
 GELU_RESIDUAL = register(TorchOp("gelu_residual", gelu_residual_impl, _gelu_residual_fake, gelu_residual,
                                  _gelu_residual_grad, _save_inputs))
 bind(OpBinding("gelu_residual", _gelu_residual_eager, GELU_RESIDUAL))
-
-
-# rope, rope_hf and attention: attention_ops.py (they build on this module's helpers)
-from .attention_ops import attention, attention_impl, rope, rope_hf, rope_hf_impl, rope_impl  # noqa: E402,F401
-
-# the ops with the short AutogradCPU kernel: this module's (tests/test_torch_call.py)
-OPS = tuple(name for name, op in TORCH_OPS.items() if op.autograd_cpu)
