@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from . import cli_check, cli_fuzz
+from . import cli_check, cli_fuzz, knobs
 from . import cli_options as opt
 from .cli_options import (
     UsageError,
@@ -58,7 +58,10 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--time", action="store_true",
                    help="time the path that was checked (median, microseconds): the native entry when the "
                         "launch runs on the calling thread, else the runtime's native launch entry")
-    r.add_argument("--dump", metavar="DIR", help="write the variant's LLVM IR, assembly and code facts")
+    r.add_argument("--dump", metavar="DIR|regions",
+                   help="write the variant's LLVM IR, assembly, code facts and region plan into DIR; `regions` "
+                        "prints the region plan instead (what runs per packet, what once per block, the values "
+                        "kept per thread across barriers and collectives); a folder named regions is ./regions")
     r.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     bn = sub.add_parser("bench", help="run a benchmark suite; write replay, audit, tables and plot")
     bn.add_argument("suite", help="native, native-mt, private, e2e, torch, grain, api, quick or safety")
@@ -182,6 +185,9 @@ def _variant(text: str, flag: str = "--variant"):
         raise UsageError(f"{flag} {text!r}: {e}") from None
 
 
+DUMP_PRINTED = ("regions",)   # `--dump` words printed, not written (verify/opcheck.check_operator)
+
+
 def cmd_run(args) -> int:
     from .refimpl import ops
     from .verify.opcheck import check_operator
@@ -197,7 +203,7 @@ def cmd_run(args) -> int:
     variant = _variant(args.variant)
     if variant is None and (args.time or args.dump):
         raise UsageError("--time and --dump need a native variant (e.g. --variant whole)")
-    if args.dump:
+    if args.dump and args.dump not in DUMP_PRINTED:
         writable_dir("--dump", args.dump)   # before any work: a bad path is found now, not after
     if args.save:
         _save_target("--save", args.save)
@@ -263,6 +269,10 @@ def _print_run(op, r: dict):
                 else "runtime E2E: the runtime's native launch entry in the native timer (tasks, pool, wait; no Python)"
             print(f"  {where}: {r['time_us']:.3f} us (median of {len(r['timing_samples_us'])} samples "
                   f"x {r['timing_iters']} calls)")
+        if "regions" in r:
+            print("  region plan:")
+            for line in r["regions"]:
+                print(f"    {line}")
         for path in r.get("dumped", []):
             print(f"  wrote {path}")
     if "saved" in r:
@@ -462,7 +472,8 @@ def main(argv=None) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (KernelError, KernelRuntimeError, CorpusError, InvalidArtifact) as e:   # bad input, from a file too
+    except (KernelError, KernelRuntimeError, CorpusError, InvalidArtifact, knobs.KnobError) as e:   # bad input
+        # (from a file too, or an environment knob's value)
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -476,7 +487,7 @@ def main(argv=None) -> int:
         if env is not None:             # the user's disk, quota, permissions or memory: not our bug
             print(f"error: {env}", file=sys.stderr)
             return 2
-        if os.environ.get("COHORT_DEBUG"):
+        if knobs.DEBUG.get():
             raise
         print(f"internal error: {type(e).__name__}: {e} (a bug in cohort; COHORT_DEBUG=1 shows the "
               "traceback)", file=sys.stderr)

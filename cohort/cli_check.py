@@ -49,6 +49,10 @@ def add_parsers(sub):
                        if name == "check" else "the build to time (default packet)")
         if name == "time":
             c.add_argument("--samples", default="21", help="timed samples, 1 to 1000 (default 21)")
+        else:
+            c.add_argument("--dump", choices=("regions",),
+                           help="regions: print the kernel's region plan (what runs per packet, what once per "
+                                "block, the values kept per thread across barriers and collectives)")
         c.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -202,9 +206,17 @@ def cmd_check(args) -> int:
             raise UsageError(f"--variant {s!r}: {e}") from None
     result = check_kernel(kfn, n, consts, launch, specs)
     result.update(target=args.target, seed=seed)
+    if args.dump == "regions":       # the plan every build emits (backend/region_plan.py)
+        from .backend.region_plan import plan_regions
+        from .refimpl.specialize import specialize
+        result["regions"] = plan_regions(specialize(kfn.ir, consts)).describe()
     if args.json:
         print(json.dumps(result))
     else:
+        if args.dump == "regions":
+            print("region plan:")
+            for line in result["regions"]:
+                print(f"  {line}")
         for b in result["builds"]:
             if b["status"] not in ("ok", "unsupported"):
                 print(f"  {b['variant']}: {b['status']}: {b['detail']}")

@@ -1363,7 +1363,7 @@ def test_no_scalar_libm_calls_for_every_math_function():
     facts = ck.facts
     assert facts["scalar_libm_calls"] == 0, facts
     # the library's own fma operations (named, DESIGN §3), never contraction
-    from cohort.backend.lower_ops import fma_lowering
+    from cohort.backend.codegen import fma_lowering
     assert (facts["fma"] > 0) == (fma_lowering() == "hardware"), facts
     assert "contract" not in ck.llvm_ir and "fmuladd" not in ck.llvm_ir
     assert facts["lanes"] == 1

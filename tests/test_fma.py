@@ -18,11 +18,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cohort import Buffer, f32, fma, global_id, i32, kernel
+from cohort.backend.codegen import fma_lowering
 from cohort.backend.compiler import compile_kernel
-from cohort.backend.lower_ops import FMA_ENV, fma_lowering
+from cohort.knobs import FMA
 from cohort.refimpl import ir
 from cohort.refimpl.errors import KernelError
 from cohort.refimpl.semantics import fma as fma_np
+
+FMA_ENV = FMA.name
 
 INF = math.inf
 F32_MAX = float(np.finfo(np.float32).max)

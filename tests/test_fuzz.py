@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 
-from cohort import Buffer, f32, global_id, kernel
+from cohort import Buffer, f32, global_id, kernel, knobs
 from cohort.backend.inject import BUGS, inject_bug_TESTING_ONLY
 from cohort.backend.variant import parse_variant
 from cohort.refimpl.interpreter import KernelRuntimeError, interpret
@@ -25,7 +25,7 @@ from cohort.verify.gen import BufferSpec, Case, cases, fill, make_args
 # Every campaign here is bounded by a number of programs (deterministic for the seed), so
 # what a test sees does not depend on how loaded the machine is. The time box is only a
 # backstop against a hang, far above what the programs take.
-CLEAN_PROGRAMS = int(os.environ.get("COHORT_FUZZ_CI_PROGRAMS", "15"))
+CLEAN_PROGRAMS = knobs.FUZZ_CI_PROGRAMS.get()
 BACKSTOP_SECONDS = 3600.0
 
 
@@ -334,7 +334,7 @@ def test_cli_fuzz_bad_usage(argv, msg):
 
 @pytest.mark.slow
 def test_long_campaign_finds_no_mismatch():
-    r = run_campaign(float(os.environ.get("COHORT_FUZZ_LONG_SECONDS", "900")), seed=7, jobs=2, shrink=True)
+    r = run_campaign(knobs.FUZZ_LONG_SECONDS.get(), seed=7, jobs=2, shrink=True)
     detail = "\n\n".join(f"{f['kind']} on {f['variant']}: {f['description']}\n{f['kernel']}"
                          for f in r["failures"])
     assert not r["failures"], detail

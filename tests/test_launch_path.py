@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cohort import Buffer, Const, f32, global_id, i32, kernel, u32
-from cohort.backend import compiler, launch_plan
+from cohort.backend import codegen, compiler, launch_plan
 from cohort.backend.compiler import PreparedLaunch, compile_kernel
 from cohort.backend.context import SLOT_BEGIN, SLOT_END, SLOT_N, abi_slots
 from cohort.backend.inject import inject_bug_TESTING_ONLY
@@ -51,7 +51,7 @@ def test_a_built_kernel_is_served_from_the_handle_cache():
     assert compile_kernel(axpb, {"cols": 2}, parse_variant("packet"), n=40) is ck   # either spelling
     assert compile_kernel(axpb.ir, {"cols": 2}, "packet", n=40) is ck               # the IR itself
     assert compile_kernel(axpb, {"cols": 2}, "packet", n=80) is ck                  # same divisibility
-    key = compiler._handle_key(axpb.ir, {"cols": 2}, parse_variant("packet"), 40)
+    key = compiler._handle_key(axpb.ir, {"cols": 2}, codegen.resolve(parse_variant("packet")), 40)
     assert compiler._handles[key] is ck
 
 

@@ -8,6 +8,7 @@ import pytest
 from llvmlite import ir as llir
 
 from cohort import Buffer, f32, global_id, kernel
+from cohort.backend import codegen
 from cohort.backend.lower_ops import LOWER
 from cohort.backend.lowering import Lowering
 from cohort.backend.lowering.exprs import EXPR_RULES
@@ -43,7 +44,7 @@ def axpy(x: Buffer[f32], y: Buffer[f32], a: f32):
 
 
 def lowered(variant: str) -> tuple:
-    L = Lowering(specialize(axpy.ir, {}), "entry", parse_variant(variant))
+    L = Lowering(specialize(axpy.ir, {}), "entry", codegen.resolve(parse_variant(variant)))
     return L, str(L.lower())
 
 

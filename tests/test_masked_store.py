@@ -13,13 +13,15 @@ import pytest
 
 from cohort import Buffer, Const, bf16, f16, f32, global_id, i32, kernel
 from cohort.backend import target
+from cohort.backend.codegen import masked_store_lowering
 from cohort.backend.compiler import compile_kernel, cross_compile
-from cohort.backend.lower_ops import MASKED_STORE_ENV, masked_store_lowering
 from cohort.backend.variant import parse_variant
+from cohort.knobs import MASKED_STORE
 from cohort.refimpl import ops
 from cohort.verify.compare import verify_build
 
 MODES = ("intrinsic", "dispatch")
+MASKED_STORE_ENV = MASKED_STORE.name
 VARIANTS = ("packet", "lanes=4", "lanes=16", "packet,interleave=1", "lanes=16,full_packet=off")
 
 

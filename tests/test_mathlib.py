@@ -323,9 +323,9 @@ def test_every_variant_gives_the_interpreters_bits(mode, monkeypatch):
     """interpreter, whole and packet at 4, 8 and 16 lanes agree bit for bit on every function,
     with llvm.fma and with the software fma: outputs do not depend on the host's FMA."""
     from cohort.backend.compiler import compile_kernel
-    from cohort.backend.lower_ops import FMA_ENV
+    from cohort.knobs import FMA
     from cohort.refimpl.interpreter import interpret
-    monkeypatch.setenv(FMA_ENV, mode)
+    monkeypatch.setenv(FMA.name, mode)
     rng = np.random.default_rng(11)
     x = rng.integers(0, 1 << 32, 3000, dtype=np.uint64).astype(np.uint32).view(np.float32)
     x = np.concatenate([x, np.float32([16367173 * 2.0 ** 72, 252.89821, -0.0, 1e-45, -103.9, 88.72283, 3.92]),

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from cohort import Buffer, KernelRuntimeError, barrier, f32, global_id, i32, kernel, shared, thread_id
+from cohort.backend import codegen
 from cohort.backend.compiler import CompiledKernel, _compile, compile_kernel
 from cohort.backend.variant import parse_variant
 from cohort.refimpl.interpreter import Interpreter
@@ -93,7 +94,7 @@ def _args(n=20):
 
 def _built(k, v):
     variant = parse_variant(v)
-    return CompiledKernel(_compile(k, variant, False), variant, "never")
+    return CompiledKernel(_compile(k, codegen.resolve(variant)), variant, "never")   # the general build
 
 
 @pytest.mark.parametrize("name", sorted(SPLIT))

@@ -203,9 +203,11 @@ def test_a_planted_global_race_is_reported(name):
 
 
 def test_the_packet_builds_name_the_interpreters_pair():
-    # a packet runs a statement for its lanes at once, as the interpreter does
+    # a packet runs a statement for its lanes at once, as the interpreter does; on the calling
+    # thread only: pool workers run blocks side by side, and whichever racing block checks first
+    # is reported (test_a_planted_global_race_is_reported holds those to the same kind and buffer)
     ref = _interp_error(neighbour, 24, _f32()())
-    for v in SANITIZE[1:-1]:
+    for v in [s for s in SANITIZE[1:] if "workers=2" not in s]:
         assert _native_error(neighbour, v, 24, _f32()()) == f"{ref} [native, {parse_variant(v).label}]", v
 
 

@@ -297,7 +297,7 @@ def test_every_operator_form_and_variant_in_storage_types(name, st):
 
 def test_f16_lowering_choice():
     from cohort.backend import target
-    from cohort.backend.lower_ops import f16_lowering
+    from cohort.backend.codegen import f16_lowering
     want = "hardware" if target.current().native_half else "software"
     assert f16_lowering() == want
     asm = compile_kernel(convert, {}, parse_variant("packet")).assembly()

@@ -24,6 +24,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import knobs
 from ..refimpl import ops
 from .inductor_refs import InductorUnavailable, import_torch
 
@@ -38,12 +39,12 @@ class EagerUnavailable(RuntimeError):
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = knobs.XDG_CACHE_HOME.get() or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "cohort", "eager")
 
 
 def _compiler() -> str:
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
+    for name in (knobs.CXX.get(), "c++", "g++", "clang++"):
         if name and shutil.which(name):
             return shutil.which(name)
     raise EagerUnavailable("no C++ compiler found (set CXX); the eager column builds against torch's headers")

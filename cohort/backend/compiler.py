@@ -2,10 +2,12 @@
 
 `compile_kernel(kernel, consts, variant, n)` returns a `CompiledKernel` whose
 native entry runs any range of blocks of a launch. Compiles are cached on the
-kernel's printed IR (after specialisation), its block, and the code-changing
-knobs of the variant; in front of that, a handle cache keyed on the Kernel
-object itself, the constants, the variant and the injected bugs answers a
-repeated compile_kernel in microseconds. Both are safe to use from several
+kernel's printed IR (after specialisation), its block, and the build's
+CodegenConfig (codegen.py: the code-changing knobs of the variant, the
+target's lowering choices, the planted bugs, the compile level), resolved once
+per build; in front of that, a handle cache keyed on the Kernel object itself,
+the constants and the configuration answers a repeated compile_kernel in
+microseconds. Both are safe to use from several
 Python threads. A launch checks and writes its arguments through a plan made
 once per kernel (launch_plan.py, the argument block's one writer) and runs by
 the route its variant's launch policy gives (launch_policy.py).
@@ -36,7 +38,7 @@ from ..refimpl.ir import Kernel, walk_stmts
 from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
-from . import inject, jit, runtime, sanitize_record, target
+from . import codegen, inject, jit, runtime, sanitize_record, target
 from .claims import LaneClaims
 from .context import (
     ERR_BARRIER_DIVERGENCE,
@@ -66,9 +68,7 @@ from .context import (
 from .facts import code_facts
 from .launch_plan import LaunchPlan
 from .launch_policy import BuildEntry, policy_of
-from .lower_ops import f16_lowering, fma_lowering, masked_store_lowering
 from .lowering import Lowering
-from .lowering.regions import describe as describe_regions
 from .lowering.sanitize import decode_race, race_message
 from .variant import Variant, parse_variant
 from .verify_launch import check_mode, verified_launch
@@ -86,7 +86,7 @@ class UnsupportedVariant(NotImplementedError):
 class NativeCode:
     """One compiled entry, cached by the knobs that change code (not grain or workers)."""
     kernel: Kernel                 # specialised IR
-    variant: Variant               # the variant it was first compiled for
+    config: codegen.CodegenConfig  # what it was built with (its variant: the one it was first compiled for)
     symbol: str
     entry: int                     # address of void entry(int64_t *args)
     linked: object = field(repr=False)
@@ -96,7 +96,15 @@ class NativeCode:
     scratch_bytes: int = 0         # private arrays of one block, in caller-provided memory
     annotations: LaneClaims = field(default_factory=LaneClaims, repr=False)   # lane claims (claims.py)
     lowering_counts: dict = field(default_factory=dict, repr=False)
-    full_blocks: bool = False      # specialised for launches of whole blocks only
+
+    @property
+    def variant(self) -> Variant:
+        return self.config.variant
+
+    @property
+    def full_blocks(self) -> bool:
+        """Specialised for launches of whole blocks only."""
+        return self.config.full_blocks
 
     def accepts(self, n: int) -> bool:
         return not self.full_blocks or n % self.kernel.block == 0
@@ -163,7 +171,7 @@ class CompiledKernel:
         if self.code.accepts(n):
             return self.code
         if self._general is None:
-            self._general = _compile(self.code.kernel, self.variant, full_blocks=False)
+            self._general = _compile(self.code.kernel, replace(self.code.config, full_blocks=False))
         return self._general
 
     def prepare(self, n: int, args: dict) -> "PreparedLaunch":
@@ -331,7 +339,7 @@ class PreparedLaunch:
             checked = origin.__dict__.get("checked_twin")
             if checked is None:   # found once per build: a launch must not print the IR for the key
                 v = replace(origin.variant, checked=True, unsafe=False)
-                checked = origin.checked_twin = _compile(origin.kernel, v, origin.full_blocks)
+                checked = origin.checked_twin = _compile(origin.kernel, origin.config.with_variant(v))
             self.code = checked
             self.entry, self.entry_fn = checked.entry, checked.entry_fn
             self.fallback = reason
@@ -396,14 +404,15 @@ def _as_ir(kernel) -> Kernel:
     raise TypeError(f"expected a @kernel function or a Kernel, got {type(kernel).__name__}")
 
 
-def cache_key(k: Kernel, variant: Variant) -> str:
+def cache_key(k: Kernel, config: codegen.CodegenConfig) -> str:
+    """The compile key: specialised kernel k built as `config` says."""
     text = format_kernel(k)
     # Source locations are not in the printed text, but a compiled kernel reports them
     # (checked builds) and compare() interprets its kernel: the same text at other lines
     # (an edited, reloaded module) must not reuse another kernel's statement table.
     locs = ";".join(str(s.loc) for s in walk_stmts(k.body))
-    return hashlib.sha256(f"{text}\n{locs}\n{variant.compile_key}\n{inject.key()}\n{fma_lowering()}{f16_lowering()}{masked_store_lowering()}"
-                          f"{'' if jit.level() == jit.FULL else f'/quick{jit.level()}'}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{text}\n{locs}\n{config.key}".encode()).hexdigest()
+    return digest + ("/full_blocks" if config.full_blocks else "")
 
 
 _handles: dict = {}    # cheap key -> CompiledKernel, in front of the printed-IR key
@@ -424,20 +433,20 @@ def as_variant(variant) -> Variant:
     return variant
 
 
-def _handle_key(k, consts, variant: Variant, n, verify: str = "first"):
+def _handle_key(k, consts, config: codegen.CodegenConfig, n, verify: str = "first"):
     """What decides the compile, read without printing anything: the Kernel object
     (frozen; a KernelFunction is read through .ir, so a new .ir or a reloaded module
     is a new key; the key holds the object, so its identity is never reused), the
     constants with their types (1, 1.0 and True are different constants to the
-    specialiser), the variant, the whole-blocks specialisation and the injected bugs.
-    None when something is not hashable: the full path then decides."""
+    specialiser), the whole-blocks specialisation and the build's configuration (the
+    variant, grain and workers included: they are the handle's). None when something
+    is not hashable: the full path then decides."""
     if not isinstance(k, Kernel):
         return None
     try:
         ckey = tuple(sorted((name, type(v), v) for name, v in consts.items())) if consts else ()
-        full = whole_blocks_build(k, variant, n)
-        return (k, ckey, variant, full, verify, fma_lowering() + f16_lowering() + masked_store_lowering(),
-                jit.level(), inject.key())   # inject.key() stays last
+        full = whole_blocks_build(k, config.variant, n)
+        return (k, ckey, full, verify, config)   # the configuration stays last
     except (TypeError, AttributeError, ValueError):
         return None
 
@@ -467,7 +476,8 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
     check_mode(verify)
     variant = as_variant(variant)
     k = kernel.ir if type(kernel) is KernelFunction else kernel
-    hkey = _handle_key(k, consts, variant, n, verify)
+    config = codegen.resolve(variant)      # once per build: everything below asks it
+    hkey = _handle_key(k, consts, config, n, verify)
     if hkey is not None:
         try:
             hit = _handles.get(hkey)
@@ -475,23 +485,25 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
             hit = hkey = None
         if hit is not None:
             return hit
-    ck = _compile_kernel(kernel, consts, variant, n, verify)
-    if hkey is not None and hkey[-1] == inject.key():   # no bug switched on or off meanwhile
+    ck = _compile_kernel(kernel, consts, config, n, verify)
+    if hkey is not None and hkey[-1].bugs == inject.key():   # no bug switched on or off meanwhile
         with _cache_lock:
             ck = _handles.setdefault(hkey, ck)
     return ck
 
 
-def _compile_kernel(kernel, consts: Optional[dict], variant: Variant, n: Optional[int],
+def _compile_kernel(kernel, consts: Optional[dict], config: codegen.CodegenConfig, n: Optional[int],
                     verify: str = "first") -> CompiledKernel:
+    variant = config.variant
     k = _specialised(kernel, consts, variant)
-    full_blocks = whole_blocks_build(k, variant, n)
-    key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
+    if whole_blocks_build(k, variant, n):
+        config = replace(config, full_blocks=True)
+    key = cache_key(k, config)
     with _cache_lock:
         bound = _bound.get((key, variant, verify))
         if bound is not None:
             return bound
-    code = _compile(k, variant, full_blocks, key)
+    code = _compile(k, config, key)
     with _cache_lock:
         return _bound.setdefault((key, variant, verify), CompiledKernel(code, variant, verify))
 
@@ -512,10 +524,10 @@ def _specialised(kernel, consts: Optional[dict], variant: Variant) -> Kernel:
     return k
 
 
-def _compile(k: Kernel, variant: Variant, full_blocks: bool, key: Optional[str] = None) -> NativeCode:
-    """The cached native code of specialised kernel k (compiled once per key)."""
+def _compile(k: Kernel, config: codegen.CodegenConfig, key: Optional[str] = None) -> NativeCode:
+    """The cached native code of specialised kernel k built as `config` says (compiled once per key)."""
     if key is None:
-        key = cache_key(k, variant) + ("/full_blocks" if full_blocks else "")
+        key = cache_key(k, config)
     with _cache_lock:
         code = _cache.get(key)
         if code is not None:
@@ -524,7 +536,7 @@ def _compile(k: Kernel, variant: Variant, full_blocks: bool, key: Optional[str] 
     with lock:  # one compile per key, other keys compile meanwhile
         code = _cache.get(key)
         if code is None:
-            code = _build(k, variant, key, full_blocks)
+            code = _build(k, config, key)
             with _cache_lock:
                 _cache[key] = code
         return code
@@ -548,27 +560,30 @@ def scratch_memory(nbytes: int) -> np.ndarray:
     return raw[shift:shift + max(nbytes, 1)]
 
 
-def _build(k: Kernel, variant: Variant, key: str, full_blocks: bool = False) -> NativeCode:
+def _build(k: Kernel, config: codegen.CodegenConfig, key: str) -> NativeCode:
     t0 = time.perf_counter()
+    full_blocks = config.full_blocks
     _, scratch = private_layout(k)
     if scratch > MAX_SCRATCH_BYTES:
         raise KernelError(k.name, None, f"private and shared arrays need {scratch} bytes per block of "
                                         f"{k.block} threads; "
                                         f"the native backend allows at most {MAX_SCRATCH_BYTES}")
     symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
-    lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
+    lowering = Lowering(k, symbol, config)
     module = lowering.lower()
     text = _with_function_attributes(str(module), symbol, target.host().entry_attributes(lowering.fn_attributes))
-    linked = jit.compile_module(text, [symbol], lowering.tuning)
-    ck = NativeCode(k, variant, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
+    linked = jit.compile_module(text, [symbol], lowering.tuning, config.level)
+    # full_blocks as the lowering honours it (a cooperative kernel's blocks are whole at any n)
+    built = config if lowering.full_blocks == config.full_blocks else replace(config, full_blocks=lowering.full_blocks)
+    ck = NativeCode(k, built, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
                     time.perf_counter() - t0)
     ck.scratch_bytes = scratch
-    ck.full_blocks = lowering.full_blocks
     # the lane claims, with the width they speak of (packets x interleave)
     ck.annotations = LaneClaims(lowering.lane_claims, lowering.W)
     ck.lowering_counts = dict(lowering.counts)
     ck.lowering_counts["interleave"] = lowering.interleave
-    ck.regions = describe_regions(lowering.regions)
+    ck.region_plan = lowering.plan
+    ck.regions = lowering.plan.outline()
     return ck
 
 
@@ -586,8 +601,9 @@ def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[d
     variant = as_variant(variant)
     k = _specialised(kernel, consts, variant)
     with target.use(tgt):
-        symbol = f"cohort_{k.name}_{cache_key(k, variant)[:12]}"
-        lowering = Lowering(k, symbol, variant, full_blocks=full_blocks)
+        config = codegen.resolve(variant)
+        symbol = f"cohort_{k.name}_{cache_key(k, config)[:12]}"
+        lowering = Lowering(k, symbol, replace(config, full_blocks=full_blocks))
         module = lowering.lower()
         text = _with_function_attributes(str(module), symbol, tgt.entry_attributes(lowering.fn_attributes))
     if kind == "ir":

@@ -152,8 +152,10 @@ def _mangle(dt: DType, lanes: int) -> str:
 class Ctx:
     """Types and constants of one shape (scalar when lanes == 1, else vectors)."""
 
-    def __init__(self, module: ir.Module, builder: ir.IRBuilder, lanes: int, fast_math: bool):
-        self.module, self.b, self.lanes, self.fast_math = module, builder, lanes, fast_math
+    def __init__(self, module: ir.Module, builder: ir.IRBuilder, lanes: int, config):
+        # config: the build's CodegenConfig (codegen.py), which the op lowerings ask (fma, f16)
+        self.module, self.b, self.lanes, self.config = module, builder, lanes, config
+        self.fast_math = config.variant.fast_math
 
     def ty(self, dt: DType) -> ir.Type:
         t = scalar_type(dt)

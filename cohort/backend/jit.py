@@ -119,8 +119,10 @@ def sign_extended_indices(mod):
     return fixed, text
 
 
-def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
+def compile_module(ir_text: str, symbols: list, tuning: dict = None, compile_level: int = None) -> Linked:
     """Parse, verify, optimise (O3, no fast-math unless the IR asks) and link `ir_text`.
+    `compile_level`: the compile level (quick_compiles), default this thread's; a kernel's build
+    passes its CodegenConfig's.
 
     `tuning` sets pipeline options (loop_unrolling, loop_vectorization,
     slp_vectorization, ...): code that is vectorised by construction gains
@@ -130,7 +132,7 @@ def compile_module(ir_text: str, symbols: list, tuning: dict = None) -> Linked:
     with _lock:
         s = _init()
         t0 = time.perf_counter()
-        lvl = level()
+        lvl = level() if compile_level is None else compile_level
         fast = lvl != FULL
         tm = target.host().target_machine(opt=0, jit=True) if fast else target_machine()
         entry = None                     # the object cache's name for this compile

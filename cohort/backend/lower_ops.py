@@ -13,12 +13,10 @@ the interpreter has already rejected such a launch.
 """
 from __future__ import annotations
 
-import os
-
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Op
-from . import inject, target
+from . import inject
 from .context import vector_const
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
@@ -121,48 +119,12 @@ def _arith(fop, iop):
 
 
 # ---------------------------------------------------------------- fused multiply-add
-# DESIGN §3: fma(a, b, c) is a*b + c rounded once. llvm.fma has exactly that
-# meaning on every target, but where the CPU has no FMA instruction LLVM calls
-# libm's fmaf per lane; there the software sequence below (the interpreter's
-# method: exact float64 product, float64 sum rounded to odd, one rounding to
-# float32) gives the same bits with vector instructions only.
-FMA_ENV = "COHORT_FMA"        # auto (default) | hardware | software
-
-
-def fma_lowering() -> str:
-    """'hardware' (llvm.fma) when the target being built for has FMA instructions
-    (target.current(): the host unless cross-compiling), else 'software'; the environment
-    variable COHORT_FMA=software|hardware forces either."""
-    return _choice(FMA_ENV, lambda: target.current().native_fma)
-
-
-# A store under a lane mask is llvm.masked.store; where the target runs that as microcode
-# (target.Target.slow_masked_store) each vector register's lanes branch first: no store
-# when none is on, a plain store when all are, the masked one only for a mixed register.
-# Same effect on memory either way; the branches cost where masks are random per packet.
-MASKED_STORE_ENV = "COHORT_MASKED_STORE"   # auto (default) | intrinsic | dispatch
-
-
-def masked_store_lowering() -> str:
-    """'dispatch' when the target being built for has microcoded masked stores, else
-    'intrinsic'; COHORT_MASKED_STORE=intrinsic|dispatch forces either."""
-    return _choice(MASKED_STORE_ENV, lambda: target.current().slow_masked_store, ("dispatch", "intrinsic"))
-
-
-def _choice(env: str, native, names=("hardware", "software")) -> str:
-    """names[0] or names[1]: the environment variable `env` if set, else by `native()`."""
-    on, off = names
-    want = os.environ.get(env, "auto") or "auto"
-    if want not in ("auto", on, off):
-        raise ValueError(f"{env}={want!r}: expected auto, {on} or {off}")
-    if want == "auto":
-        return on if native() else off
-    return want
-
-
+# DESIGN §3: fma(a, b, c) is a*b + c rounded once: llvm.fma, or where the target has no
+# FMA instruction (LLVM would call libm's fmaf per lane) the software sequence below, the
+# interpreter's method. Which one is the build's config.fma (codegen.py decides it).
 def _fma(cx, dt, a, b, c):
     # No fast-math flags on either form: reassociation would undo the TwoSum below.
-    if fma_lowering() == "hardware":
+    if cx.config.fma == "hardware":
         return cx.intrinsic("llvm.fma", [F32], [a, c, b] if inject.active("fma_operand_order") else [a, b, c])
     return _fma_software(cx, a, b, c)
 
@@ -251,15 +213,8 @@ def bitcast(cx, a, src: DType, dst: DType):
 # on every target (fptrunc to bfloat is a libcall, __truncsfbf2, that the JIT cannot
 # resolve; so is half's without F16C). f16 on a target with F16C uses vcvtph2ps /
 # vcvtps2ph, which agree with the integer lowering on every pattern (measured,
-# tests/test_storage16.py, also with COHORT_F16=software) and are ~2.5x faster.
-F16_ENV = "COHORT_F16"        # auto (default) | hardware | software
-
-
-def f16_lowering() -> str:
-    """'hardware' (fpext/fptrunc of half) when the target has exact half conversion
-    instructions (target.Target.native_half), else 'software' (the integer operations);
-    COHORT_F16=software|hardware forces either."""
-    return _choice(F16_ENV, lambda: target.current().native_half)
+# tests/test_storage16.py, also with COHORT_F16=software) and are ~2.5x faster. Which one
+# is the build's config.f16 (codegen.py decides it).
 
 
 def _half(cx):
@@ -276,7 +231,7 @@ def widen(cx, h, storage: DType):
     u = b.zext(h, cx.ty(I32))
     if storage is DType.BF16:
         return b.bitcast(b.shl(u, c(16)), cx.ty(F32))
-    if f16_lowering() == "hardware":                     # vcvtph2ps: exact, NaN quieted as below
+    if cx.config.f16 == "hardware":                      # vcvtph2ps: exact, NaN quieted as below
         return b.fpext(b.bitcast(h, _half(cx)), cx.ty(F32))
     sign = b.shl(b.and_(u, c(0x8000)), c(16))
     em = b.and_(u, c(0x7FFF))
@@ -304,7 +259,7 @@ def narrow(cx, x, storage: DType):
     if storage is DType.BF16:
         r = b.lshr(b.add(b.add(a, c(0x7FFF)), b.and_(b.lshr(a, c(16)), c(1))), c(16))
         return b.trunc(b.select(nan, c(0x7FC0), b.or_(sign, r)), i16)
-    if f16_lowering() == "hardware":                     # vcvtps2ph (round to nearest even), canonical NaN
+    if cx.config.f16 == "hardware":                      # vcvtps2ph (round to nearest even), canonical NaN
         h = b.bitcast(b.fptrunc(x, _half(cx)), i16)
         return b.select(nan, b.trunc(c(0x7E00), i16), h)
     n = b.sub(a, c(0x38000000))

@@ -30,9 +30,10 @@ import tempfile
 import threading
 from typing import Optional
 
+from .. import knobs
+
 MAGIC = b"cohort-object-cache 1\n"
-ENV, ENV_MB = "COHORT_OBJECT_CACHE", "COHORT_OBJECT_CACHE_MB"
-_DEFAULT_MB = 1024
+ENV, ENV_MB = knobs.OBJECT_CACHE.name, knobs.OBJECT_CACHE_MB.name
 _pruned: set = set()                 # folders whose size this process has checked (at its first store there)
 _pruned_lock = threading.Lock()
 _source_digest: list = []
@@ -41,10 +42,10 @@ _off = [0]                           # depth of `disabled()` blocks (any thread)
 
 def folder() -> Optional[str]:
     """The cache folder, or None when the cache is off (unset, empty or 'off', or in `disabled()`)."""
-    d = os.environ.get(ENV, "").strip()
-    if _off[0] or d in ("", "off", "0") or _code_digest() is None:
+    d = knobs.OBJECT_CACHE.get()
+    if _off[0] or d is None or _code_digest() is None:
         return None
-    return os.path.expanduser(d)
+    return d
 
 
 @contextlib.contextmanager
@@ -151,11 +152,7 @@ def store(name: str, text: str, blob: bytes):
 
 
 def limit_bytes() -> int:
-    try:
-        mb = float(os.environ.get(ENV_MB, _DEFAULT_MB))
-    except ValueError:
-        mb = _DEFAULT_MB
-    return int(max(mb, 1.0) * 2**20)
+    return int(knobs.OBJECT_CACHE_MB.get() * 2**20)
 
 
 def prune(d: str, limit: Optional[int] = None):

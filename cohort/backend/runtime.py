@@ -27,6 +27,7 @@ from time import monotonic as _monotonic  # (tests replace `time` with a fake cl
 
 import numpy as np
 
+from .. import knobs
 from . import inject, jit, pool_ir, target
 from .launch_policy import Auto, Pool, policy_for, policy_of
 
@@ -54,7 +55,7 @@ def _native():
 
 # ---------------------------------------------------------------- the OpenMP team
 
-POOL_ENV = "COHORT_POOL"           # "auto" (the default) or "cohort": the pool's own threads always
+POOL_ENV = knobs.POOL.name          # "auto" (the default) or "cohort": the pool's own threads always
 _OPENMP_SONAMES = ("libgomp.so.1",)
 _openmp: dict = {"modules": -1, "at": 0.0, "found": None, "forked": False}
 
@@ -84,9 +85,7 @@ def openmp_runtime():
     The search takes tens of microseconds, so it runs again only when sys.modules has grown
     (a library is usually loaded by an import) or a second has passed (ctypes); once found it
     is kept (an OpenMP runtime is never unloaded)."""
-    how = os.environ.get(POOL_ENV, "auto")
-    if how not in ("auto", "cohort"):
-        raise ValueError(f"{POOL_ENV}={how!r}: expected 'auto' or 'cohort'")
+    how = knobs.POOL.get()
     if how == "cohort" or _openmp["forked"]:
         return None
     found = _openmp["found"]

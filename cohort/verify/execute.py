@@ -9,9 +9,7 @@ bins), the lane claims by kind, the lowering's counts and the pool's tasks
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
 import time
 from collections import Counter
@@ -19,6 +17,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import knobs
 from ..refimpl.ir import ParamKind
 from .checksum import canonical_bytes
 from .compare import verify_build
@@ -31,9 +30,8 @@ FAILURE_STATUSES = ("mismatch", "annotation", "guard", "native_error", "compile_
 # all (level 0, about a quarter of a user's build's compile time), a share with the O1 pipeline
 # (level 1, about half), both with the fast code generator; the rest as a user's build is (O3),
 # so what only the optimisations do (contraction of `contract`-flagged operations, InstCombine's
-# folds, the optimising instruction selection) is still exercised. docs/fuzzing.md measures it.
-FULL_O3_PERCENT = int(os.environ.get("COHORT_FUZZ_O3_PERCENT", "25"))   # the environment: for measuring
-O0_PERCENT = int(os.environ.get("COHORT_FUZZ_O0_PERCENT", "40"))
+# folds, the optimising instruction selection) is still exercised. docs/fuzzing.md measures it;
+# the shares are knobs (knobs.FUZZ_O3_PERCENT, FUZZ_O0_PERCENT) for measuring.
 
 
 def program_key(case) -> str:
@@ -48,15 +46,15 @@ def compile_level(case) -> int:
     process, every replay)."""
     from ..backend.jit import FULL
     r = int(program_key(case)[:8], 16) % 100
-    return FULL if r < FULL_O3_PERCENT else 0 if r >= 100 - O0_PERCENT else 1
+    return FULL if r < knobs.FUZZ_O3_PERCENT.get() else 0 if r >= 100 - knobs.FUZZ_O0_PERCENT.get() else 1
 
 
 # The target-dependent lowering switches (lower_ops: each host takes one side by itself: FMA
 # instructions or not, microcoded masked stores or not, F16C or not). A campaign draws each per
 # program, as it draws the variants, so that every host runs both sides; a switch set in the
-# environment stands. They are part of the compile key (compiler.cache_key).
-SWITCHES = (("COHORT_FMA", ("hardware", "software")), ("COHORT_MASKED_STORE", ("intrinsic", "dispatch")),
-            ("COHORT_F16", ("hardware", "software")))
+# environment stands. They are part of each build's CodegenConfig, whose key is the compile key.
+SWITCHES = ((knobs.FMA.name, ("hardware", "software")), (knobs.MASKED_STORE.name, ("intrinsic", "dispatch")),
+            (knobs.F16.name, ("hardware", "software")))
 
 
 def lowering_switches(case) -> dict:
@@ -64,22 +62,13 @@ def lowering_switches(case) -> dict:
     every replay), but for the switches the environment sets."""
     key = program_key(case)
     return {env: values[int(key[8 + 2 * i:10 + 2 * i], 16) % 2] for i, (env, values) in enumerate(SWITCHES)
-            if os.environ.get(env, "auto") in ("", "auto")}
+            if knobs.KNOBS[env].raw() in (None, "auto")}
 
 
-@contextlib.contextmanager
 def switched(settings: dict):
-    """The lowering switches `settings` in the environment for the compiles inside."""
-    old = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    """The lowering switches `settings` for the compiles inside, in this thread (knobs.overridden:
+    the process environment is not written)."""
+    return knobs.overridden(settings)
 
 
 REJECTIONS = ("out of bounds", "write conflict", "races", "division by zero", "remainder by zero", "shift amount",

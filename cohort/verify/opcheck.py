@@ -87,7 +87,9 @@ def reference(op, shape, seed: int):
 
 def check_operator(op, shape, seed: int, variant, timing: bool = False, samples: int = 21,
                    dump: Optional[str] = None) -> dict:
-    """Run `variant` (a backend Variant, or None for the interpreter) and check it."""
+    """Run `variant` (a backend Variant, or None for the interpreter) and check it. `dump`: a
+    folder to write the build's IR, assembly, kernel, code facts and region plan into, or
+    "regions" for the region plan's lines in the result (key "regions")."""
     inputs, ref, ref_seconds = reference(op, shape, seed)
     abs_err, rel_err = ops.oracle_error(ref, op.expected(inputs, shape))
     out = {
@@ -158,7 +160,9 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
         out.update(time_us=float(np.median(ns)) / 1e3, boundary=boundary, timing_iters=iters,
                    timing_samples_us=[round(v / 1e3, 4) for v in ns], agree_after_timing=bool(still))
         out["agree"] = bool(out["agree"] and still)
-    if dump:
+    if dump == "regions":      # printed by the caller, nothing written (cohort run --dump regions)
+        out["regions"] = ck.region_plan.describe()
+    elif dump:
         os.makedirs(dump, exist_ok=True)
         base = os.path.join(dump, ck.symbol)
         with open(base + ".ll", "w") as f:
@@ -169,7 +173,7 @@ def check_operator(op, shape, seed: int, variant, timing: bool = False, samples:
             f.write(str(ck.kernel) + "\n")
         with open(base + ".facts.json", "w") as f:
             json.dump(ck.facts, f, indent=1)
-        with open(base + ".regions.txt", "w") as f:     # what runs per packet, what per block
-            f.write("\n".join(getattr(ck, "regions", ())) + "\n")
+        with open(base + ".regions.txt", "w") as f:     # what runs per packet, what per block, what crosses
+            f.write("\n".join(ck.region_plan.describe()) + "\n")
         out["dumped"] = [base + ext for ext in (".ll", ".s", ".kernel.py", ".facts.json", ".regions.txt")]
     return out

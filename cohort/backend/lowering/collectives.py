@@ -1,6 +1,6 @@
 """Phases and collectives (DESIGN §2, §3).
 
-The body is cut after each top-level collective into phases (regions.py, which
+The body is cut after each top-level collective into phases (region_plan.py, which
 also cuts at barriers). Each phase runs the block's packets (threads, at width
 1) one after another; then the phase's collective combines the block's values
 in the fixed tree of DESIGN §3.
@@ -9,7 +9,7 @@ Variables that live across a phase boundary are kept per thread in a
 """
 from __future__ import annotations
 
-from ...refimpl.ir import Assign, Collective, DType, Op, defined_name, stmt_exprs, walk_expr, walk_stmts
+from ...refimpl.ir import Assign, Collective, DType, walk_stmts
 from ...refimpl.semantics import REDUCE_IDENTITY, REDUCE_OP
 from .. import inject
 from ..context import I32T, vector_const
@@ -32,19 +32,6 @@ def identity(c: Collective):
     if c.op.value == "block_sum" and inject.active("sum_identity_sign"):   # planted: the integers' zero
         return 0
     return REDUCE_IDENTITY[(c.op.value, c.value.dtype)].item()
-
-
-def names_in(stmts, coll=None) -> set:
-    """Variable names a phase reads or writes."""
-    names = set()
-    for s in walk_stmts(stmts):
-        if defined_name(s) is not None:
-            names.add(defined_name(s))
-        for e in stmt_exprs(s):
-            names.update(n.arg for n in walk_expr(e) if n.op is Op.VAR)
-    if coll is not None:
-        names.update(n.arg for n in walk_expr(coll.value) if n.op is Op.VAR)
-    return names
 
 
 def assigned_in(stmts) -> set:

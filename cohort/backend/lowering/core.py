@@ -26,7 +26,7 @@ from collections import Counter
 
 from llvmlite import ir
 
-from ...refimpl.ir import Barrier, DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
+from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
 from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
@@ -53,15 +53,16 @@ from ..context import (
     private_layout,
 )
 from ..private_init import written_before_read
+from ..region_plan import names_in, plan_regions
 from ..shapes import UNIFORM, Shape, ShapeAnalysis, choose_interleave
 from .atomics import AtomicLowering
 from .checks import Checks
-from .collectives import CollectiveLowering, assigned_in, names_in
+from .collectives import CollectiveLowering, assigned_in
 from .exprs import ExprLowering
 from .lanes import Lanes
 from .loops import LoopLowering
 from .memory import MemoryLowering
-from .regions import BlockFor, Packets, RegionLowering, block_exprs, expr_vars, split_regions, walk_regions
+from .regions import RegionLowering
 from .sanitize import Sanitizer
 from .stmts import StmtLowering
 from .transposed import TransposedReads
@@ -85,16 +86,17 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
     """Lower a specialised kernel to one LLVM function `void symbol(int64_t *args)`
     (the entry ABI of context.py) running any range of a launch's blocks."""
 
-    def __init__(self, kernel: Kernel, symbol: str, variant, full_blocks: bool = False):
+    def __init__(self, kernel: Kernel, symbol: str, config):
+        # config: the build's CodegenConfig (codegen.py); every choice not the kernel's is asked of it
+        self.config = config
+        variant, full_blocks = config.variant, config.full_blocks
         lanes = variant.lanes
         if lanes > 1 and (kernel.block < lanes or kernel.block % lanes):
             raise ValueError(f"block {kernel.block} is smaller than lanes {lanes}")
-        self.k, self.B, self.variant = kernel, kernel.block, variant
-        self.checked = variant.checked
+        self.k, self.B = kernel, kernel.block
         # the default build is safe: affine indices proven per launch in the prologue,
         # the others checked per access; `unsafe` builds check nothing
         self.bounds = None if variant.checked or variant.unsafe else Bounds(kernel)
-        self.packet = lanes
         self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave)
         self.W = lanes * self.interleave
         # only launches of whole blocks are accepted; a cooperative kernel runs whole blocks at any n
@@ -110,8 +112,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.fn.attributes.add("nounwind")
         self.entry_bb = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry_bb)
-        self.cx = Ctx(self.module, self.b, self.W, variant.fast_math)   # values of the lowering's width
-        self.sx = Ctx(self.module, self.b, 1, variant.fast_math)        # scalars
+        self.cx = Ctx(self.module, self.b, self.W, config)   # values of the lowering's width
+        self.sx = Ctx(self.module, self.b, 1, config)        # scalars
         self.counts = Counter()
         self.annotations: dict = {}   # id(node or stmt) -> LaneClaim
         self.stmt_ids: dict = {}      # id(stmt) -> index into self.stmt_table
@@ -123,6 +125,22 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self._unroll_full = None       # loops.unroll_fully's metadata
         self.transposed: dict = {}     # id(shared load) -> its scratch, in the loop that owns it
         self.loop_k = None             # the innermost kernel loop's iteration number (i64)
+
+    # What the build's configuration decides is read from it, never copied into a second
+    # attribute that could drift from the record (codegen.py).
+    @property
+    def variant(self):
+        return self.config.variant
+
+    @property
+    def checked(self) -> bool:
+        """Every access bounds-checked in the native code (variant checked=on)."""
+        return self.config.variant.checked
+
+    @property
+    def packet(self) -> int:
+        """Lanes of one packet (variant lanes); W = packet * interleave."""
+        return self.config.variant.lanes
 
     def llvm_settings(self):
         """(function attributes, pass-pipeline tuning). Packets are vectorised by
@@ -203,28 +221,15 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         # this call runs every block of the launch: no other thread of it exists (atomics.py)
         self.whole_launch = b.and_(b.icmp_signed("<=", begin, self.i32(0)), b.icmp_signed(">=", end, nblocks))
 
-        self.regions = split_regions(k.body)
-        self.counts["barriers"] = sum(isinstance(s, Barrier) for s in walk_stmts(k.body))
-        sites, colls, loops = [], [], []
-        merge = False
-        for it in walk_regions(self.regions):
-            if isinstance(it, Packets):
-                if merge:              # planted barrier_live_unsaved: the barrier's two sides one site
-                    sites[-1] = sites[-1] | names_in(it.stmts, it.coll)
-                else:
-                    sites.append(names_in(it.stmts, it.coll))
-                merge = it.barrier is not None and inject.active("barrier_live_unsaved")
-                colls += [it.coll] if it.coll is not None else []
-            else:
-                sites += [expr_vars(e) for e in block_exprs(it)]
-                loops += [it.s.var] if isinstance(it, BlockFor) else []
-        self.block_slots = {n: self.block_scalar(n) for n in loops}
-        self.cross = {n for n in self.types if sum(n in c for c in sites) > 1} - set(loops)
-        self.cross |= {c.name for c in colls}
+        # regions and the values that cross them: an analysis of the IR (region_plan.py)
+        self.plan = plan_regions(k, self.config.bugs)
+        self.counts["barriers"] = self.plan.barriers
+        colls = self.plan.collectives
+        self.block_slots = {n: self.block_scalar(n) for n in self.plan.block_loops}
         self.slots = {n: self.alloca(self.cx.ty(t), n) for n, t in self.types.items()}
         # per-thread storage: one element per thread, packets read W at a time
         self.arrays = {n: self.alloca(ir.ArrayType(mem_type(self.types[n]), self.B), f"{n}.all")
-                       for n in sorted(self.cross)}
+                       for n in sorted(self.plan.cross)}
         self.privates = {}
         # arrays every thread writes whole before reading: no zeroing (private_init.py)
         self.constant_of = (self.bounds or Bounds(k)).constant    # i32 values known at compile time
@@ -290,7 +295,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             npk = b.udiv(active if inject.active("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
         self.clear_written()
-        self.emit_regions(self.regions, base, npk)
+        self.emit_regions(self.plan.regions, base, npk)
 
     def packet_phase(self, q, base, stmts, coll):
         """Packet q of the block: the full path, the masked path, or a choice of the two."""
@@ -316,7 +321,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         with self.masked(launch_mask, merge=False):
             self.load_live_in(names_in(stmts, coll))
             self.stmts(stmts)
-            for n in sorted(assigned_in(stmts) & self.cross):
+            for n in sorted(assigned_in(stmts) & self.plan.cross):
                 self.store_cross(n, b.load(self.slots[n], typ=self.cx.ty(self.types[n])))
             if coll is not None:
                 self.contribute(coll)

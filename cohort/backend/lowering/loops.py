@@ -123,7 +123,7 @@ class LoopLowering:
         self-referring loop id each time. Only in a build optimised as a user's is (jit.FULL):
         the fuzzer's quick levels keep the loop, as unrolled it made their modules 2-3x
         dearer to optimise and compile (docs/fuzzing.md, 'per-lane work as one loop')."""
-        if jit.level() != jit.FULL:
+        if self.config.level != jit.FULL:
             return
         m = self.module
         if self._unroll_full is None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...refimpl.ir import DType, Expr, PStore, SStore, Store
-from .. import inject, target
+from .. import inject
 from ..context import (
     ERR_LOAD_OOB,
     ERR_PRIVATE_OOB,
@@ -31,7 +31,7 @@ from ..context import (
     mem_type,
     vector_const,
 )
-from ..lower_ops import masked_store_lowering, narrow, widen
+from ..lower_ops import narrow, widen
 from ..shapes import Access, classify
 
 
@@ -180,7 +180,7 @@ class MemoryLowering:
 
     def masked_store(self, val, ptr, mask, elem):
         """llvm.masked.store of the vector `val` at `ptr` under `mask`. Where the target's
-        masked stores are microcoded (lower_ops.masked_store_lowering), each vector
+        masked stores are microcoded (the build's config.masked_store), each vector
         register's worth of lanes branches first: nothing when none of its lanes is on, a
         plain store when all are, the masked store only for a mixed register. A partial
         tile's rows leave whole registers off or on (transpose 1x5x64: 4 masked stores per
@@ -189,9 +189,9 @@ class MemoryLowering:
         n = val.type.count
         self.counts["masked_stores"] += 1
         bits = 32 if isinstance(elem, ir.FloatType) else elem.width
-        per = min(n, max(1, target.current().vector_bits // bits))
+        per = min(n, max(1, self.config.target.vector_bits // bits))
         mixed_whole = inject.active("masked_store_mixed_whole")    # the plant forces the dispatch
-        if masked_store_lowering() != "dispatch" and not mixed_whole:
+        if self.config.masked_store != "dispatch" and not mixed_whole:
             self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem, n)}.p0", ir.VoidType(),
                            [val, ptr, self.i32(1), mask])
             return

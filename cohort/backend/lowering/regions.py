@@ -1,131 +1,16 @@
-"""Regions: a block's body as work-item loops between its synchronisation points
-(after pocl's work-group functions and SYCL native-CPU's WorkItemLoopsPass).
-
-The body is cut at every top-level collective and barrier, and around every
-`if` or `for` with a barrier inside (block-uniform, spec.py proves it). What
-lies between two cuts is a `Packets` region: the block's packets run it one
-after another. A cut `if` or `for` runs once for the block (`BlockIf`,
-`BlockFor`): its condition or bounds are evaluated for the block's thread 0,
-and its bodies are regions again. A variable used in more than one region (or
-by a block-level condition or bound) is kept per thread across them
-(collectives.py); a block-level loop's variable is one value for the block.
+"""Emitting the region plan (region_plan.py, which cuts the body and finds the values that
+cross): each Packets region as a loop over the block's packets, each BlockIf / BlockFor once
+for the block, evaluated for its thread 0; variables kept per thread across regions are
+loaded into the packet's slots where a region uses them (collectives.py stores them).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
-
 from llvmlite import ir
 
-from ...refimpl.ir import Barrier, Collective, Expr, For, If, Op, walk_expr, walk_stmts
-from .. import inject
+from ...refimpl.ir import Expr
 from ..context import I1, I32T, I64, vector_const
+from ..region_plan import BlockFor, BlockIf, Packets, expr_vars
 from ..shapes import Access
-
-
-@dataclass(frozen=True)
-class Packets:
-    stmts: tuple
-    coll: Optional[Collective] = None      # the collective that ends it, if one does
-    barrier: Optional[Barrier] = None      # the barrier that ends it, if one does
-
-
-@dataclass(frozen=True)
-class BlockIf:
-    s: If
-    then: tuple
-    orelse: tuple
-
-
-@dataclass(frozen=True)
-class BlockFor:
-    s: For
-    body: tuple
-
-
-def has_barrier(s) -> bool:
-    return any(isinstance(x, Barrier) for x in walk_stmts((s,)))
-
-
-def split_regions(body) -> tuple:
-    """The regions of a statement list, in order (never empty at the top level)."""
-    items, cur, late = [], [], []
-
-    def flush(**end):
-        if cur or end:
-            items.append(Packets(tuple(cur), **end))
-        cur.clear()
-
-    for s in body:
-        if late and not isinstance(s, (Collective, Barrier)) and not has_barrier(s):
-            cur.append(s)                 # planted barrier_late: the statement after it joins
-            flush(barrier=late.pop())
-            continue
-        if isinstance(s, Collective):
-            flush(coll=s)
-        elif isinstance(s, Barrier):
-            if inject.active("barrier_late"):
-                late.append(s)
-            else:
-                flush(barrier=s)
-        elif isinstance(s, If) and has_barrier(s):
-            flush()
-            items.append(BlockIf(s, split_regions(s.then), split_regions(s.orelse)))
-        elif isinstance(s, For) and has_barrier(s):
-            flush()
-            items.append(BlockFor(s, split_regions(s.body)))
-        else:
-            cur.append(s)
-    if late:
-        flush(barrier=late.pop())
-    flush()
-    return tuple(items)
-
-
-def walk_regions(items):
-    for it in items:
-        yield it
-        if isinstance(it, BlockIf):
-            yield from walk_regions(it.then)
-            yield from walk_regions(it.orelse)
-        elif isinstance(it, BlockFor):
-            yield from walk_regions(it.body)
-
-
-def block_exprs(it) -> tuple:
-    """The expressions a block-level region evaluates for the block."""
-    if isinstance(it, BlockIf):
-        return (it.s.cond,)
-    if isinstance(it, BlockFor):
-        return (it.s.start, it.s.stop)
-    return ()
-
-
-def expr_vars(e: Expr) -> set:
-    return {n.arg for n in walk_expr(e) if n.op is Op.VAR}
-
-
-def describe(items, indent: int = 0) -> list:
-    """The region structure as text (`cohort run --dump`)."""
-    from ...refimpl.printer import format_expr
-    out, pad = [], "  " * indent
-    for it in items:
-        if isinstance(it, Packets):
-            end = (f", then {it.coll.op.value}" if it.coll is not None else
-                   ", then barrier" if it.barrier is not None else "")
-            out.append(f"{pad}packets: {len(it.stmts)} statement(s){end}")
-        elif isinstance(it, BlockIf):
-            out.append(f"{pad}block if {format_expr(it.s.cond)}:")
-            out += describe(it.then, indent + 1)
-            if it.orelse:
-                out.append(f"{pad}else:")
-                out += describe(it.orelse, indent + 1)
-        else:
-            s = it.s
-            out.append(f"{pad}block for {s.var} in range({format_expr(s.start)}, {format_expr(s.stop)}, "
-                       f"{format_expr(s.step)}):")
-            out += describe(it.body, indent + 1)
-    return out
 
 
 class RegionLowering:
@@ -185,7 +70,7 @@ class RegionLowering:
         """Into the slots: the variables kept per thread (this packet's lanes) and the
         block-level loop variables (one value, splat)."""
         b = self.b
-        for n in sorted(used & self.cross):
+        for n in sorted(used & self.plan.cross):
             b.store(self.load_cross(n), self.slots[n])
         for n in sorted(used & self.block_slots.keys()):
             v = b.load(self.block_slots[n], typ=I32T)

@@ -37,7 +37,7 @@ update as the one reported, where another thread made a different one; the race 
 
 Barrier divergence. The validator proves every barrier's `if` and `for` block-uniform
 (spec.BlockUniform); a build evaluates such a condition or loop's bounds for the block's
-thread 0 only (regions.py). A sanitize build evaluates them for every thread of the block
+thread 0 only (region_plan.py). A sanitize build evaluates them for every thread of the block
 first and, where they differ, reports the interpreter's barrier divergence: the threads that
 reach the barrier (those taking its branch, or running more iterations than the fewest) and
 those that do not. Only IR that bypasses the validator (or a validator bug) can get there.
@@ -51,8 +51,8 @@ from llvmlite import ir
 
 from ...refimpl.ir import AtomicOp, Barrier, Loc, walk_stmts
 from ..context import ERR_BARRIER_DIVERGENCE, ERR_GLOBAL_RACE, ERR_SHADOW, I1, I32T, I64, PTR
+from ..region_plan import BlockIf, expr_vars, has_barrier
 from ..sanitize_record import OTHER, SHADOW_WORDS, WAYS, layout
-from .regions import BlockIf, expr_vars, has_barrier
 
 _OPS = list(AtomicOp)
 
@@ -257,7 +257,7 @@ class GlobalSanitizer:
 
     # ------------------------------------------------------------ barrier divergence
     def check_block_control(self, it, base):
-        """Sanitize builds: the block-level `if` or `for` around a barrier (regions.py), evaluated
+        """Sanitize builds: the block-level `if` or `for` around a barrier (region_plan.py), evaluated
         for every thread of the block; where the threads would not all reach its barrier, the
         interpreter's barrier divergence (module notes)."""
         if self.record is None or self.record.values_at == 0:

@@ -27,6 +27,7 @@ import warnings
 from collections import deque
 from typing import Optional
 
+from ... import knobs
 from .. import corpus
 from ..gen import Steering
 from ..matrix import rerun_sensitive, shrink_cost, variants_for
@@ -104,7 +105,7 @@ def run_seeds(seeds: list, spec: dict) -> dict:
     Each program goes to the compile process as soon as Hypothesis has drawn it, so the
     drawing of the next ones overlaps its run (workers.WorkerPool.submit)."""
     pool = _pool(tuple(spec["bugs"]), spec["timeout"])
-    delay = float(os.environ.get("COHORT_FUZZ_TEST_SEED_DELAY", 0))   # tests: a worker to kill mid-task
+    delay = knobs.FUZZ_TEST_SEED_DELAY.get()   # tests: a worker to kill mid-task
     out = []
     for index, hseed in seeds:
         time.sleep(delay)

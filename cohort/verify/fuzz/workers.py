@@ -21,6 +21,7 @@ import threading
 import time
 from typing import Optional
 
+from ... import knobs
 from .. import corpus
 from ..execute import FAILURE_STATUSES, execute
 
@@ -54,8 +55,8 @@ def worker_main(bugs: tuple = ()):
         real_stdout.write(WORKER_TAG + json.dumps(ev) + "\n")
         real_stdout.flush()
 
-    crash_on = os.environ.get("COHORT_FUZZ_TEST_CRASH")   # tests: abort when compiling this variant
-    hang_at = os.environ.get("COHORT_FUZZ_TEST_HANG")     # tests: append our pid to this file, then hang
+    crash_on = knobs.FUZZ_TEST_CRASH.get()  # tests: abort when compiling this variant
+    hang_at = knobs.FUZZ_TEST_HANG.get()    # tests: append our pid to this file, then hang
     with inject.inject_bug_TESTING_ONLY(*bugs):
         emit({"event": "ready", "pid": os.getpid()})
         for line in sys.stdin:
