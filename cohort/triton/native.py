@@ -160,9 +160,9 @@ def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> N
             k = int(diff[0])
             base = buffers[name].base
             raise CheckMismatch(
-                f"{where(prog.name, prog.filename, '-')}: check: native and reference differ in argument "
-                f"`{name}` at element {k - base} (storage element {k}): native {got[k]!r} (bits "
-                f"{int(got.view(u)[k]):#x}), reference {want[k]!r} (bits {int(want.view(u)[k]):#x}); "
+                f"kernel `{prog.name}` ({prog.filename}): check: native and reference differ in argument "
+                f"`{name}` at element {k - base} (storage element {k}): native {got[k].item()!r} (bits "
+                f"{int(got.view(u)[k]):#x}), reference {want[k].item()!r} (bits {int(want.view(u)[k]):#x}); "
                 f"{diff.size} element(s) differ")
 
 

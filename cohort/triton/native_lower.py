@@ -31,7 +31,7 @@ from ..backend.context import Ctx
 from ..backend.lower_ops import LOWER
 from ..refimpl.ir import DType, Op
 from . import tir
-from .native_ops import F32T, F64T, I64T, NativeUnsupported, Ops, const, from_mem, mem_type, reg_type, to_mem
+from .native_ops import F32T, F64T, I64T, NativeUnsupported, Ops, const, from_mem, kc, mem_type, reg_type, to_mem
 from .tir import Bin, Dt, K, Node, Ptr, Red
 
 I1T, I8T, I16T, I32T = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32)
@@ -47,6 +47,10 @@ def i64(v) -> ir.Constant:
 
 def _numel(shape) -> int:
     return int(math.prod(shape)) if shape else 1
+
+
+def like_i1(n: int) -> ir.Type:
+    return ir.VectorType(I1T, n) if n > 1 else I1T
 
 
 def _const_of(n: Node):
@@ -78,6 +82,7 @@ class Lowering:
         self.line = 0
         self.has_atomics = False
         self.lanes = max(1, btarget.current().vector_bits // 32)
+        self.ramps = {}
         bufs, scal = abi(prog)
         self.buf_index = {n: i for i, (n, _) in enumerate(bufs)}
         self.buf_elem = {n: t.elem.elem for n, t in bufs}
@@ -220,28 +225,103 @@ class Lowering:
         with self.b.goto_block(self.allocas):
             return self.b.alloca(ty, size=i64(numel), name="tile")
 
+    # values are scalars (the same in every lane) or packets (vectors of the statement's lanes)
+    def width(self, *vs) -> int:
+        return max((v.type.count for v in vs if isinstance(v.type, ir.VectorType)), default=1)
+
+    def splat(self, v, n: int):
+        if n == 1 or isinstance(v.type, ir.VectorType):
+            return v
+        vt = ir.VectorType(v.type, n)
+        if isinstance(v, ir.Constant) and v.constant is not None and not isinstance(v.constant, (list, tuple)):
+            return kc(vt, v.constant)
+        b = self.b
+        one = b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32T, 0))
+        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32T, n), [0] * n))
+
+    def unify(self, *vs):
+        n = self.width(*vs)
+        return [self.splat(v, n) for v in vs]
+
+    def add(self, x, y):
+        x, y = self.unify(x, y)
+        return self.b.add(x, y)
+
+    def mul(self, x, c: int):
+        return x if c == 1 else self.b.mul(x, kc(x.type, c))
+
     def elem_ptr(self, arr, elem, flat):
         return self.b.gep(arr, [flat], source_etype=mem_type(elem))
 
     def read(self, arr, elem, flat):
-        return from_mem(self.b, self.b.load(self.elem_ptr(arr, elem, flat), typ=mem_type(elem)), elem)
+        """Element(s) of a tile array at a flat index: a scalar, or a packet gathered."""
+        b = self.b
+        if isinstance(flat.type, ir.VectorType):
+            return from_mem(b, self.gather(arr, mem_type(elem), flat, None, None), elem)
+        return from_mem(b, b.load(self.elem_ptr(arr, elem, flat), typ=mem_type(elem)), elem)
 
     def write(self, arr, elem, flat, v):
         self.b.store(to_mem(self.b, v, elem), self.elem_ptr(arr, elem, flat))
 
-    def flat(self, idx, shape):
+    def ptrs(self, base, mty, flat):
+        """A packet of element addresses base + flat * size (flat: <n x i64>)."""
         b = self.b
+        n = flat.type.count
+        size = {8: 1, 16: 2, 32: 4, 64: 8}[mty.width] if isinstance(mty, ir.IntType) else (8 if mty == F64T else 4)
+        addr = b.add(self.splat(b.ptrtoint(base, I64T), n), self.mul(flat, size))
+        return b.inttoptr(addr, ir.VectorType(PTR, n))
+
+    def _align(self, mty):
+        return ir.Constant(I32T, {8: 1, 16: 2, 32: 4, 64: 8}[mty.width] if isinstance(mty, ir.IntType)
+                           else (8 if mty == F64T else 4))
+
+    def gather(self, base, mty, flat, mask, other):
+        n = flat.type.count
+        vt = ir.VectorType(mty, n)
+        mask = kc(ir.VectorType(I1T, n), 1) if mask is None else mask
+        other = ir.Constant(vt, ir.Undefined) if other is None else other
+        return self.ops.call("llvm.masked.gather", vt, [self.ptrs(base, mty, flat), self._align(mty), mask, other],
+                             vt, ir.VectorType(PTR, n))
+
+    def contiguous(self, idx, shape):
+        """The flat index of lane 0 when idx is a packet along the last axis (else None)."""
+        if not idx or id(idx[-1]) not in self.ramps or any(isinstance(i.type, ir.VectorType) for i in idx[:-1]):
+            return None
+        return self.flat(idx[:-1] + (self.ramps[id(idx[-1])],), shape)
+
+    def read_at(self, arr, elem, idx, shape):
+        f0 = self.contiguous(idx, shape)
+        if f0 is None:
+            return self.read(arr, elem, self.flat(idx, shape))
+        n = idx[-1].type.count
+        mty = mem_type(elem)
+        v = self.b.load(self.b.bitcast(self.elem_ptr(arr, elem, f0), ir.PointerType(ir.VectorType(mty, n))),
+                        typ=ir.VectorType(mty, n), align=self._align(mty).constant)
+        return from_mem(self.b, v, elem)
+
+    def write_at(self, arr, elem, idx, shape, v):
+        f0 = self.contiguous(idx, shape)
+        if f0 is None:
+            assert not isinstance(self.flat(idx, shape).type, ir.VectorType)
+            return self.write(arr, elem, self.flat(idx, shape), v)
+        n = idx[-1].type.count
+        mty = mem_type(elem)
+        v = to_mem(self.b, self.splat(v, n), elem)
+        self.b.store(v, self.b.bitcast(self.elem_ptr(arr, elem, f0), ir.PointerType(ir.VectorType(mty, n))),
+                     align=self._align(mty).constant)
+
+    def flat(self, idx, shape):
         f = i64(0)
         for i, d in zip(idx, shape):
-            f = b.add(b.mul(f, i64(d)), i)
+            f = self.add(self.mul(f, d), i)
         return f
 
     def unflat(self, f, shape):
         b = self.b
         out = []
         for d in reversed(shape):
-            out.append(b.urem(f, i64(d)))
-            f = b.udiv(f, i64(d))
+            out.append(b.urem(f, kc(f.type, d)))
+            f = b.udiv(f, kc(f.type, d))
         return tuple(reversed(out))
 
     def fail(self, kind: str, value=None, info=None):
@@ -271,6 +351,22 @@ class Lowering:
         b.position_at_end(out)
 
     @contextlib.contextmanager
+    def packets(self, shape):
+        """A loop nest over `shape` whose last axis goes in packets of the target's lanes: the
+        index tuple's last entry is then a vector (lane l of packet p: p * lanes + l)."""
+        n = shape[-1] if shape else 1
+        w = min(n, self.lanes)
+        if w == 1:
+            with self.loops(shape) as idx:
+                yield idx
+            return
+        with self.loops(tuple(shape[:-1]) + (n // w,)) as idx:
+            j0 = self.mul(idx[-1], w)
+            ramp = self.b.add(self.splat(j0, w), ir.Constant(ir.VectorType(I64T, w), list(range(w))))
+            self.ramps[id(ramp)] = j0
+            yield tuple(idx[:-1]) + (ramp,)
+
+    @contextlib.contextmanager
     def loops(self, shape):
         """A loop nest over `shape` (row-major; axes of 1 are index 0), yielding the index tuple."""
         with contextlib.ExitStack() as stack:
@@ -296,9 +392,8 @@ class Lowering:
             if self._reads_moved(st.value, st.var):
                 tmp = self.alloca(t)
                 self.store_tile(st.value, tmp)
-                with self.loops(t.shape) as idx:
-                    f = self.flat(idx, t.shape)
-                    self.write(arr, t.elem, f, self.read(tmp, t.elem, f))
+                with self.packets(t.shape) as idx:
+                    self.write_at(arr, t.elem, idx, t.shape, self.read_at(tmp, t.elem, idx, t.shape))
             else:
                 self.store_tile(st.value, arr)
         elif isinstance(st, tir.Load):
@@ -383,7 +478,8 @@ class Lowering:
     def _to64(self, v, d: Dt):
         if d.bits == 64:
             return v
-        return self.b.sext(v, I64T) if d.is_signed else self.b.zext(v, I64T)
+        t = ir.VectorType(I64T, v.type.count) if isinstance(v.type, ir.VectorType) else I64T
+        return self.b.sext(v, t) if d.is_signed else self.b.zext(v, t)
 
     def _reads_moved(self, n: Node, var: str, moved=False, seen=None) -> bool:
         """Whether `n` reads `var` at another element than the one being written (then a Let
@@ -398,36 +494,63 @@ class Lowering:
         return any(self._reads_moved(s, var, moved or shifts, seen) for s in n.srcs)
 
     def store_tile(self, n: Node, arr):
-        with self.loops(n.shape) as idx:
-            self.write(arr, n.elem, self.flat(idx, n.shape), self.ev(n, idx, {}))
+        with self.packets(n.shape) as idx:
+            self.write_at(arr, n.elem, idx, n.shape, self.ev(n, idx, {}))
 
     # ------------------------------------------------------------ memory
-    def _address(self, ptr: Node, idx, memo):
+    def _address(self, ptr: Node, idx, memo):  # scalar elements (atomics)
         name = self.base_of(ptr)
         data, size, base = self.bufs[name]
         gi = self.b.add(self.ev(ptr, idx, memo), base)
         return name, data, size, gi
 
+    _NO_BAD = 2 ** 63 - 1
+
+    def _track_bad(self, first, bad, f):
+        """first = min(first, the lowest flat index where bad) (scalars or packets)."""
+        b = self.b
+        if isinstance(bad.type, ir.VectorType):
+            anybad = self.ops.call("llvm.vector.reduce.or", I1T, [bad], bad.type)
+            with b.if_then(anybad, likely=False):
+                cand = b.select(bad, self.splat(f, bad.type.count), kc(ir.VectorType(I64T, bad.type.count), self._NO_BAD))
+                m = self.ops.call("llvm.vector.reduce.smin", I64T, [cand], cand.type)
+                cur = b.load(first, typ=I64T)
+                b.store(b.select(b.icmp_signed("<", m, cur), m, cur), first)
+        else:
+            with b.if_then(bad, likely=False):
+                cur = b.load(first, typ=I64T)
+                b.store(b.select(b.icmp_signed("<", f, cur), f, cur), first)
+
+    def _report_bad(self, first, ptr: Node, what: str):
+        b = self.b
+        k = b.load(first, typ=I64T)
+        with b.if_then(b.icmp_signed("!=", k, i64(self._NO_BAD)), likely=False):
+            off = self.ev(ptr, self.unflat(k, ptr.shape), {})
+            self.fail("oob", off, (what, self.base_of(ptr)))
+
+    def _access(self, ptr: Node, mask, idx, memo):
+        """(data, packet width, element indices in the storage, in-bounds, active) at idx."""
+        b = self.b
+        name = self.base_of(ptr)
+        data, size, base = self.bufs[name]
+        off = self.ev(ptr, idx, memo)
+        active = self.ev(mask, self._bidx(mask.shape, ptr.shape, idx), memo) if mask is not None else None
+        n = self.width(off, *([active] if active is not None else []), *(i for i in idx))
+        gi = self.add(self.splat(off, n), base)
+        inb = b.icmp_unsigned("<", gi, self.splat(size, n))
+        active = self.splat(active if active is not None else kc(like_i1(n), 1), n)
+        return data, n, gi, inb, active
+
     def check(self, ptr: Node, mask, what: str):
         """interp._addresses: every active element inside its storage, else the first one
         (row-major) that is not is reported, before the access does anything."""
         b = self.b
-        shape = ptr.shape
         first = self.alloca(tir.TT(Dt.I64))
-        b.store(i64(-1 & (2 ** 63 - 1)), first)
-        with self.loops(shape) as idx:
-            memo = {}
-            name, data, size, gi = self._address(ptr, idx, memo)
-            bad = b.icmp_unsigned(">=", gi, size)
-            if mask is not None:
-                bad = b.and_(bad, self.ev(mask, self._bidx(mask.shape, shape, idx), memo))
-            f = self.flat(idx, shape)
-            cur = b.load(first, typ=I64T)
-            b.store(b.select(b.and_(bad, b.icmp_signed("<", f, cur)), f, cur), first)
-        k = b.load(first, typ=I64T)
-        with b.if_then(b.icmp_signed("!=", k, i64(2 ** 63 - 1)), likely=False):
-            off = self.ev(ptr, self.unflat(k, shape), {})
-            self.fail("oob", off, (what, self.base_of(ptr)))
+        b.store(i64(self._NO_BAD), first)
+        with self.packets(ptr.shape) as idx:
+            data, n, gi, inb, active = self._access(ptr, mask, idx, {})
+            self._track_bad(first, b.and_(active, b.not_(inb)), self.flat(idx, ptr.shape))
+        self._report_bad(first, ptr, what)
 
     def _bidx(self, src_shape, dst_shape, idx):
         """numpy broadcasting of `src_shape` against `dst_shape` at dst index idx."""
@@ -436,6 +559,58 @@ class Lowering:
         lead = len(dst_shape) - len(src_shape)
         return tuple(i64(0) if s == 1 and d != 1 else i for s, d, i in
                      zip(src_shape, dst_shape[lead:], idx[lead:]))
+
+    def _lane0_contiguous(self, gi):
+        """Whether a packet of element indices is gi[0], gi[0] + 1, ...: (flag, gi[0])."""
+        b = self.b
+        n = gi.type.count
+        g0 = b.extract_element(gi, ir.Constant(I32T, 0))
+        want = b.add(self.splat(g0, n), ir.Constant(ir.VectorType(I64T, n), list(range(n))))
+        same = b.icmp_unsigned("==", gi, want)
+        return self.ops.call("llvm.vector.reduce.and", I1T, [same], same.type), g0
+
+    def mem_load(self, data, elem, gi, on, other):
+        """Packet load of data[gi] where `on`, `other` elsewhere: one masked load when the
+        packet is contiguous, else a gather; off lanes never touch memory."""
+        b = self.b
+        mty = mem_type(elem)
+        n = gi.type.count
+        vt = ir.VectorType(mty, n)
+        other = to_mem(b, other, elem)
+        flag, g0 = self._lane0_contiguous(gi)
+        pre = b.block
+        with b.if_else(flag) as (then, otherwise):
+            with then:
+                p = self.elem_ptr(data, elem, g0)
+                v1 = self.ops.call("llvm.masked.load", vt, [p, self._align(mty), on, other], vt, PTR)
+                bb1 = b.block
+            with otherwise:
+                v2 = self.gather(data, mty, gi, on, other)
+                bb2 = b.block
+        del pre
+        v = b.phi(vt)
+        v.add_incoming(v1, bb1)
+        v.add_incoming(v2, bb2)
+        return from_mem(b, v, elem)
+
+    def mem_store(self, data, elem, gi, on, v):
+        b = self.b
+        mty = mem_type(elem)
+        n = gi.type.count
+        vt = ir.VectorType(mty, n)
+        v = to_mem(b, v, elem)
+        flag, g0 = self._lane0_contiguous(gi)
+        with b.if_else(flag) as (then, otherwise):
+            with then:
+                p = self.elem_ptr(data, elem, g0)
+                if on is None:
+                    b.store(v, b.bitcast(p, ir.PointerType(vt)), align=self._align(mty).constant)
+                else:
+                    self.ops.call("llvm.masked.store", ir.VoidType(), [v, p, self._align(mty), on], vt, PTR)
+            with otherwise:          # lanes in order: of two lanes at one address the later one wins
+                on = kc(ir.VectorType(I1T, n), 1) if on is None else on
+                self.ops.call("llvm.masked.scatter", ir.VoidType(), [v, self.ptrs(data, mty, gi), self._align(mty), on],
+                              vt, ir.VectorType(PTR, n))
 
     def load(self, st: tir.Load):
         b = self.b
@@ -451,34 +626,31 @@ class Lowering:
         shape = st.type.shape
         first = self.alloca(tir.TT(Dt.I64)) if fused_other else None
         if first is not None:
-            b.store(i64(2 ** 63 - 1), first)
-        with self.loops(shape) as idx:
+            b.store(i64(self._NO_BAD), first)
+        with self.packets(shape) as idx:
             memo = {}
-            name, data, size, gi = self._address(st.ptr, idx, memo)
-            inb = b.icmp_unsigned("<", gi, size)
-            active = self.ev(st.mask, idx, memo) if st.mask is not None else ir.Constant(I1T, 1)
+            data, n, gi, inb, active = self._access(st.ptr, st.mask, idx, memo)
             if st.other is not None:
                 other = self.ev(st.other, self._bidx(st.other.shape, shape, idx), memo)
             else:
                 other = const(0, elem)
-            f = self.flat(idx, shape)
+            other = self.splat(other, n)
             if first is not None:
-                bad = b.and_(active, b.not_(inb))
-                cur = b.load(first, typ=I64T)
-                b.store(b.select(b.and_(bad, b.icmp_signed("<", f, cur)), f, cur), first)
-            pre = b.block
-            with b.if_then(b.and_(active, inb)):
-                v = self.read(data, elem, gi)
-                got = b.block
-            val = b.phi(reg_type(elem))
-            val.add_incoming(v, got)
-            val.add_incoming(other, pre)
-            self.write(arr, elem, f, val)
+                self._track_bad(first, b.and_(active, b.not_(inb)), self.flat(idx, shape))
+            on = b.and_(active, inb)
+            if n > 1:
+                val = self.mem_load(data, elem, gi, on, other)
+            else:
+                pre = b.block
+                with b.if_then(on):
+                    v = self.read(data, elem, gi)
+                    got = b.block
+                val = b.phi(reg_type(elem))
+                val.add_incoming(v, got)
+                val.add_incoming(other, pre)
+            self.write_at(arr, elem, idx, shape, val)
         if first is not None:
-            k = b.load(first, typ=I64T)
-            with b.if_then(b.icmp_signed("!=", k, i64(2 ** 63 - 1)), likely=False):
-                off = self.ev(st.ptr, self.unflat(k, shape), {})
-                self.fail("oob", off, ("load", self.base_of(st.ptr)))
+            self._report_bad(first, st.ptr, "load")
 
     def store(self, st: tir.Store):
         b = self.b
@@ -489,14 +661,16 @@ class Lowering:
         self.check(st.ptr, st.mask, "store")
         shape = st.ptr.shape
         elem = self.buf_elem[self.base_of(st.ptr)]
-        with self.loops(shape) as idx:
+        with self.packets(shape) as idx:
             memo = {}
-            name, data, size, gi = self._address(st.ptr, idx, memo)
-            v = self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo)
-            if st.mask is None:
+            data, n, gi, inb, active = self._access(st.ptr, st.mask, idx, memo)
+            v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), n)
+            if n > 1:
+                self.mem_store(data, elem, gi, None if st.mask is None else active, v)
+            elif st.mask is None:
                 self.write(data, elem, gi, v)
             else:
-                with b.if_then(self.ev(st.mask, idx, memo)):
+                with b.if_then(active):
                     self.write(data, elem, gi, v)
 
     def atomic(self, st: tir.Atomic):
@@ -629,10 +803,9 @@ class Lowering:
                     self.write(ibuf, Dt.I32, lo, b.select(pick, i1, i2))
 
     def _reduced_flat(self, idx, shape, axis, r, inner):
-        b = self.b
         o = self.flat(idx[:axis], shape[:axis])
         j = self.flat(idx[axis:], shape[axis:])
-        return b.add(b.mul(o, i64(r * inner)), j)
+        return self.add(self.mul(o, r * inner), j)
 
     def argreduce(self, n: Node):
         axis, is_max = n.arg
@@ -764,10 +937,11 @@ class Lowering:
         got = self.mat.get(id(n))
         if got is not None:
             arr, where = got
-            f = self.flat(idx, n.shape) if where is None else where(idx)
-            return self.read(arr, n.elem, f)
+            if where is None:
+                return self.read_at(arr, n.elem, idx, n.shape)
+            return self.read(arr, n.elem, where(idx))
         if op is K.VAR:
-            return self.read(self.arrays[n.arg], n.elem, self.flat(idx, n.shape))
+            return self.read_at(self.arrays[n.arg], n.elem, idx, n.shape)
         if op is K.CONST:
             return const(n.arg, t.elem)
         if op is K.PARAM:
@@ -777,7 +951,9 @@ class Lowering:
         if op is K.NUM_PROGRAMS:
             return self.grid[n.arg]
         if op is K.ARANGE:
-            return b.add(b.trunc(idx[0], I32T), ir.Constant(I32T, n.arg))
+            i = idx[0]
+            return b.add(b.trunc(i, ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T),
+                         kc(ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T, n.arg))
         s0 = n.srcs[0] if n.srcs else None
         if op is K.BROADCAST:
             return self.ev(s0, self._bidx(s0.shape, t.shape, idx), memo)
@@ -792,15 +968,16 @@ class Lowering:
             return self.ev(s0, idx[:n.arg] + idx[n.arg + 1:], memo)
         if op is K.JOIN:
             x, y = self.ev(n.srcs[0], idx[:-1], memo), self.ev(n.srcs[1], idx[:-1], memo)
-            return b.select(b.icmp_unsigned("==", idx[-1], i64(0)), x, y)
+            c, x, y = self.unify(b.icmp_unsigned("==", idx[-1], kc(idx[-1].type, 0)), x, y)
+            return b.select(c, x, y)
         if op is K.SPLIT:
             return self.ev(s0, idx + (i64(n.arg),), memo)
         if op is K.PTR_ADD:
             o = self.ev(n.srcs[1], idx, memo)
             d = n.srcs[1].elem
             o = self._to64(o, d)
-            return b.add(self.ev(s0, idx, memo), o)
-        s = [self.ev(x, idx, memo) for x in n.srcs]
+            return self.add(self.ev(s0, idx, memo), o)
+        s = self.unify(*[self.ev(x, idx, memo) for x in n.srcs])
         sd = s0.elem if s0 is not None else None
         ops = self.ops
         if op is K.CAST:

@@ -26,6 +26,30 @@ F32T, F64T, I64T = ir.FloatType(), ir.DoubleType(), ir.IntType(64)
 _STORE16 = {Dt.F16: DType.F16, Dt.BF16: DType.BF16}
 
 
+def like(ty: ir.Type, v) -> ir.Type:
+    """`ty`, or a vector of it as wide as v when v is a vector (a packet of lanes)."""
+    return ir.VectorType(ty, v.type.count) if isinstance(v.type, ir.VectorType) else ty
+
+
+def kc(ty: ir.Type, c) -> ir.Constant:
+    """The constant c of type ty (a vector type: c in every lane)."""
+    if isinstance(ty, ir.VectorType):
+        return bctx.vector_const(ty, c)
+    return ir.Constant(ty, c)
+
+
+def mangle(ty: ir.Type) -> str:
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{mangle(ty.element)}"
+    if ty == F32T:
+        return "f32"
+    if ty == F64T:
+        return "f64"
+    if isinstance(ty, ir.PointerType):
+        return "p0"
+    return f"i{ty.width}"
+
+
 class NativeUnsupported(Exception):
     """An operation the native lowering does not build (the caller names the kernel line)."""
 
@@ -49,11 +73,11 @@ def mem_type(elem) -> ir.Type:
 
 
 def to_mem(b, v, elem):
-    return b.zext(v, ir.IntType(8)) if elem is Dt.I1 else v
+    return b.zext(v, like(ir.IntType(8), v)) if elem is Dt.I1 else v
 
 
 def from_mem(b, v, elem):
-    return b.icmp_unsigned("!=", v, ir.Constant(ir.IntType(8), 0)) if elem is Dt.I1 else v
+    return b.icmp_unsigned("!=", v, kc(v.type, 0)) if elem is Dt.I1 else v
 
 
 def const(value, elem) -> ir.Constant:
@@ -82,7 +106,19 @@ class Ops:
 
     def __init__(self, module: ir.Module, builder: ir.IRBuilder):
         self.m, self.b = module, builder
-        self.cx = bctx.Ctx(module, builder, 1, False)
+        self._cx = {}
+
+    def cx_for(self, v) -> bctx.Ctx:
+        """The backend's lowering context for values shaped like v (scalar, or its lanes)."""
+        n = v.type.count if isinstance(v.type, ir.VectorType) else 1
+        cx = self._cx.get(n)
+        if cx is None:
+            cx = self._cx[n] = bctx.Ctx(self.m, self.b, n, False)
+        return cx
+
+    def call(self, base: str, ret: ir.Type, args: list, *types):
+        """The overloaded intrinsic `base`, mangled by `types` (default: the return type)."""
+        return self.intrinsic(base + "".join("." + mangle(t) for t in (types or (ret,))), ret, args)
 
     def intrinsic(self, name: str, ret: ir.Type, args: list):
         fn = self.m.globals.get(name)
@@ -92,16 +128,16 @@ class Ops:
 
     # ------------------------------------------------------------ float carriers
     def to_f32(self, v, d: Dt):
-        return widen(self.cx, v, _STORE16[d]) if d in _STORE16 else v
+        return widen(self.cx_for(v), v, _STORE16[d]) if d in _STORE16 else v
 
     def from_f32(self, x, d: Dt):
-        return narrow(self.cx, x, _STORE16[d]) if d in _STORE16 else x
+        return narrow(self.cx_for(x), x, _STORE16[d]) if d in _STORE16 else x
 
     def wide(self, v, d: Dt):
         """values._wide_float: any float as f64, exactly."""
         if d is Dt.F64:
             return v
-        return self.b.fpext(self.to_f32(v, d), F64T)
+        return self.b.fpext(self.to_f32(v, d), like(F64T, v))
 
     def exact(self, v, d: Dt):
         """A float as f32 (f64: itself): comparisons there equal values.py's in f64, since the
@@ -109,14 +145,15 @@ class Ops:
         return v if d is Dt.F64 else self.to_f32(v, d)
 
     def signbit(self, x):
-        ity = I64T if x.type == F64T else ir.IntType(32)
-        return self.b.icmp_signed("<", self.b.bitcast(x, ity), ir.Constant(ity, 0))
+        el = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+        ity = like(I64T if el == F64T else ir.IntType(32), x)
+        return self.b.icmp_signed("<", self.b.bitcast(x, ity), kc(ity, 0))
 
     def round_f64(self, x, d: Dt):
         """values._round_f64: f64 -> f32 -> 16 bits."""
         if d is Dt.F64:
             return x
-        return self.from_f32(self.b.fptrunc(x, F32T), d)
+        return self.from_f32(self.b.fptrunc(x, like(F32T, x)), d)
 
     def float_op(self, fn, d: Dt, *xs):
         """values.float_op: f64 as is, else the f32 operation on widened values, rounded back."""
@@ -132,27 +169,29 @@ class Ops:
         if dst is Dt.I1:
             if src.is_float:
                 x = self.exact(v, src)
-                return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
-            return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+                return b.fcmp_unordered("!=", x, kc(x.type, 0.0))
+            return b.icmp_unsigned("!=", v, kc(v.type, 0))
+        rt = like(reg_type(dst), v)
         if src.is_int and dst.is_int:
             if dst.bits > src.bits:
-                return b.sext(v, reg_type(dst)) if src.is_signed else b.zext(v, reg_type(dst))
-            return b.trunc(v, reg_type(dst)) if dst.bits < src.bits else v
+                return b.sext(v, rt) if src.is_signed else b.zext(v, rt)
+            return b.trunc(v, rt) if dst.bits < src.bits else v
         if src.is_int:                    # exactly to f64 (64-bit: one rounding), then values._round_f64
-            wide = b.sitofp(v, F64T) if src.is_signed else b.uitofp(v, F64T)
+            wide = b.sitofp(v, like(F64T, v)) if src.is_signed else b.uitofp(v, like(F64T, v))
             return self.round_f64(wide, dst)
         if dst.is_float:
             return self.round_f64(self.wide(v, src), dst)
-        t = self.intrinsic("llvm.trunc.f64", F64T, [self.wide(v, src)])
+        w = self.wide(v, src)
+        t = self.call("llvm.trunc", w.type, [w])
         sat = "llvm.fptosi.sat" if dst.is_signed else "llvm.fptoui.sat"
-        return self.intrinsic(f"{sat}.i{dst.bits}.f64", reg_type(dst), [t])   # saturates, NaN -> 0
+        return self.call(sat, rt, [t], rt, w.type)          # saturates, NaN -> 0
 
     def bitcast(self, v, src: Dt, dst: Dt):
         if dst is Dt.I1:
-            return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+            return self.b.icmp_unsigned("!=", v, kc(v.type, 0))
         if src is Dt.I1:
-            return self.b.zext(v, reg_type(dst))
-        return v if reg_type(src) == reg_type(dst) else self.b.bitcast(v, reg_type(dst))
+            return self.b.zext(v, like(reg_type(dst), v))
+        return v if reg_type(src) == reg_type(dst) else self.b.bitcast(v, like(reg_type(dst), v))
 
     # ------------------------------------------------------------ arithmetic
     def binary(self, op: Bin, d: Dt, a, x):
@@ -167,19 +206,19 @@ class Ops:
         if op in (Bin.ADD, Bin.SUB, Bin.MUL, Bin.AND, Bin.OR, Bin.XOR):
             return {Bin.ADD: b.add, Bin.SUB: b.sub, Bin.MUL: b.mul, Bin.AND: b.and_, Bin.OR: b.or_,
                     Bin.XOR: b.xor}[op](a, x)
-        zero = ir.Constant(a.type, 0)
+        zero = kc(a.type, 0)
         if op in (Bin.IDIV, Bin.MOD):     # the caller has reported a zero divisor; make it harmless
-            one = ir.Constant(a.type, 1)
+            one = kc(a.type, 1)
             safe = b.select(b.icmp_unsigned("==", x, zero), one, x)
             if not d.is_signed:
                 return b.udiv(a, safe) if op is Bin.IDIV else b.urem(a, safe)
-            neg1 = b.icmp_signed("==", safe, ir.Constant(a.type, -1))     # MIN // -1 wraps, MIN % -1 is 0
+            neg1 = b.icmp_signed("==", safe, kc(a.type, -1))     # MIN // -1 wraps, MIN % -1 is 0
             safe = b.select(neg1, one, safe)
             if op is Bin.IDIV:
                 return b.select(neg1, b.neg(a), b.sdiv(a, safe))
             return b.select(neg1, zero, b.srem(a, safe))
         if op in (Bin.SHL, Bin.SHR):      # the caller has reported an amount outside 0..bits-1
-            amount = b.and_(x, ir.Constant(a.type, d.bits - 1))
+            amount = b.and_(x, kc(a.type, d.bits - 1))
             if op is Bin.SHL:
                 return b.shl(a, amount)
             return b.ashr(a, amount) if d.is_signed else b.lshr(a, amount)
@@ -188,21 +227,20 @@ class Ops:
     def unary(self, op: Un, d: Dt, a):
         b = self.b
         if op is Un.NOT:
-            return b.not_(a) if a.type == ir.IntType(1) else b.icmp_unsigned("==", a, ir.Constant(a.type, 0))
+            return b.not_(a) if a.type == like(ir.IntType(1), a) else b.icmp_unsigned("==", a, kc(a.type, 0))
         if op is Un.INVERT:
             return b.not_(a)
         if d.is_float:
-            ty = "f64" if d is Dt.F64 else "f32"
-            fn = {Un.NEG: lambda v: b.fneg(v), Un.ABS: lambda v: self.intrinsic(f"llvm.fabs.{ty}", v.type, [v]),
-                  Un.FLOOR: lambda v: self.intrinsic(f"llvm.floor.{ty}", v.type, [v]),
-                  Un.CEIL: lambda v: self.intrinsic(f"llvm.ceil.{ty}", v.type, [v])}[op]
+            fn = {Un.NEG: lambda v: b.fneg(v), Un.ABS: lambda v: self.call("llvm.fabs", v.type, [v]),
+                  Un.FLOOR: lambda v: self.call("llvm.floor", v.type, [v]),
+                  Un.CEIL: lambda v: self.call("llvm.ceil", v.type, [v])}[op]
             return self.float_op(fn, d, a)
         if op is Un.NEG:
             return b.neg(a)
         if op is Un.ABS:
             if not d.is_signed:
                 return a
-            return b.select(b.icmp_signed("<", a, ir.Constant(a.type, 0)), b.neg(a), a)
+            return b.select(b.icmp_signed("<", a, kc(a.type, 0)), b.neg(a), a)
         raise NativeUnsupported(f"{op.value} on {d!r}")
 
     def compare(self, op: Cmp, d: Dt, a, x):
@@ -230,20 +268,20 @@ class Ops:
         else:
             pick = b.or_(b.fcmp_ordered("<", x, w), b.and_(eq, xs))
         xn, yn = b.fcmp_unordered("uno", x, x), b.fcmp_unordered("uno", w, w)
-        true, false = ir.Constant(ir.IntType(1), 1), ir.Constant(ir.IntType(1), 0)
+        true, false = kc(pick.type, 1), kc(pick.type, 0)
         if nan_all:
             pick = b.select(xn, true, b.select(yn, false, pick))
         else:
             pick = b.select(yn, true, b.select(xn, false, pick))
         r = b.select(pick, a, y)
         if d in (Dt.F32, Dt.F64):          # keep InstCombine from folding nested min/max selects
-            r = self.intrinsic(f"llvm.arithmetic.fence.{'f64' if d is Dt.F64 else 'f32'}", r.type, [r])
+            r = self.call("llvm.arithmetic.fence", r.type, [r])
         return r
 
     def fma(self, d: Dt, a, x, c):
         if d is Dt.F64:
             raise NativeUnsupported("tl.fma on fp64")
-        return self.from_f32(LOWER[Op.FMA](self.cx, DType.F32, self.to_f32(a, d), self.to_f32(x, d),
+        return self.from_f32(LOWER[Op.FMA](self.cx_for(a), DType.F32, self.to_f32(a, d), self.to_f32(x, d),
                                            self.to_f32(c, d)), d)
 
     def umulhi(self, d: Dt, a, x):
@@ -251,42 +289,42 @@ class Ops:
         if d.bits != 32:
             raise NativeUnsupported("umulhi on 64-bit integers")
         ext = b.sext if d.is_signed else b.zext
-        p = b.mul(ext(a, I64T), ext(x, I64T))
-        return b.trunc(b.ashr(p, ir.Constant(I64T, 32)) if d.is_signed else b.lshr(p, ir.Constant(I64T, 32)),
-                       ir.IntType(32))
+        w = like(I64T, a)
+        p = b.mul(ext(a, w), ext(x, w))
+        return b.trunc(b.ashr(p, kc(w, 32)) if d.is_signed else b.lshr(p, kc(w, 32)), a.type)
 
     # ------------------------------------------------------------ math
     def math(self, name: str, d: Dt, x):
         if d is Dt.F64:
             if name != "sqrt":
                 raise NativeUnsupported(f"tl.{name} on fp64")
-            return self.intrinsic("llvm.sqrt.f64", F64T, [x])
+            return self.call("llvm.sqrt", x.type, [x])
         if d is not Dt.F32:
             raise NativeUnsupported(f"tl.{name} on {d!r}")
         b = self.b
+        one = kc(x.type, 1.0)
         if name == "sqrt":
-            return self.intrinsic("llvm.sqrt.f32", F32T, [x])
+            return self.call("llvm.sqrt", x.type, [x])
         if name == "rsqrt":
-            return b.fdiv(ir.Constant(F32T, 1.0), self.intrinsic("llvm.sqrt.f32", F32T, [x]))
+            return b.fdiv(one, self.call("llvm.sqrt", x.type, [x]))
         if name == "sigmoid":
             e = self.math("exp", d, b.fneg(x))
-            return b.fdiv(ir.Constant(F32T, 1.0), b.fadd(ir.Constant(F32T, 1.0), e))
-        return self.template(mathx._template(name), {("arg", 0): x})
+            return b.fdiv(one, b.fadd(one, e))
+        return self.template(mathx._template(name), {("arg", 0): x}, self.cx_for(x))
 
-    def template(self, e, memo: dict):
+    def template(self, e, memo: dict, cx):
         """A refimpl math template, one backend rule per operation (lowering/exprs.py's table)."""
         r = memo.get(id(e))
         if r is not None:
             return r
-        cx = self.cx
         if e.op is Op.ARG:
             r = memo[("arg", e.arg)]
         elif e.op is Op.CONST:
             r = cx.const(e.dtype, e.arg)
         elif e.op is Op.MATH:
-            r = self.template(mathlib.template(e.arg), {("arg", 0): self.template(e.src[0], memo)})
+            r = self.template(mathlib.template(e.arg), {("arg", 0): self.template(e.src[0], memo, cx)}, cx)
         else:
-            s = [self.template(x, memo) for x in e.src]
+            s = [self.template(x, memo, cx) for x in e.src]
             if e.op is Op.SELECT:
                 r = self.b.select(*s)
             elif e.op is Op.CAST:
@@ -338,7 +376,7 @@ class Ops:
             if d is not Dt.F32 or op not in ("max", "min"):
                 raise NativeUnsupported(f"atomic_{op} on {d!r}")
             nan = b.or_(b.fcmp_unordered("uno", old, old), b.fcmp_unordered("uno", v, v))
-            ko, kv = (_order_key(b, b.bitcast(t, ir.IntType(32))) for t in (old, v))
+            ko, kv = (_order_key(b, b.bitcast(t, like(ir.IntType(32), t))) for t in (old, v))
             better = b.icmp_signed(">" if op == "max" else "<", kv, ko)
             canon = b.bitcast(ir.Constant(ir.IntType(32), 0x7FC00000), F32T)
             return b.select(nan, canon, b.select(better, v, old))
@@ -355,7 +393,7 @@ def _int_of(d: Dt) -> Dt:
 
 def _order_key(b, bits):
     """refimpl.semantics.f32_order_key."""
-    return b.xor(bits, b.and_(b.ashr(bits, ir.Constant(bits.type, 31)), ir.Constant(bits.type, 0x7FFFFFFF)))
+    return b.xor(bits, b.and_(b.ashr(bits, kc(bits.type, 31)), kc(bits.type, 0x7FFFFFFF)))
 
 
 __all__ = ["Ops", "NativeUnsupported", "reg_type", "mem_type", "const", "scalar_const"]
