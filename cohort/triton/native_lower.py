@@ -59,6 +59,62 @@ def _const_of(n: Node):
     return n.arg if n.op is K.CONST else None
 
 
+def _inlinable(body) -> dict:
+    """{variable: its value} for the variables a use may recompute instead of reading an array:
+    assigned by one Let only, its value cheap (no math, nothing whole-tile, at most 24 nodes),
+    every variable it reads a loop variable, another such variable, or assigned once earlier
+    in program order (so no use can see a later assignment of what it reads)."""
+    order, lets, once = {}, {}, {}
+    loop_vars = set()
+
+    def walk(stmts):
+        for st in stmts:
+            pos = len(order)
+            order[id(st)] = pos
+            if isinstance(st, tir.Let):
+                lets.setdefault(st.var, []).append(st)
+            elif isinstance(st, (tir.Load, tir.Atomic)):
+                once.setdefault(st.var, []).append(pos)
+            elif isinstance(st, tir.For):
+                loop_vars.add(st.var)
+            for f in ("cond_body", "body", "then", "orelse"):
+                if hasattr(st, f):
+                    walk(getattr(st, f))
+    walk(body)
+    out: dict = {}
+    for var, sts in lets.items():
+        if len(sts) != 1 or var in once or var in loop_vars:
+            continue
+        st = sts[0]
+        nodes, deps, ok = {}, set(), True
+        stack = [st.value]
+        while stack and ok:
+            n = stack.pop()
+            if id(n) in nodes:
+                continue
+            nodes[id(n)] = n
+            if n.op is K.VAR:
+                deps.add(n.arg)
+            elif n.op in _MATERIAL or n.op is K.MATH or (n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL,
+                                                                                        Bin.SHR)):
+                ok = False
+            stack.extend(n.srcs)
+        if not ok or len(nodes) > 24:
+            continue
+        pos = order[id(st)]
+        for d in deps:
+            if d in loop_vars or d in out:
+                continue
+            if d in once and len(once[d]) == 1 and d not in lets and once[d][0] < pos:
+                continue
+            if d in lets and len(lets[d]) == 1 and d not in once and order[id(lets[d][0])] < pos:
+                continue
+            ok = False
+        if ok:
+            out[var] = st.value
+    return out
+
+
 def abi(prog: tir.Program) -> tuple:
     """(buffers, scalars): the pointer and scalar arguments in slot order."""
     bufs = [(n, t) for n, t in prog.params if t.is_ptr]
@@ -97,6 +153,7 @@ class Lowering:
         self.nslots = k
         self.var_base = {}
         self._bases(prog.body)
+        self.inline = _inlinable(prog.body)
 
     # ------------------------------------------------------------ pointer bases
     def base_of(self, n: Node) -> str:
@@ -387,6 +444,8 @@ class Lowering:
         b = self.b
         self.mat = {}
         if isinstance(st, tir.Let):
+            if st.var in self.inline:
+                return
             self.prepare(st.value)
             arr, t = self.arrays[st.var], self.p.vars[st.var]
             if self._reads_moved(st.value, st.var):
@@ -489,6 +548,8 @@ class Lowering:
             return False
         seen.add((id(n), moved))
         if n.op is K.VAR:
+            if n.arg in self.inline:
+                return self._reads_moved(self.inline[n.arg], var, moved, seen)
             return moved and n.arg == var
         shifts = n.op in (K.BROADCAST, K.RESHAPE, K.PERMUTE, K.EXPAND, K.JOIN, K.SPLIT)
         return any(self._reads_moved(s, var, moved or shifts, seen) for s in n.srcs)
@@ -941,6 +1002,9 @@ class Lowering:
                 return self.read_at(arr, n.elem, idx, n.shape)
             return self.read(arr, n.elem, where(idx))
         if op is K.VAR:
+            value = self.inline.get(n.arg)
+            if value is not None:
+                return self.ev(value, idx, memo)
             return self.read_at(self.arrays[n.arg], n.elem, idx, n.shape)
         if op is K.CONST:
             return const(n.arg, t.elem)
