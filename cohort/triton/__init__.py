@@ -55,7 +55,15 @@ def activate(mode: str = "reference", threads: int = None) -> None:
         _state["saved"] = (jit.JITFunction.run, autotuner.Autotuner.run)
 
     def run(self, *args, grid, warmup=False, **kwargs):
-        return launch.run_mode(_state["mode"], self, grid, args, kwargs, warmup=warmup)
+        mode = _state["mode"]
+        if mode == "native" and not warmup:
+            from . import native_launch
+            prog = native_launch.launch(self, grid, args, kwargs)
+            if prog is None:
+                prog = launch.run_mode(mode, self, grid, args, kwargs)
+                native_launch.record(self, args, kwargs, prog)
+            return prog
+        return launch.run_mode(mode, self, grid, args, kwargs, warmup=warmup)
 
     jit.JITFunction.run = run
     autotuner.Autotuner.run = autotuner_run

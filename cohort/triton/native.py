@@ -93,29 +93,35 @@ class _Launch:
 
 def run(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple, threads: int = None) -> None:
     c = compile_program(prog)
-    n = grid[0] * grid[1] * grid[2]
-    if n == 0:
-        return
-    err = np.array([0, _NONE, 0, 0], np.int64)
-    args = np.zeros(max(c.nslots, 7), np.int64)
-    args[3] = err.ctypes.data
-    args[7:10] = grid
+    slots = [0] * max(c.nslots, 7)
+    slots[7:10] = grid
     bufs, scal = abi(prog)
     for name, _ in bufs:
         buf = buffers[name]
         k = c.slots[name][0]
-        args[k:k + 3] = (buf.flat.ctypes.data, buf.flat.size, buf.base)
+        slots[k:k + 3] = (buf.flat.ctypes.data, buf.flat.size, buf.base)
     for name, t in scal:
-        args[c.slots[name][0]] = _bits(scalars[name], t.elem)
+        slots[c.slots[name][0]] = _bits(scalars[name], t.elem)
+    run_slots(c, slots, grid, lambda: buffers, threads)
+
+
+def run_slots(c: Compiled, slots: list, grid: tuple, buffers, threads: int = None) -> None:
+    """Run the grid's programs from a filled argument block (slots from 7 on; see native_lower)."""
+    n = grid[0] * grid[1] * grid[2]
+    if n == 0:
+        return
+    err = np.array([0, _NONE, 0, 0], np.int64)
+    slots[3] = err.ctypes.data
     threads = _settings["threads"] if threads is None else threads
     if c.sequential or threads <= 1 or n == 1:
-        args[1], args[2] = 0, n
-        c.fn(args.ctypes.data)
+        slots[1], slots[2] = 0, n
+        args = (ctypes.c_int64 * len(slots))(*slots)
+        c.fn(ctypes.addressof(args))
     else:
         grain = max(1, -(-n // (4 * threads)))
-        runtime.pool(threads).run(_Launch(args, c.address, n), grain, threads)
+        runtime.pool(threads).run(_Launch(np.array(slots, np.int64), c.address, n), grain, threads)
     if err[1] != _NONE:
-        raise _failure(c, buffers, int(err[1]), int(err[2]), int(err[3]), grid)
+        raise _failure(c, buffers(), int(err[1]), int(err[2]), int(err[3]), grid)
 
 
 def _failure(c: Compiled, buffers, pid: int, site: int, value: int, grid) -> KernelRuntimeError:

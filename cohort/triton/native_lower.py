@@ -350,22 +350,14 @@ class Lowering:
         f0 = self.contiguous(idx, shape)
         if f0 is None:
             return self.read(arr, elem, self.flat(idx, shape))
-        n = idx[-1].type.count
-        mty = mem_type(elem)
-        v = self.b.load(self.b.bitcast(self.elem_ptr(arr, elem, f0), ir.PointerType(ir.VectorType(mty, n))),
-                        typ=ir.VectorType(mty, n), align=self._align(mty).constant)
-        return from_mem(self.b, v, elem)
+        return self.load_run(arr, elem, f0, idx[-1].type.count)
 
     def write_at(self, arr, elem, idx, shape, v):
         f0 = self.contiguous(idx, shape)
         if f0 is None:
             assert not isinstance(self.flat(idx, shape).type, ir.VectorType)
             return self.write(arr, elem, self.flat(idx, shape), v)
-        n = idx[-1].type.count
-        mty = mem_type(elem)
-        v = to_mem(self.b, self.splat(v, n), elem)
-        self.b.store(v, self.b.bitcast(self.elem_ptr(arr, elem, f0), ir.PointerType(ir.VectorType(mty, n))),
-                     align=self._align(mty).constant)
+        self.store_run(arr, elem, f0, self.splat(v, idx[-1].type.count))
 
     def flat(self, idx, shape):
         f = i64(0)
@@ -846,22 +838,43 @@ class Lowering:
         return (buf, lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
 
     def _tree(self, buf, d, outer, r, inner, fn, ibuf=None):
+        """One loop per step s; for each o the pairs (o, i, j), i < s, sit contiguously in
+        [o*r*inner, o*r*inner + s*inner), their partners s*inner further: packets of lanes."""
         b = self.b
         steps = [r >> k for k in range(1, r.bit_length())]
         if inject.active("triton_tree_order"):
             steps = steps[::-1]
         for s in steps:
-            with self.loops((outer, s, inner)) as (o, i, j):
-                lo = b.add(b.mul(b.add(b.mul(o, i64(r)), i), i64(inner)), j)
+            with self.packets((outer, s * inner)) as (o, t):
+                t0 = self.ramps.get(id(t), t)
+                n = t.type.count if isinstance(t.type, ir.VectorType) else 1
+                lo = b.add(b.mul(o, i64(r * inner)), t0)
                 hi = b.add(lo, i64(s * inner))
+                v1, v2 = self.load_run(buf, d, lo, n), self.load_run(buf, d, hi, n)
                 if ibuf is None:
-                    self.write(buf, d, lo, fn(self.read(buf, d, lo), self.read(buf, d, hi)))
+                    self.store_run(buf, d, lo, fn(v1, v2))
                 else:
-                    v1, v2 = self.read(buf, d, lo), self.read(buf, d, hi)
-                    i1, i2 = self.read(ibuf, Dt.I32, lo), self.read(ibuf, Dt.I32, hi)
+                    i1, i2 = self.load_run(ibuf, Dt.I32, lo, n), self.load_run(ibuf, Dt.I32, hi, n)
                     pick = fn(v1, i1, v2, i2)
-                    self.write(buf, d, lo, b.select(pick, v1, v2))
-                    self.write(ibuf, Dt.I32, lo, b.select(pick, i1, i2))
+                    self.store_run(buf, d, lo, b.select(pick, v1, v2))
+                    self.store_run(ibuf, Dt.I32, lo, b.select(pick, i1, i2))
+
+    def load_run(self, arr, elem, f0, n: int):
+        """n consecutive elements of a tile array from flat index f0 (a scalar when n == 1)."""
+        if n == 1:
+            return self.read(arr, elem, f0)
+        mty = mem_type(elem)
+        v = self.b.load(self.b.bitcast(self.elem_ptr(arr, elem, f0), ir.PointerType(ir.VectorType(mty, n))),
+                        typ=ir.VectorType(mty, n), align=self._align(mty).constant)
+        return from_mem(self.b, v, elem)
+
+    def store_run(self, arr, elem, f0, v):
+        if not isinstance(v.type, ir.VectorType):
+            return self.write(arr, elem, f0, v)
+        mty = mem_type(elem)
+        self.b.store(to_mem(self.b, v, elem), self.b.bitcast(self.elem_ptr(arr, elem, f0),
+                                                             ir.PointerType(ir.VectorType(mty, v.type.count))),
+                     align=self._align(mty).constant)
 
     def _reduced_flat(self, idx, shape, axis, r, inner):
         o = self.flat(idx[:axis], shape[:axis])
