@@ -370,11 +370,11 @@ def test_refused_constructs_name_the_line(kernel, pattern):
     assert x.tolist() == [0.0] * 4                       # nothing ran
 
 
-def test_modes_not_built_yet_say_so():
-    with pytest.raises(ct.ModeNotAvailable, match="'native' is not available yet; use mode='reference'"):
-        ct.activate(mode="native")
-    with pytest.raises(ct.ModeNotAvailable, match="'check'"):
-        with ct.on_cpu(mode="check"):
+def test_unknown_mode_names_the_modes():
+    with pytest.raises(ValueError, match="mode: expected one of 'reference', 'native', 'check', got 'fast'"):
+        ct.activate(mode="fast")
+    with pytest.raises(ValueError, match="got 'compiled'"):
+        with ct.on_cpu(mode="compiled"):
             pass
 
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .errors import CheckMismatch, KernelRuntimeError, KernelTypeError, LaunchError, TritonError, \
-    UnsupportedConstruct
+from .errors import CheckMismatch, KernelRuntimeError, KernelTypeError, LaunchError, TritonError, UnsupportedConstruct
 
 MODES = ("reference", "native", "check")
 _state = {"mode": None, "saved": None}
@@ -88,11 +87,13 @@ def active_mode():
 def on_cpu(mode: str = "reference", threads: int = None):
     """Run Triton launches on cohort inside the block (restoring the previous state after)."""
     _check_mode(mode)
-    previous = _state["mode"]
+    from . import native
+    previous, previous_threads = _state["mode"], native.threads()
     activate(mode, threads)
     try:
         yield
     finally:
+        native.set_threads(previous_threads)
         if previous is None:
             deactivate()
         else:

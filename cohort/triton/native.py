@@ -39,6 +39,34 @@ def set_threads(n: int) -> None:
     _settings["threads"] = n
 
 
+def threads() -> int:
+    return _settings["threads"]
+
+
+def cross_compile(prog: tir.Program, tgt, kind: str = "object"):
+    """The program's native build for another machine (backend target.from_triple): its object
+    file or assembly, or kind="ir" its LLVM IR before optimisation; nothing is linked or run."""
+    from ..backend import target as btarget
+    with btarget.use(tgt):
+        text = _lower(prog, "cohort_triton_cross")[1]
+        if kind == "ir":
+            return text
+        return jit.emit(text, tgt, kind)
+
+
+def _lower(prog, symbol):
+    try:
+        low = Lowering(prog, symbol)
+        return low, low.build()
+    except NativeUnsupported as e:
+        msg = str(e)
+        line = None
+        if msg.startswith("line "):
+            line, msg = msg[5:].split(": ", 1)
+        raise UnsupportedConstruct(f"{where(prog.name, prog.filename, line or '?')}: native mode does not "
+                                   f"lower {msg}; run this kernel with mode='reference'") from None
+
+
 class Compiled:
     def __init__(self, prog, lowering, linked, symbol):
         self.prog, self.sites, self.nslots = prog, lowering.sites, lowering.nslots
@@ -57,16 +85,7 @@ def compile_program(prog: tir.Program) -> Compiled:
         if got is not None and got.prog is prog:
             return got
         symbol = f"cohort_triton_{next(_names)}"
-        try:
-            low = Lowering(prog, symbol)
-            text = low.build()
-        except NativeUnsupported as e:
-            msg = str(e)
-            line = None
-            if msg.startswith("line "):
-                line, msg = msg[5:].split(": ", 1)
-            raise UnsupportedConstruct(f"{where(prog.name, prog.filename, line or '?')}: native mode does not "
-                                       f"lower {msg}; run this kernel with mode='reference'") from None
+        low, text = _lower(prog, symbol)
         linked = jit.compile_module(text, [symbol])
         got = _compiled[key] = Compiled(prog, low, linked, symbol)
         return got
@@ -172,4 +191,4 @@ def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> N
                 f"{diff.size} element(s) differ")
 
 
-__all__ = ["compile_program", "run", "run_check", "set_threads", "CheckMismatch"]
+__all__ = ["compile_program", "cross_compile", "run", "run_check", "set_threads", "threads", "CheckMismatch"]

@@ -16,7 +16,9 @@ import numpy as np
 from llvmlite import ir
 
 from ..backend import context as bctx
-from ..backend.lower_ops import LOWER, bitcast as t_bitcast, convert as t_convert, narrow, widen
+from ..backend.lower_ops import LOWER, narrow, widen
+from ..backend.lower_ops import bitcast as t_bitcast
+from ..backend.lower_ops import convert as t_convert
 from ..refimpl import mathlib
 from ..refimpl.ir import DType, Op
 from . import mathx
