@@ -230,3 +230,41 @@ def test_cross_compiled_for_every_width(width_target):
     ir_text = native.cross_compile(progs["softmax_kernel"], width_target, kind="ir")
     lanes = max(1, width_target.vector_bits // 32)
     assert f"<{lanes} x float>" in ir_text
+
+
+@triton.jit
+def _argmax_combine(v1, i1, v2, i2):
+    pick = (v1 > v2) | ((v1 == v2) & (i1 < i2))
+    return tl.where(pick, v1, v2), tl.where(pick, i1, i2)
+
+
+@triton.jit
+def _fma_combine(a, b):
+    return a * 0.5 + b
+
+
+@triton.jit
+def user_combine_kernel(x_ptr, out_ptr, idx_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + r * C + c)
+    i = tl.broadcast_to(c, (R, C))
+    v, k = tl.reduce((x, i), 1, _argmax_combine)
+    tl.store(out_ptr + tl.arange(0, R), v)
+    tl.store(idx_ptr + tl.arange(0, R), k)
+    tl.store(out_ptr + R + r * C + c, tl.associative_scan(x, 1, _fma_combine))
+    tl.store(out_ptr + R + R * C + r * C + c, tl.associative_scan(x, 0, _fma_combine, reverse=True))
+
+
+def test_user_combine_functions_agree():
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(5))
+    x[2, 7] = x[2, 9] = 9.0                                  # a tie: the lower index wins
+    outs = {}
+    for mode in ("reference", "native"):
+        out, idx = torch.zeros(4 + 2 * 4 * 64), torch.zeros(4, dtype=torch.int32)
+        with ct.on_cpu(mode=mode):
+            user_combine_kernel[(1,)](x, out, idx, R=4, C=64)
+        outs[mode] = (_bits(out), _bits(idx))
+    assert outs["reference"][1][2] == 7
+    for a, b in zip(outs["reference"], outs["native"]):
+        assert np.array_equal(a, b)

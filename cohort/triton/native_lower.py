@@ -139,6 +139,7 @@ class Lowering:
         self.has_atomics = False
         self.lanes = max(1, btarget.current().vector_bits // 32)
         self.ramps = {}
+        self.region_env = None
         bufs, scal = abi(prog)
         self.buf_index = {n: i for i, (n, _) in enumerate(bufs)}
         self.buf_elem = {n: t.elem.elem for n, t in bufs}
@@ -774,8 +775,6 @@ class Lowering:
             return
         for s in n.srcs:
             self.prepare(s)
-        if n.op is K.COMBINE:
-            raise NativeUnsupported(f"line {self.line}: tl.reduce / tl.associative_scan with a combine function")
         if not self._material(n):
             return
         if n.op is K.REDUCE:
@@ -786,6 +785,8 @@ class Lowering:
             self.mat[id(n)] = self.scan(n)
         elif n.op is K.DOT:
             self.mat[id(n)] = self.dot(n)
+        elif n.op is K.COMBINE:
+            self.mat[id(n)] = self.combine_node(n)
         else:
             self.mat[id(n)] = self.checked_binary(n)
 
@@ -899,19 +900,28 @@ class Lowering:
         return (ibuf, lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
 
     def scan(self, n: Node):
-        """interp.hillis_steele along the axis (reverse: from the end), two arrays in turn."""
         axis, red, reverse = n.arg
+        d = n.srcs[0].elem
+        return self._row_major(self._scan(n.srcs, axis, reverse,
+                                          lambda a, x: [self.ops.combine(red, d, a[0], x[0])])[0])
+
+    def _scan(self, srcs, axis, reverse, fn):
+        """interp.hillis_steele along the axis (reverse: from the end), two arrays per input in
+        turn: for d = 1, 2, 4, ...: v[i] = fn(v[i - d], v[i]) where i >= d (reverse: fn(v[i + d],
+        v[i]) where i < r - d), all from the previous step's arrays."""
         b = self.b
-        src = n.srcs[0]
-        d = src.elem
-        outer, r, inner = self._split(src.shape, axis)
-        cur, nxt = self.alloca(src.type), self.alloca(src.type)
-        self.store_tile(src, cur)
+        shape = srcs[0].shape
+        outer, r, inner = self._split(shape, axis)
+        cur = [self.alloca(x.type) for x in srcs]
+        nxt = [self.alloca(x.type) for x in srcs]
+        for x, arr in zip(srcs, cur):
+            self.store_tile(x, arr)
+        elems = [x.elem for x in srcs]
         dist = 1
         while dist < r:
             with self.loops((outer, r, inner)) as (o, i, j):
                 f = b.add(b.mul(b.add(b.mul(o, i64(r)), i), i64(inner)), j)
-                here = self.read(cur, d, f)
+                here = [self.read(a, e, f) for a, e in zip(cur, elems)]
                 if reverse:
                     take = b.icmp_signed("<", i, i64(r - dist))
                     other = b.add(f, i64(dist * inner))
@@ -920,15 +930,60 @@ class Lowering:
                     other = b.sub(f, i64(dist * inner))
                 pre = b.block
                 with b.if_then(take):
-                    c = self.ops.combine(red, d, self.read(cur, d, other), here)
+                    c = fn([self.read(a, e, other) for a, e in zip(cur, elems)], here)
                     got = b.block
-                v = b.phi(reg_type(d))
-                v.add_incoming(c, got)
-                v.add_incoming(here, pre)
-                self.write(nxt, d, f, v)
+                for arr, e, h, v in zip(nxt, elems, here, c):
+                    ph = b.phi(reg_type(e))
+                    ph.add_incoming(v, got)
+                    ph.add_incoming(h, pre)
+                    self.write(arr, e, f, ph)
             cur, nxt = nxt, cur
             dist *= 2
-        return self._row_major(cur)
+        return cur
+
+    def apply_region(self, region: tir.Region, values: list) -> list:
+        """A user combine function on (packets of) elements: its parameters bound to `values`
+        (the left operand's then the right's), its statements, its results."""
+        saved = self.region_env
+        self.region_env = dict(saved or {})
+        self.region_env.update(zip(region.params, values))
+        try:
+            for st in region.body:
+                self.region_env[st.var] = self.ev(st.value, (), {})
+            memo = {}
+            out = [self.ev(r, (), memo) for r in region.results]
+        finally:
+            self.region_env = saved
+        n = self.width(*values)
+        return [self.splat(v, n) for v in out]
+
+    def combine_node(self, n: Node):
+        kind, axis, region, which, reverse = n.arg
+        srcs = n.srcs
+        k = len(srcs)
+        if kind == "scan":
+            bufs = self._scan(srcs, axis, reverse, lambda a, x: self.apply_region(region, list(a) + list(x)))
+            return self._row_major(bufs[which])
+        shape = srcs[0].shape
+        outer, r, inner = self._split(shape, axis)
+        if r & (r - 1):
+            raise NativeUnsupported(f"line {self.line}: tl.reduce over a non-power-of-two axis")
+        bufs = [self.alloca(x.type) for x in srcs]
+        for x, arr in zip(srcs, bufs):
+            self.store_tile(x, arr)
+        elems = [x.elem for x in srcs]
+        b = self.b
+        for s in [r >> q for q in range(1, r.bit_length())]:
+            with self.packets((outer, s * inner)) as (o, t):
+                t0 = self.ramps.get(id(t), t)
+                w = t.type.count if isinstance(t.type, ir.VectorType) else 1
+                lo = b.add(b.mul(o, i64(r * inner)), t0)
+                hi = b.add(lo, i64(s * inner))
+                left = [self.load_run(a, e, lo, w) for a, e in zip(bufs, elems)]
+                right = [self.load_run(a, e, hi, w) for a, e in zip(bufs, elems)]
+                for a, e, v in zip(bufs, elems, self.apply_region(region, left + right)[:k]):
+                    self.store_run(a, e, lo, v)
+        return (bufs[which], lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
 
     def dot(self, n: Node):
         """interp._dot: c[i, j] = fma(a[i, k], b[k, j], c[i, j]) for k ascending."""
@@ -1015,6 +1070,8 @@ class Lowering:
                 return self.read_at(arr, n.elem, idx, n.shape)
             return self.read(arr, n.elem, where(idx))
         if op is K.VAR:
+            if self.region_env is not None and n.arg in self.region_env:
+                return self.region_env[n.arg]
             value = self.inline.get(n.arg)
             if value is not None:
                 return self.ev(value, idx, memo)
