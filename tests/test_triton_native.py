@@ -268,3 +268,28 @@ def test_user_combine_functions_agree():
     assert outs["reference"][1][2] == 7
     for a, b in zip(outs["reference"], outs["native"]):
         assert np.array_equal(a, b)
+
+
+@triton.jit
+def dot_forms_kernel(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)[:, None]
+    c = tl.arange(0, N)[None, :]
+    a = tl.load(a_ptr + r * N + c)
+    b = tl.load(b_ptr + r * N + c)
+    acc = tl.zeros((N, N), dtype=tl.float32) + 0.25
+    acc = tl.dot(a, b, acc)                  # into the accumulator's own array
+    acc = tl.dot(a, b, acc) + acc            # the dot inside an expression that reads acc again
+    acc = tl.dot(acc, b, acc)                # acc as an operand and the accumulator
+    tl.store(out_ptr + r * N + c, acc)
+
+
+def test_dot_forms_agree():
+    g = torch.Generator().manual_seed(9)
+    a, b = torch.randn(32, 32, generator=g), torch.randn(32, 32, generator=g)
+    outs = []
+    for mode in ("reference", "native"):
+        out = torch.zeros(32, 32)
+        with ct.on_cpu(mode=mode):
+            dot_forms_kernel[(1,)](a, b, out, N=32)
+        outs.append(_bits(out))
+    assert np.array_equal(outs[0], outs[1])

@@ -140,6 +140,7 @@ class Lowering:
         self.lanes = max(1, btarget.current().vector_bits // 32)
         self.ramps = {}
         self.region_env = None
+        self.let_target = None
         bufs, scal = abi(prog)
         self.buf_index = {n: i for i, (n, _) in enumerate(bufs)}
         self.buf_elem = {n: t.elem.elem for n, t in bufs}
@@ -439,8 +440,15 @@ class Lowering:
         if isinstance(st, tir.Let):
             if st.var in self.inline:
                 return
-            self.prepare(st.value)
+            self.let_target = (st.var, st.value)
+            try:
+                self.prepare(st.value)
+            finally:
+                self.let_target = None
             arr, t = self.arrays[st.var], self.p.vars[st.var]
+            done = self.mat.get(id(st.value))
+            if done is not None and done[0] is arr:      # computed in place (dot into its accumulator)
+                return
             if self._reads_moved(st.value, st.var):
                 tmp = self.alloca(t)
                 self.store_tile(st.value, tmp)
@@ -992,8 +1000,13 @@ class Lowering:
         nn = b_n.shape[1]
         d = n.elem
         a, bm = self._tile_array(a_n), self._tile_array(b_n)
-        c = self.alloca(n.type)
-        self.store_tile(c_n, c)
+        target, value = self.let_target or (None, None)
+        if (value is n and c_n.op is K.VAR and c_n.arg == target and target not in self.inline and d is Dt.F32
+                and not any(x.op is K.VAR and x.arg == target for x in (a_n, b_n))):
+            c = self.arrays[target]        # `acc = tl.dot(a, b, acc)`: C is acc's own array (blocks are disjoint)
+        else:
+            c = self.alloca(n.type)
+            self.store_tile(c_n, c)
         if d is Dt.F32:
             self._dot_f32(a, bm, c, m, kk, nn)
         elif d is Dt.I32:
@@ -1007,21 +1020,26 @@ class Lowering:
         return self._row_major(c)
 
     def _dot_f32(self, a, bm, c, m, kk, nn):
-        """Register-blocked: rows of C in blocks of R, columns in vectors of V lanes, each held in
-        registers across the whole k loop; every element still one fma chain, k ascending."""
+        """Register-blocked: a block of C — up to 8 rows by up to 2 packets of V columns — held in
+        registers across the whole k loop (per k: the block's packets of b, one broadcast of
+        a[i, k] per row, one fma per accumulator); every element still one fma chain over k
+        ascending, as interp._dot."""
         b = self.b
         v = min(nn, self.lanes)
-        rows = min(m, 4)
+        rows = min(m, 8)
+        cols = min(nn // v, 2)
         vt = ir.VectorType(F32T, v)
         cx = Ctx(self.m, b, v, False)
         fma = LOWER[Op.FMA]
-        with self.loops((m // rows, nn // v)) as (ib, jb):
+
+        def cptr(i0, r, j0, q):
+            p = b.gep(c, [b.add(b.mul(b.add(i0, i64(r)), i64(nn)), b.add(j0, i64(q * v)))], source_etype=F32T)
+            return b.bitcast(p, ir.PointerType(vt))
+        blocks = [(r, q) for r in range(rows) for q in range(cols)]
+        with self.loops((m // rows, nn // (v * cols))) as (ib, jb):
             i0 = b.mul(ib, i64(rows))
-            j0 = b.mul(jb, i64(v))
-            accs = []
-            for r in range(rows):
-                p = b.gep(c, [b.add(b.mul(b.add(i0, i64(r)), i64(nn)), j0)], source_etype=F32T)
-                accs.append(b.load(p, typ=vt, align=4))
+            j0 = b.mul(jb, i64(v * cols))
+            accs = [b.load(cptr(i0, r, j0, q), typ=vt, align=4) for r, q in blocks]
             pre = b.block
             head, body, out = (b.append_basic_block(x) for x in ("dotk", "dotkb", "dotko"))
             b.branch(head)
@@ -1036,22 +1054,24 @@ class Lowering:
             b.cbranch(b.icmp_signed("<", k, i64(kk)), body, out)
             b.position_at_end(body)
             kr = b.sub(i64(kk - 1), k) if inject.active("triton_dot_k_descending") else k
-            bv = b.load(b.gep(bm, [b.add(b.mul(kr, i64(nn)), j0)], source_etype=F32T), typ=vt, align=4)
-            new = []
-            for r, ph in enumerate(phis):
+            bvs = []
+            for q in range(cols):
+                p = b.gep(bm, [b.add(b.mul(kr, i64(nn)), b.add(j0, i64(q * v)))], source_etype=F32T)
+                bvs.append(b.load(b.bitcast(p, ir.PointerType(vt)), typ=vt, align=4))
+            splats = []
+            for r in range(rows):
                 av = b.load(b.gep(a, [b.add(b.mul(b.add(i0, i64(r)), i64(kk)), kr)], source_etype=F32T), typ=F32T)
-                splat = b.insert_element(ir.Constant(vt, ir.Undefined), av, ir.Constant(I32T, 0))
-                splat = b.shuffle_vector(splat, ir.Constant(vt, ir.Undefined),
-                                         ir.Constant(ir.VectorType(I32T, v), [0] * v))
-                new.append(fma(cx, DType.F32, splat, bv, ph))
+                sp = b.insert_element(ir.Constant(vt, ir.Undefined), av, ir.Constant(I32T, 0))
+                splats.append(b.shuffle_vector(sp, ir.Constant(vt, ir.Undefined),
+                                               ir.Constant(ir.VectorType(I32T, v), [0] * v)))
+            new = [fma(cx, DType.F32, splats[r], bvs[q], ph) for (r, q), ph in zip(blocks, phis)]
             k.add_incoming(b.add(k, i64(1)), b.block)
             for ph, nv in zip(phis, new):
                 ph.add_incoming(nv, b.block)
             b.branch(head)
             b.position_at_end(out)
-            for r, ph in enumerate(phis):
-                p = b.gep(c, [b.add(b.mul(b.add(i0, i64(r)), i64(nn)), j0)], source_etype=F32T)
-                b.store(ph, b.bitcast(p, ir.PointerType(vt)), align=4)
+            for (r, q), ph in zip(blocks, phis):
+                b.store(ph, cptr(i0, r, j0, q), align=4)
 
     # ------------------------------------------------------------ elements
     def ev(self, n: Node, idx: tuple, memo: dict):
