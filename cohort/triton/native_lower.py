@@ -842,24 +842,37 @@ class Lowering:
         if r & (r - 1):
             raise NativeUnsupported(f"line {self.line}: a reduction over a non-power-of-two axis")
         buf = self.alloca(src.type)
-        self.store_tile(src, buf)
-        self._tree(buf, d, outer, r, inner, lambda a, x: self.ops.combine(red, d, a, x))
+        first = self._array_of(src) if r > 1 and not inject.active("triton_tree_order") else None
+        if first is None:
+            self.store_tile(src, buf)
+        self._tree(buf, d, outer, r, inner, lambda a, x: self.ops.combine(red, d, a, x), first=first)
         return (buf, lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
 
-    def _tree(self, buf, d, outer, r, inner, fn, ibuf=None):
+    def _array_of(self, n: Node):
+        """n's row-major array when it already has one (a stored variable, a whole-tile result)."""
+        if n.op is K.VAR and n.arg not in self.inline and (self.region_env is None or n.arg not in self.region_env):
+            return self.arrays[n.arg]
+        got = self.mat.get(id(n))
+        return got[0] if got is not None and got[1] is None else None
+
+    def _tree(self, buf, d, outer, r, inner, fn, ibuf=None, first=None):
         """One loop per step s; for each o the pairs (o, i, j), i < s, sit contiguously in
-        [o*r*inner, o*r*inner + s*inner), their partners s*inner further: packets of lanes."""
+        [o*r*inner, o*r*inner + s*inner), their partners s*inner further: packets of lanes.
+        With `first` (the operand's own array), the first step reads it, leaving it unchanged."""
         b = self.b
         steps = [r >> k for k in range(1, r.bit_length())]
         if inject.active("triton_tree_order"):
             steps = steps[::-1]
         for s in steps:
+            src = buf
+            if first is not None and s == r // 2:
+                src = first
             with self.packets((outer, s * inner)) as (o, t):
                 t0 = self.ramps.get(id(t), t)
                 n = t.type.count if isinstance(t.type, ir.VectorType) else 1
                 lo = b.add(b.mul(o, i64(r * inner)), t0)
                 hi = b.add(lo, i64(s * inner))
-                v1, v2 = self.load_run(buf, d, lo, n), self.load_run(buf, d, hi, n)
+                v1, v2 = self.load_run(src, d, lo, n), self.load_run(src, d, hi, n)
                 if ibuf is None:
                     self.store_run(buf, d, lo, fn(v1, v2))
                 else:
