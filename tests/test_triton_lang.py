@@ -17,10 +17,11 @@ import cohort.triton as ct  # noqa: E402
 IN_SUBPROCESS = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-@pytest.fixture(autouse=True)
-def _on_cpu():
-    with ct.on_cpu(mode="reference"):
-        yield
+# every test runs on the reference and in check mode (native run too, compared bit for bit)
+@pytest.fixture(autouse=True, params=["reference", "check"])
+def _on_cpu(request):
+    with ct.on_cpu(mode=request.param):
+        yield request.param
 
 
 # ---------------------------------------------------------------- integer kernels (also run by TRITON_INTERPRET)
