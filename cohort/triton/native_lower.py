@@ -1,18 +1,14 @@
 """A tile program in LLVM IR: one native function per program instance (DESIGN §10, native mode).
 
 Every tile variable is a fixed-size array (row-major, its element type's memory carrier) in
-the program's frame; a statement is one loop nest over its result's shape, its expression
-fused element by element (`ev`: each node's element at a multi-index, broadcasts and
-reshapes as index maps), innermost axis contiguous, so LLVM's vectoriser makes packets of
-the target's width. Nodes that need the whole tile — reductions, scans, `dot`, and integer
-divisions and shifts whose divisor/amount can fail — are computed first, into arrays of
-their own, in the reference's evaluation order (post-order), so a failure is the one the
-reference reports. Reductions keep interp.tree (pairs v[i] ⊕ v[i+s], s = P/2 .. 1), scans
-interp.hillis_steele, `dot` the fma chain over k ascending (register-blocked: a 4-row
-block of C in vector registers across the whole k loop). Memory: every active element is
-checked against its tensor's storage before a store writes anything (as interp._addresses);
-a load reads only active in-bounds elements. A failure writes (site, value) to the
-program's error record and returns 1; native.py turns the site into the reference's message.
+the program's frame; a statement is one loop nest over its result's shape, the last axis in
+packets of the target's lanes, its expression fused element by element (`ev`: each node's
+element, or packet of elements, at a multi-index; broadcasts, reshapes and permutes as index
+maps). A variable assigned once to a cheap pure value is recomputed at its uses. Nodes that
+need the whole tile (native_tiles.py) are computed first, in the reference's post-order, so a
+failure is the one the reference reports; memory accesses are native_memory.py. A failure
+writes (site, value) to the program's error record and returns 1; native.py turns the site
+into the reference's message.
 
 ABI of the entry `void entry(int64_t *args)` (the backend pool's: [1] first program,
 [2] end, [3] error record; then from slot 7): grid sizes (3), per pointer argument
@@ -21,42 +17,34 @@ ABI of the entry `void entry(int64_t *args)` (the backend pool's: [1] first prog
 from __future__ import annotations
 
 import contextlib
-import math
 
 from llvmlite import ir
 
-from ..backend import inject
 from ..backend import target as btarget
-from ..backend.context import Ctx
-from ..backend.lower_ops import LOWER
-from ..refimpl.ir import DType, Op
 from . import tir
-from .native_ops import F32T, F64T, I64T, NativeUnsupported, Ops, const, from_mem, kc, mem_type, reg_type, to_mem
+from .native_memory import MemoryLowering
+from .native_ops import (
+    F32T,
+    F64T,
+    I1T,
+    I8T,
+    I16T,
+    I32T,
+    I64T,
+    PTR,
+    NativeUnsupported,
+    Ops,
+    const,
+    i64,
+    kc,
+    mem_type,
+    reg_type,
+)
+from .native_tiles import _MATERIAL, TileLowering
 from .tir import Bin, Dt, K, Node, Ptr, Red
 
-I1T, I8T, I16T, I32T = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32)
-PTR = ir.PointerType()
 SLOT_GRID = 7
 FRAME_LIMIT = 2 << 20          # bytes of tile arrays per program (they live on the thread's stack)
-_MATERIAL = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT, K.COMBINE)
-
-
-def i64(v) -> ir.Constant:
-    return ir.Constant(I64T, v)
-
-
-def _numel(shape) -> int:
-    return int(math.prod(shape)) if shape else 1
-
-
-def like_i1(n: int) -> ir.Type:
-    return ir.VectorType(I1T, n) if n > 1 else I1T
-
-
-def _const_of(n: Node):
-    while n.op is K.BROADCAST:
-        n = n.srcs[0]
-    return n.arg if n.op is K.CONST else None
 
 
 def _inlinable(body) -> dict:
@@ -129,7 +117,7 @@ class Site:
         self.kind, self.line, self.info = kind, line, info
 
 
-class Lowering:
+class Lowering(MemoryLowering, TileLowering):
     def __init__(self, prog: tir.Program, symbol: str):
         self.p, self.symbol = prog, symbol
         self.m = ir.Module(name=prog.name)
@@ -285,96 +273,6 @@ class Lowering:
             return self.b.alloca(ty, size=i64(numel), name="tile")
 
     # values are scalars (the same in every lane) or packets (vectors of the statement's lanes)
-    def width(self, *vs) -> int:
-        return max((v.type.count for v in vs if isinstance(v.type, ir.VectorType)), default=1)
-
-    def splat(self, v, n: int):
-        if n == 1 or isinstance(v.type, ir.VectorType):
-            return v
-        vt = ir.VectorType(v.type, n)
-        if isinstance(v, ir.Constant) and v.constant is not None and not isinstance(v.constant, (list, tuple)):
-            return kc(vt, v.constant)
-        b = self.b
-        one = b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32T, 0))
-        return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32T, n), [0] * n))
-
-    def unify(self, *vs):
-        n = self.width(*vs)
-        return [self.splat(v, n) for v in vs]
-
-    def add(self, x, y):
-        x, y = self.unify(x, y)
-        return self.b.add(x, y)
-
-    def mul(self, x, c: int):
-        return x if c == 1 else self.b.mul(x, kc(x.type, c))
-
-    def elem_ptr(self, arr, elem, flat):
-        return self.b.gep(arr, [flat], source_etype=mem_type(elem))
-
-    def read(self, arr, elem, flat):
-        """Element(s) of a tile array at a flat index: a scalar, or a packet gathered."""
-        b = self.b
-        if isinstance(flat.type, ir.VectorType):
-            return from_mem(b, self.gather(arr, mem_type(elem), flat, None, None), elem)
-        return from_mem(b, b.load(self.elem_ptr(arr, elem, flat), typ=mem_type(elem)), elem)
-
-    def write(self, arr, elem, flat, v):
-        self.b.store(to_mem(self.b, v, elem), self.elem_ptr(arr, elem, flat))
-
-    def ptrs(self, base, mty, flat):
-        """A packet of element addresses base + flat * size (flat: <n x i64>)."""
-        b = self.b
-        n = flat.type.count
-        size = {8: 1, 16: 2, 32: 4, 64: 8}[mty.width] if isinstance(mty, ir.IntType) else (8 if mty == F64T else 4)
-        addr = b.add(self.splat(b.ptrtoint(base, I64T), n), self.mul(flat, size))
-        return b.inttoptr(addr, ir.VectorType(PTR, n))
-
-    def _align(self, mty):
-        return ir.Constant(I32T, {8: 1, 16: 2, 32: 4, 64: 8}[mty.width] if isinstance(mty, ir.IntType)
-                           else (8 if mty == F64T else 4))
-
-    def gather(self, base, mty, flat, mask, other):
-        n = flat.type.count
-        vt = ir.VectorType(mty, n)
-        mask = kc(ir.VectorType(I1T, n), 1) if mask is None else mask
-        other = ir.Constant(vt, ir.Undefined) if other is None else other
-        return self.ops.call("llvm.masked.gather", vt, [self.ptrs(base, mty, flat), self._align(mty), mask, other],
-                             vt, ir.VectorType(PTR, n))
-
-    def contiguous(self, idx, shape):
-        """The flat index of lane 0 when idx is a packet along the last axis (else None)."""
-        if not idx or id(idx[-1]) not in self.ramps or any(isinstance(i.type, ir.VectorType) for i in idx[:-1]):
-            return None
-        return self.flat(idx[:-1] + (self.ramps[id(idx[-1])],), shape)
-
-    def read_at(self, arr, elem, idx, shape):
-        f0 = self.contiguous(idx, shape)
-        if f0 is None:
-            return self.read(arr, elem, self.flat(idx, shape))
-        return self.load_run(arr, elem, f0, idx[-1].type.count)
-
-    def write_at(self, arr, elem, idx, shape, v):
-        f0 = self.contiguous(idx, shape)
-        if f0 is None:
-            assert not isinstance(self.flat(idx, shape).type, ir.VectorType)
-            return self.write(arr, elem, self.flat(idx, shape), v)
-        self.store_run(arr, elem, f0, self.splat(v, idx[-1].type.count))
-
-    def flat(self, idx, shape):
-        f = i64(0)
-        for i, d in zip(idx, shape):
-            f = self.add(self.mul(f, d), i)
-        return f
-
-    def unflat(self, f, shape):
-        b = self.b
-        out = []
-        for d in reversed(shape):
-            out.append(b.urem(f, kc(f.type, d)))
-            f = b.udiv(f, kc(f.type, d))
-        return tuple(reversed(out))
-
     def fail(self, kind: str, value=None, info=None):
         """Record a failure of this statement and leave the program (in the current block)."""
         b = self.b
@@ -560,532 +458,8 @@ class Lowering:
             self.write_at(arr, n.elem, idx, n.shape, self.ev(n, idx, {}))
 
     # ------------------------------------------------------------ memory
-    def _address(self, ptr: Node, idx, memo):  # scalar elements (atomics)
-        name = self.base_of(ptr)
-        data, size, base = self.bufs[name]
-        gi = self.b.add(self.ev(ptr, idx, memo), base)
-        return name, data, size, gi
-
-    _NO_BAD = 2 ** 63 - 1
-
-    def _track_bad(self, first, bad, f):
-        """first = min(first, the lowest flat index where bad) (scalars or packets)."""
-        b = self.b
-        if isinstance(bad.type, ir.VectorType):
-            anybad = self.ops.call("llvm.vector.reduce.or", I1T, [bad], bad.type)
-            with b.if_then(anybad, likely=False):
-                cand = b.select(bad, self.splat(f, bad.type.count), kc(ir.VectorType(I64T, bad.type.count), self._NO_BAD))
-                m = self.ops.call("llvm.vector.reduce.smin", I64T, [cand], cand.type)
-                cur = b.load(first, typ=I64T)
-                b.store(b.select(b.icmp_signed("<", m, cur), m, cur), first)
-        else:
-            with b.if_then(bad, likely=False):
-                cur = b.load(first, typ=I64T)
-                b.store(b.select(b.icmp_signed("<", f, cur), f, cur), first)
-
-    def _report_bad(self, first, ptr: Node, what: str):
-        b = self.b
-        k = b.load(first, typ=I64T)
-        with b.if_then(b.icmp_signed("!=", k, i64(self._NO_BAD)), likely=False):
-            off = self.ev(ptr, self.unflat(k, ptr.shape), {})
-            self.fail("oob", off, (what, self.base_of(ptr)))
-
-    def _access(self, ptr: Node, mask, idx, memo):
-        """(data, packet width, element indices in the storage, in-bounds, active) at idx."""
-        b = self.b
-        name = self.base_of(ptr)
-        data, size, base = self.bufs[name]
-        off = self.ev(ptr, idx, memo)
-        active = self.ev(mask, self._bidx(mask.shape, ptr.shape, idx), memo) if mask is not None else None
-        n = self.width(off, *([active] if active is not None else []), *(i for i in idx))
-        gi = self.add(self.splat(off, n), base)
-        inb = b.icmp_unsigned("<", gi, self.splat(size, n))
-        active = self.splat(active if active is not None else kc(like_i1(n), 1), n)
-        return data, n, gi, inb, active
-
-    def check(self, ptr: Node, mask, what: str):
-        """interp._addresses: every active element inside its storage, else the first one
-        (row-major) that is not is reported, before the access does anything."""
-        b = self.b
-        first = self.alloca(tir.TT(Dt.I64))
-        b.store(i64(self._NO_BAD), first)
-        with self.packets(ptr.shape) as idx:
-            data, n, gi, inb, active = self._access(ptr, mask, idx, {})
-            self._track_bad(first, b.and_(active, b.not_(inb)), self.flat(idx, ptr.shape))
-        self._report_bad(first, ptr, what)
-
-    def _bidx(self, src_shape, dst_shape, idx):
-        """numpy broadcasting of `src_shape` against `dst_shape` at dst index idx."""
-        if not src_shape:
-            return ()
-        lead = len(dst_shape) - len(src_shape)
-        return tuple(i64(0) if s == 1 and d != 1 else i for s, d, i in
-                     zip(src_shape, dst_shape[lead:], idx[lead:]))
-
-    def _lane0_contiguous(self, gi):
-        """Whether a packet of element indices is gi[0], gi[0] + 1, ...: (flag, gi[0])."""
-        b = self.b
-        n = gi.type.count
-        g0 = b.extract_element(gi, ir.Constant(I32T, 0))
-        want = b.add(self.splat(g0, n), ir.Constant(ir.VectorType(I64T, n), list(range(n))))
-        same = b.icmp_unsigned("==", gi, want)
-        return self.ops.call("llvm.vector.reduce.and", I1T, [same], same.type), g0
-
-    def mem_load(self, data, elem, gi, on, other):
-        """Packet load of data[gi] where `on`, `other` elsewhere: one masked load when the
-        packet is contiguous, else a gather; off lanes never touch memory."""
-        b = self.b
-        mty = mem_type(elem)
-        n = gi.type.count
-        vt = ir.VectorType(mty, n)
-        other = to_mem(b, other, elem)
-        flag, g0 = self._lane0_contiguous(gi)
-        pre = b.block
-        with b.if_else(flag) as (then, otherwise):
-            with then:
-                p = self.elem_ptr(data, elem, g0)
-                v1 = self.ops.call("llvm.masked.load", vt, [p, self._align(mty), on, other], vt, PTR)
-                bb1 = b.block
-            with otherwise:
-                v2 = self.gather(data, mty, gi, on, other)
-                bb2 = b.block
-        del pre
-        v = b.phi(vt)
-        v.add_incoming(v1, bb1)
-        v.add_incoming(v2, bb2)
-        return from_mem(b, v, elem)
-
-    def mem_store(self, data, elem, gi, on, v):
-        b = self.b
-        mty = mem_type(elem)
-        n = gi.type.count
-        vt = ir.VectorType(mty, n)
-        v = to_mem(b, v, elem)
-        flag, g0 = self._lane0_contiguous(gi)
-        with b.if_else(flag) as (then, otherwise):
-            with then:
-                p = self.elem_ptr(data, elem, g0)
-                if on is None:
-                    b.store(v, b.bitcast(p, ir.PointerType(vt)), align=self._align(mty).constant)
-                else:
-                    self.ops.call("llvm.masked.store", ir.VoidType(), [v, p, self._align(mty), on], vt, PTR)
-            with otherwise:          # lanes in order: of two lanes at one address the later one wins
-                on = kc(ir.VectorType(I1T, n), 1) if on is None else on
-                self.ops.call("llvm.masked.scatter", ir.VoidType(), [v, self.ptrs(data, mty, gi), self._align(mty), on],
-                              vt, ir.VectorType(PTR, n))
-
-    def load(self, st: tir.Load):
-        b = self.b
-        self.prepare(st.ptr)
-        if st.mask is not None:
-            self.prepare(st.mask)
-        elem = st.type.elem
-        fused_other = st.other is None or not self._needs_material(st.other)
-        if not fused_other:
-            self.check(st.ptr, st.mask, "load")
-            self.prepare(st.other)
-        arr = self.arrays[st.var]
-        shape = st.type.shape
-        first = self.alloca(tir.TT(Dt.I64)) if fused_other else None
-        if first is not None:
-            b.store(i64(self._NO_BAD), first)
-        with self.packets(shape) as idx:
-            memo = {}
-            data, n, gi, inb, active = self._access(st.ptr, st.mask, idx, memo)
-            if st.other is not None:
-                other = self.ev(st.other, self._bidx(st.other.shape, shape, idx), memo)
-            else:
-                other = const(0, elem)
-            other = self.splat(other, n)
-            if first is not None:
-                self._track_bad(first, b.and_(active, b.not_(inb)), self.flat(idx, shape))
-            on = b.and_(active, inb)
-            if n > 1:
-                val = self.mem_load(data, elem, gi, on, other)
-            else:
-                pre = b.block
-                with b.if_then(on):
-                    v = self.read(data, elem, gi)
-                    got = b.block
-                val = b.phi(reg_type(elem))
-                val.add_incoming(v, got)
-                val.add_incoming(other, pre)
-            self.write_at(arr, elem, idx, shape, val)
-        if first is not None:
-            self._report_bad(first, st.ptr, "load")
-
-    def store(self, st: tir.Store):
-        b = self.b
-        self.prepare(st.ptr)
-        self.prepare(st.value)
-        if st.mask is not None:
-            self.prepare(st.mask)
-        self.check(st.ptr, st.mask, "store")
-        shape = st.ptr.shape
-        elem = self.buf_elem[self.base_of(st.ptr)]
-        with self.packets(shape) as idx:
-            memo = {}
-            data, n, gi, inb, active = self._access(st.ptr, st.mask, idx, memo)
-            v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), n)
-            if n > 1:
-                self.mem_store(data, elem, gi, None if st.mask is None else active, v)
-            elif st.mask is None:
-                self.write(data, elem, gi, v)
-            else:
-                with b.if_then(active):
-                    self.write(data, elem, gi, v)
-
-    def atomic(self, st: tir.Atomic):
-        b = self.b
-        for n in (st.ptr, st.value, st.cmp, st.mask):
-            if n is not None:
-                self.prepare(n)
-        self.check(st.ptr, st.mask, f"atomic_{st.op}")
-        shape = st.ptr.shape
-        elem = self.buf_elem[self.base_of(st.ptr)]
-        arr = self.arrays[st.var]
-        with self.loops(shape) as idx:
-            memo = {}
-            name, data, size, gi = self._address(st.ptr, idx, memo)
-            f = self.flat(idx, shape)
-            self.write(arr, elem, f, const(0, elem))
-            on = self.ev(st.mask, idx, memo) if st.mask is not None else ir.Constant(I1T, 1)
-            with b.if_then(on):
-                v = self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo)
-                c = self.ev(st.cmp, self._bidx(st.cmp.shape, shape, idx), memo) if st.cmp is not None else None
-                old = self.read(data, elem, gi)
-                self.write(arr, elem, f, old)
-                self.write(data, elem, gi, self.ops.atomic_new(st.op, elem, old, v, c))
 
     # ------------------------------------------------------------ whole-tile nodes
-    def _needs_material(self, n: Node, seen=None) -> bool:
-        seen = set() if seen is None else seen
-        if id(n) in seen:
-            return False
-        seen.add(id(n))
-        return self._material(n) or any(self._needs_material(s, seen) for s in n.srcs)
-
-    def _material(self, n: Node) -> bool:
-        if n.op in _MATERIAL:
-            return True
-        if n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL, Bin.SHR) and not n.elem.is_float:
-            c = _const_of(n.srcs[1])
-            if c is None:
-                return True
-            if n.arg in (Bin.IDIV, Bin.MOD):
-                return c == 0
-            return not 0 <= c < n.elem.bits
-        return False
-
-    def prepare(self, n: Node):
-        """Compute the whole-tile nodes under n (post-order, as the reference evaluates)."""
-        if id(n) in self.mat or n.op is K.VAR:
-            return
-        for s in n.srcs:
-            self.prepare(s)
-        if not self._material(n):
-            return
-        if n.op is K.REDUCE:
-            self.mat[id(n)] = self.reduce(n)
-        elif n.op is K.ARGREDUCE:
-            self.mat[id(n)] = self.argreduce(n)
-        elif n.op is K.SCAN:
-            self.mat[id(n)] = self.scan(n)
-        elif n.op is K.DOT:
-            self.mat[id(n)] = self.dot(n)
-        elif n.op is K.COMBINE:
-            self.mat[id(n)] = self.combine_node(n)
-        else:
-            self.mat[id(n)] = self.checked_binary(n)
-
-    def _tile_array(self, n: Node):
-        """n's elements in a row-major array: a variable's own, else a new one."""
-        if n.op is K.VAR:
-            return self.arrays[n.arg]
-        if id(n) in self.mat and self.mat[id(n)][1] is None:
-            return self.mat[id(n)][0]
-        arr = self.alloca(n.type)
-        self.store_tile(n, arr)
-        return arr
-
-    def _row_major(self, arr):
-        return (arr, None)
-
-    def checked_binary(self, n: Node):
-        """An integer //, % or shift whose divisor/amount may fail: checked element by element
-        (values._int_binary): a zero divisor, or the first amount outside 0..bits-1."""
-        b = self.b
-        arr = self.alloca(n.type)
-        d = n.elem
-        with self.loops(n.shape) as idx:
-            memo = {}
-            x, y = self.ev(n.srcs[0], idx, memo), self.ev(n.srcs[1], idx, memo)
-            if n.arg in (Bin.IDIV, Bin.MOD):
-                with b.if_then(b.icmp_unsigned("==", y, ir.Constant(y.type, 0)), likely=False):
-                    self.fail("div" if n.arg is Bin.IDIV else "mod")
-            else:
-                bad = b.icmp_unsigned(">=", y, ir.Constant(y.type, d.bits))   # negatives included
-                with b.if_then(bad, likely=False):
-                    self.fail("shift", self._to64(y, d), d)
-            self.write(arr, d, self.flat(idx, n.shape), self.ops.binary(n.arg, d, x, y))
-        return self._row_major(arr)
-
-    def _split(self, shape, axis):
-        return _numel(shape[:axis]), shape[axis], _numel(shape[axis + 1:])
-
-    def reduce(self, n: Node):
-        """interp.tree over the axis: v[o, i, j] = v[o, i, j] ⊕ v[o, i + s, j], s = R/2 .. 1."""
-        axis, red = n.arg
-        src = n.srcs[0]
-        d = src.elem
-        outer, r, inner = self._split(src.shape, axis)
-        if r & (r - 1):
-            raise NativeUnsupported(f"line {self.line}: a reduction over a non-power-of-two axis")
-        buf = self.alloca(src.type)
-        first = self._array_of(src) if r > 1 and not inject.active("triton_tree_order") else None
-        if first is None:
-            self.store_tile(src, buf)
-        self._tree(buf, d, outer, r, inner, lambda a, x: self.ops.combine(red, d, a, x), first=first)
-        return (buf, lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
-
-    def _array_of(self, n: Node):
-        """n's row-major array when it already has one (a stored variable, a whole-tile result)."""
-        if n.op is K.VAR and n.arg not in self.inline and (self.region_env is None or n.arg not in self.region_env):
-            return self.arrays[n.arg]
-        got = self.mat.get(id(n))
-        return got[0] if got is not None and got[1] is None else None
-
-    def _tree(self, buf, d, outer, r, inner, fn, ibuf=None, first=None):
-        """One loop per step s; for each o the pairs (o, i, j), i < s, sit contiguously in
-        [o*r*inner, o*r*inner + s*inner), their partners s*inner further: packets of lanes.
-        With `first` (the operand's own array), the first step reads it, leaving it unchanged."""
-        b = self.b
-        steps = [r >> k for k in range(1, r.bit_length())]
-        if inject.active("triton_tree_order"):
-            steps = steps[::-1]
-        for s in steps:
-            src = buf
-            if first is not None and s == r // 2:
-                src = first
-            with self.packets((outer, s * inner)) as (o, t):
-                t0 = self.ramps.get(id(t), t)
-                n = t.type.count if isinstance(t.type, ir.VectorType) else 1
-                lo = b.add(b.mul(o, i64(r * inner)), t0)
-                hi = b.add(lo, i64(s * inner))
-                v1, v2 = self.load_run(src, d, lo, n), self.load_run(src, d, hi, n)
-                if ibuf is None:
-                    self.store_run(buf, d, lo, fn(v1, v2))
-                else:
-                    i1, i2 = self.load_run(ibuf, Dt.I32, lo, n), self.load_run(ibuf, Dt.I32, hi, n)
-                    pick = fn(v1, i1, v2, i2)
-                    self.store_run(buf, d, lo, b.select(pick, v1, v2))
-                    self.store_run(ibuf, Dt.I32, lo, b.select(pick, i1, i2))
-
-    def load_run(self, arr, elem, f0, n: int):
-        """n consecutive elements of a tile array from flat index f0 (a scalar when n == 1)."""
-        if n == 1:
-            return self.read(arr, elem, f0)
-        mty = mem_type(elem)
-        v = self.b.load(self.b.bitcast(self.elem_ptr(arr, elem, f0), ir.PointerType(ir.VectorType(mty, n))),
-                        typ=ir.VectorType(mty, n), align=self._align(mty).constant)
-        return from_mem(self.b, v, elem)
-
-    def store_run(self, arr, elem, f0, v):
-        if not isinstance(v.type, ir.VectorType):
-            return self.write(arr, elem, f0, v)
-        mty = mem_type(elem)
-        self.b.store(to_mem(self.b, v, elem), self.b.bitcast(self.elem_ptr(arr, elem, f0),
-                                                             ir.PointerType(ir.VectorType(mty, v.type.count))),
-                     align=self._align(mty).constant)
-
-    def _reduced_flat(self, idx, shape, axis, r, inner):
-        o = self.flat(idx[:axis], shape[:axis])
-        j = self.flat(idx[axis:], shape[axis:])
-        return self.add(self.mul(o, r * inner), j)
-
-    def argreduce(self, n: Node):
-        axis, is_max = n.arg
-        src = n.srcs[0]
-        d = src.elem
-        outer, r, inner = self._split(src.shape, axis)
-        if r & (r - 1):
-            raise NativeUnsupported(f"line {self.line}: an argmax/argmin over a non-power-of-two axis")
-        buf = self.alloca(src.type)
-        self.store_tile(src, buf)
-        ibuf = self.alloca(tir.TT(Dt.I32, src.shape))
-        with self.loops((outer, r, inner)) as (o, i, j):
-            f = self.b.add(self.b.mul(self.b.add(self.b.mul(o, i64(r)), i), i64(inner)), j)
-            self.write(ibuf, Dt.I32, f, self.b.trunc(i, I32T))
-        self._tree(buf, d, outer, r, inner, lambda v1, i1, v2, i2: self.ops.arg_pick(is_max, d, v1, i1, v2, i2),
-                   ibuf)
-        return (ibuf, lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
-
-    def scan(self, n: Node):
-        axis, red, reverse = n.arg
-        d = n.srcs[0].elem
-        return self._row_major(self._scan(n.srcs, axis, reverse,
-                                          lambda a, x: [self.ops.combine(red, d, a[0], x[0])])[0])
-
-    def _scan(self, srcs, axis, reverse, fn):
-        """interp.hillis_steele along the axis (reverse: from the end), two arrays per input in
-        turn: for d = 1, 2, 4, ...: v[i] = fn(v[i - d], v[i]) where i >= d (reverse: fn(v[i + d],
-        v[i]) where i < r - d), all from the previous step's arrays."""
-        b = self.b
-        shape = srcs[0].shape
-        outer, r, inner = self._split(shape, axis)
-        cur = [self.alloca(x.type) for x in srcs]
-        nxt = [self.alloca(x.type) for x in srcs]
-        for x, arr in zip(srcs, cur):
-            self.store_tile(x, arr)
-        elems = [x.elem for x in srcs]
-        dist = 1
-        while dist < r:
-            with self.loops((outer, r, inner)) as (o, i, j):
-                f = b.add(b.mul(b.add(b.mul(o, i64(r)), i), i64(inner)), j)
-                here = [self.read(a, e, f) for a, e in zip(cur, elems)]
-                if reverse:
-                    take = b.icmp_signed("<", i, i64(r - dist))
-                    other = b.add(f, i64(dist * inner))
-                else:
-                    take = b.icmp_signed(">=", i, i64(dist))
-                    other = b.sub(f, i64(dist * inner))
-                pre = b.block
-                with b.if_then(take):
-                    c = fn([self.read(a, e, other) for a, e in zip(cur, elems)], here)
-                    got = b.block
-                for arr, e, h, v in zip(nxt, elems, here, c):
-                    ph = b.phi(reg_type(e))
-                    ph.add_incoming(v, got)
-                    ph.add_incoming(h, pre)
-                    self.write(arr, e, f, ph)
-            cur, nxt = nxt, cur
-            dist *= 2
-        return cur
-
-    def apply_region(self, region: tir.Region, values: list) -> list:
-        """A user combine function on (packets of) elements: its parameters bound to `values`
-        (the left operand's then the right's), its statements, its results."""
-        saved = self.region_env
-        self.region_env = dict(saved or {})
-        self.region_env.update(zip(region.params, values))
-        try:
-            for st in region.body:
-                self.region_env[st.var] = self.ev(st.value, (), {})
-            memo = {}
-            out = [self.ev(r, (), memo) for r in region.results]
-        finally:
-            self.region_env = saved
-        n = self.width(*values)
-        return [self.splat(v, n) for v in out]
-
-    def combine_node(self, n: Node):
-        kind, axis, region, which, reverse = n.arg
-        srcs = n.srcs
-        k = len(srcs)
-        if kind == "scan":
-            bufs = self._scan(srcs, axis, reverse, lambda a, x: self.apply_region(region, list(a) + list(x)))
-            return self._row_major(bufs[which])
-        shape = srcs[0].shape
-        outer, r, inner = self._split(shape, axis)
-        if r & (r - 1):
-            raise NativeUnsupported(f"line {self.line}: tl.reduce over a non-power-of-two axis")
-        bufs = [self.alloca(x.type) for x in srcs]
-        for x, arr in zip(srcs, bufs):
-            self.store_tile(x, arr)
-        elems = [x.elem for x in srcs]
-        b = self.b
-        for s in [r >> q for q in range(1, r.bit_length())]:
-            with self.packets((outer, s * inner)) as (o, t):
-                t0 = self.ramps.get(id(t), t)
-                w = t.type.count if isinstance(t.type, ir.VectorType) else 1
-                lo = b.add(b.mul(o, i64(r * inner)), t0)
-                hi = b.add(lo, i64(s * inner))
-                left = [self.load_run(a, e, lo, w) for a, e in zip(bufs, elems)]
-                right = [self.load_run(a, e, hi, w) for a, e in zip(bufs, elems)]
-                for a, e, v in zip(bufs, elems, self.apply_region(region, left + right)[:k]):
-                    self.store_run(a, e, lo, v)
-        return (bufs[which], lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
-
-    def dot(self, n: Node):
-        """interp._dot: c[i, j] = fma(a[i, k], b[k, j], c[i, j]) for k ascending."""
-        a_n, b_n, c_n = n.srcs
-        m, kk = a_n.shape
-        nn = b_n.shape[1]
-        d = n.elem
-        a, bm = self._tile_array(a_n), self._tile_array(b_n)
-        target, value = self.let_target or (None, None)
-        if (value is n and c_n.op is K.VAR and c_n.arg == target and target not in self.inline and d is Dt.F32
-                and not any(x.op is K.VAR and x.arg == target for x in (a_n, b_n))):
-            c = self.arrays[target]        # `acc = tl.dot(a, b, acc)`: C is acc's own array (blocks are disjoint)
-        else:
-            c = self.alloca(n.type)
-            self.store_tile(c_n, c)
-        if d is Dt.F32:
-            self._dot_f32(a, bm, c, m, kk, nn)
-        elif d is Dt.I32:
-            b = self.b
-            with self.loops((m, kk, nn)) as (i, k, j):
-                ci = b.add(b.mul(i, i64(nn)), j)
-                p = b.mul(self.read(a, d, b.add(b.mul(i, i64(kk)), k)), self.read(bm, d, b.add(b.mul(k, i64(nn)), j)))
-                self.write(c, d, ci, b.add(self.read(c, d, ci), p))
-        else:
-            raise NativeUnsupported(f"line {self.line}: tl.dot accumulating in {d!r}")
-        return self._row_major(c)
-
-    def _dot_f32(self, a, bm, c, m, kk, nn):
-        """Register-blocked: a block of C — up to 8 rows by up to 2 packets of V columns — held in
-        registers across the whole k loop (per k: the block's packets of b, one broadcast of
-        a[i, k] per row, one fma per accumulator); every element still one fma chain over k
-        ascending, as interp._dot."""
-        b = self.b
-        v = min(nn, self.lanes)
-        rows = min(m, 8)
-        cols = min(nn // v, 2)
-        vt = ir.VectorType(F32T, v)
-        cx = Ctx(self.m, b, v, False)
-        fma = LOWER[Op.FMA]
-
-        def cptr(i0, r, j0, q):
-            p = b.gep(c, [b.add(b.mul(b.add(i0, i64(r)), i64(nn)), b.add(j0, i64(q * v)))], source_etype=F32T)
-            return b.bitcast(p, ir.PointerType(vt))
-        blocks = [(r, q) for r in range(rows) for q in range(cols)]
-        with self.loops((m // rows, nn // (v * cols))) as (ib, jb):
-            i0 = b.mul(ib, i64(rows))
-            j0 = b.mul(jb, i64(v * cols))
-            accs = [b.load(cptr(i0, r, j0, q), typ=vt, align=4) for r, q in blocks]
-            pre = b.block
-            head, body, out = (b.append_basic_block(x) for x in ("dotk", "dotkb", "dotko"))
-            b.branch(head)
-            b.position_at_end(head)
-            k = b.phi(I64T)
-            k.add_incoming(i64(0), pre)
-            phis = []
-            for acc in accs:
-                ph = b.phi(vt)
-                ph.add_incoming(acc, pre)
-                phis.append(ph)
-            b.cbranch(b.icmp_signed("<", k, i64(kk)), body, out)
-            b.position_at_end(body)
-            kr = b.sub(i64(kk - 1), k) if inject.active("triton_dot_k_descending") else k
-            bvs = []
-            for q in range(cols):
-                p = b.gep(bm, [b.add(b.mul(kr, i64(nn)), b.add(j0, i64(q * v)))], source_etype=F32T)
-                bvs.append(b.load(b.bitcast(p, ir.PointerType(vt)), typ=vt, align=4))
-            splats = []
-            for r in range(rows):
-                av = b.load(b.gep(a, [b.add(b.mul(b.add(i0, i64(r)), i64(kk)), kr)], source_etype=F32T), typ=F32T)
-                sp = b.insert_element(ir.Constant(vt, ir.Undefined), av, ir.Constant(I32T, 0))
-                splats.append(b.shuffle_vector(sp, ir.Constant(vt, ir.Undefined),
-                                               ir.Constant(ir.VectorType(I32T, v), [0] * v)))
-            new = [fma(cx, DType.F32, splats[r], bvs[q], ph) for (r, q), ph in zip(blocks, phis)]
-            k.add_incoming(b.add(k, i64(1)), b.block)
-            for ph, nv in zip(phis, new):
-                ph.add_incoming(nv, b.block)
-            b.branch(head)
-            b.position_at_end(out)
-            for (r, q), ph in zip(blocks, phis):
-                b.store(ph, cptr(i0, r, j0, q), align=4)
-
     # ------------------------------------------------------------ elements
     def ev(self, n: Node, idx: tuple, memo: dict):
         key = (id(n),) + tuple(id(i) for i in idx)

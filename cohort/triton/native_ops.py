@@ -389,6 +389,27 @@ class Ops:
         return {"and": b.and_, "or": b.or_, "xor": b.xor}[op](old, v)
 
 
+# ---------------------------------------------------------------- shared by the lowering's modules
+I1T, I8T, I16T, I32T = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32)
+PTR = ir.PointerType()
+
+
+def i64(v) -> ir.Constant:
+    return ir.Constant(I64T, v)
+
+
+def const_of(n):
+    """The compile-time value of a (broadcast) constant node, else None."""
+    from .tir import K
+    while n.op is K.BROADCAST:
+        n = n.srcs[0]
+    return n.arg if n.op is K.CONST else None
+
+
+def like_i1(n: int) -> ir.Type:
+    return ir.VectorType(I1T, n) if n > 1 else I1T
+
+
 def _int_of(d: Dt) -> Dt:
     return {16: Dt.I16, 32: Dt.I32, 64: Dt.I64}[d.bits]
 
