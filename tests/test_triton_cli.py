@@ -38,20 +38,22 @@ def _run(tmp_path, *args):
                           capture_output=True, text=True, timeout=120, env=env)
 
 
-def test_runs_script_unchanged(tmp_path):
-    r = _run(tmp_path, "SCRIPT", 100, "masked")
+@pytest.mark.parametrize("mode", ["reference", "native", "check"])
+def test_runs_script_unchanged(tmp_path, mode):
+    r = _run(tmp_path, "--mode", mode, "SCRIPT", 100, "masked")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == f"sum {float(sum(range(100)) + 100)}"
 
 
-def test_kernel_error_is_one_line_exit_1(tmp_path):
-    r = _run(tmp_path, "SCRIPT", 100, "unmasked")
+@pytest.mark.parametrize("mode", ["reference", "native", "check"])
+def test_kernel_error_is_one_line_exit_1(tmp_path, mode):
+    r = _run(tmp_path, "--mode", mode, "SCRIPT", 100, "unmasked")
     assert r.returncode == 1
     assert r.stderr.count("\n") == 1 and "load out of bounds: argument `x_ptr` offset 100" in r.stderr
 
 
 def test_bad_usage_exit_2(tmp_path):
-    r = _run(tmp_path, "--mode", "native", "SCRIPT", 1, "masked")
-    assert r.returncode == 2 and "'native' is not available yet; use mode='reference'" in r.stderr
+    r = _run(tmp_path, "--mode", "fast", "SCRIPT", 1, "masked")
+    assert r.returncode == 2 and "mode: expected one of 'reference', 'native', 'check', got 'fast'" in r.stderr
     r = _run(tmp_path, tmp_path / "missing.py")
     assert r.returncode == 2 and "not found" in r.stderr

@@ -13,10 +13,11 @@ import cohort.triton as ct  # noqa: E402
 from cohort.triton.mathx import math_f32  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _on_cpu():
-    with ct.on_cpu(mode="reference"):
-        yield
+# every test runs on the reference and in check mode (native run too, compared bit for bit)
+@pytest.fixture(autouse=True, params=["reference", "check"])
+def _on_cpu(request):
+    with ct.on_cpu(mode=request.param):
+        yield request.param
 
 
 @triton.jit
@@ -288,7 +289,9 @@ def print_kernel(x_ptr):
     tl.device_print("value", tl.load(x_ptr))
 
 
-def test_device_print(capsys):
+def test_device_print(capsys, _on_cpu):
+    if _on_cpu == "check":
+        pytest.skip("native mode refuses tl.device_print (tests/test_triton_native.py tests the refusal)")
     print_kernel[(2,)](torch.tensor([3], dtype=torch.int32))
     out = capsys.readouterr().out
     assert "pid (0, 0, 0) value 3" in out and "pid (1, 0, 0) value 3" in out

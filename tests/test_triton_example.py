@@ -13,11 +13,12 @@ pytest.importorskip("triton", reason="cohort.triton needs triton (pip install -e
 EXAMPLE = pathlib.Path(__file__).resolve().parent.parent / "examples" / "triton_kernels.py"
 
 
-def test_example_script_every_kernel_ok():
+@pytest.mark.parametrize("mode", ["reference", "native", "check"])
+def test_example_script_every_kernel_ok(mode):
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, "-m", "cohort.triton", str(EXAMPLE)], capture_output=True, text=True,
-                       timeout=300, env=env)
+    r = subprocess.run([sys.executable, "-m", "cohort.triton", "--mode", mode, str(EXAMPLE)], capture_output=True,
+                       text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = r.stdout.strip().splitlines()
     kernels = lines[:-1]

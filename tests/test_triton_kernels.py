@@ -24,10 +24,11 @@ swiglu_kernel = _EXAMPLE.swiglu_kernel
 rope_kernel = _EXAMPLE.rope_kernel
 
 
-@pytest.fixture(autouse=True)
-def _on_cpu():
-    with ct.on_cpu(mode="reference"):
-        yield
+# every test runs on the reference and in check mode (native run too, compared bit for bit)
+@pytest.fixture(autouse=True, params=["reference", "check"])
+def _on_cpu(request):
+    with ct.on_cpu(mode=request.param):
+        yield request.param
 
 
 def test_fused_softmax():

@@ -17,10 +17,11 @@ import cohort.triton as ct  # noqa: E402
 IN_SUBPROCESS = os.environ.get("TRITON_INTERPRET") == "1"
 
 
-@pytest.fixture(autouse=True)
-def _on_cpu():
-    with ct.on_cpu(mode="reference"):
-        yield
+# every test runs on the reference and in check mode (native run too, compared bit for bit)
+@pytest.fixture(autouse=True, params=["reference", "check"])
+def _on_cpu(request):
+    with ct.on_cpu(mode=request.param):
+        yield request.param
 
 
 # ---------------------------------------------------------------- integer kernels (also run by TRITON_INTERPRET)
@@ -370,11 +371,11 @@ def test_refused_constructs_name_the_line(kernel, pattern):
     assert x.tolist() == [0.0] * 4                       # nothing ran
 
 
-def test_modes_not_built_yet_say_so():
-    with pytest.raises(ct.ModeNotAvailable, match="'native' is not available yet; use mode='reference'"):
-        ct.activate(mode="native")
-    with pytest.raises(ct.ModeNotAvailable, match="'check'"):
-        with ct.on_cpu(mode="check"):
+def test_unknown_mode_names_the_modes():
+    with pytest.raises(ValueError, match="mode: expected one of 'reference', 'native', 'check', got 'fast'"):
+        ct.activate(mode="fast")
+    with pytest.raises(ValueError, match="got 'compiled'"):
+        with ct.on_cpu(mode="compiled"):
             pass
 
 

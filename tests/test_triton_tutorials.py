@@ -16,10 +16,11 @@ ln_bwd_dwdb = _EXAMPLE.layer_norm_bwd_dwdb
 attn_fwd = _EXAMPLE.attn_fwd
 
 
-@pytest.fixture(autouse=True)
-def _on_cpu():
-    with ct.on_cpu(mode="reference"):
-        yield
+# every test runs on the reference and in check mode (native run too, compared bit for bit)
+@pytest.fixture(autouse=True, params=["reference", "check"])
+def _on_cpu(request):
+    with ct.on_cpu(mode=request.param):
+        yield request.param
 
 
 def test_layer_norm_backward_with_lock():
@@ -103,6 +104,7 @@ def heur_kernel(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
 
 
 def test_autotune_first_pruned_config_and_reset_to_zero():
+    tuned_count_kernel.cache.clear()                    # the choice is cached per key (this test runs per mode)
     out = torch.full((2,), 5, dtype=torch.int32)
     n = 50                                              # prunes BLOCK=512 (> 4 * 50); picks BLOCK=64
     tuned_count_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](out, n)

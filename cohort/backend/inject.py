@@ -143,6 +143,10 @@ BUGS = {
                               "overwritten (memory.private_store)",
     "fma_software_order": "the software fma (no FMA instructions, or COHORT_FMA=software) computes "
                           "a*c + b (lower_ops._fma_software)",
+    # issue 48: the Triton tile lowering (cohort/triton/native_lower.py)
+    "triton_tree_order": "a tile reduction's tree pairs v[i] with v[i + s] for s = 1, 2, 4, ... instead of "
+                         "R/2, ..., 1 (native_lower._tree)",
+    "triton_dot_k_descending": "tl.dot's fma chain runs over k descending (native_lower._dot_f32)",
 }
 
 _active: set = set()

@@ -1,26 +1,27 @@
 """Triton kernels on the CPU: `kernel[grid](*args)` with CPU torch tensors runs on cohort.
 
     import cohort.triton
-    cohort.triton.activate(mode="reference")      # or: with cohort.triton.on_cpu(): ...
+    cohort.triton.activate(mode="native")         # or: with cohort.triton.on_cpu(mode=...): ...
     add_kernel[grid](x, y, out, n, BLOCK=256)     # an unchanged @triton.jit kernel
 
-mode="reference" is cohort's exact interpreter of the kernel's tile program
-(DESIGN §10). The compiled ("native") and compared ("check") modes are not
-available yet; asking for them raises ModeNotAvailable.
+Modes (DESIGN §10): "reference" is cohort's exact interpreter of the kernel's tile
+program; "native" compiles the program with llvmlite (native.py), bit-identical to the
+reference; "check" runs both, the reference on copies, and raises CheckMismatch naming
+the first element where they differ. A construct native mode does not lower is an
+UnsupportedConstruct naming it and the line, before anything runs.
 """
 from __future__ import annotations
 
 import contextlib
 
-from .errors import KernelRuntimeError, KernelTypeError, LaunchError, TritonError, UnsupportedConstruct
+from .errors import CheckMismatch, KernelRuntimeError, KernelTypeError, LaunchError, TritonError, UnsupportedConstruct
 
-MODES = ("reference",)
-_PLANNED = ("native", "check")
+MODES = ("reference", "native", "check")
 _state = {"mode": None, "saved": None}
 
 
 class ModeNotAvailable(TritonError):
-    pass
+    """A mode this build of cohort.triton does not have (kept for callers that catch it)."""
 
 
 def _triton():
@@ -34,16 +35,18 @@ def _triton():
 
 
 def _check_mode(mode: str) -> str:
-    if mode in _PLANNED:
-        raise ModeNotAvailable(f"cohort.triton mode {mode!r} is not available yet; use mode='reference'")
     if mode not in MODES:
-        raise ValueError(f"mode: expected 'reference', got {mode!r}")
+        raise ValueError(f"mode: expected one of {', '.join(map(repr, MODES))}, got {mode!r}")
     return mode
 
 
-def activate(mode: str = "reference") -> None:
-    """From now on, `kernel[grid](...)` of every @triton.jit kernel runs on cohort."""
+def activate(mode: str = "reference", threads: int = None) -> None:
+    """From now on, `kernel[grid](...)` of every @triton.jit kernel runs on cohort.
+    threads: how many threads run a native launch's programs (default 1: the caller)."""
     _check_mode(mode)
+    if threads is not None:
+        from .native import set_threads
+        set_threads(threads)
     jit, autotuner = _triton()
     from . import launch
     from .autotune import autotuner_run
@@ -51,7 +54,15 @@ def activate(mode: str = "reference") -> None:
         _state["saved"] = (jit.JITFunction.run, autotuner.Autotuner.run)
 
     def run(self, *args, grid, warmup=False, **kwargs):
-        return launch.run_reference(self, grid, args, kwargs, warmup=warmup)
+        mode = _state["mode"]
+        if mode == "native" and not warmup:
+            from . import native_launch
+            prog = native_launch.launch(self, grid, args, kwargs)
+            if prog is None:
+                prog = launch.run_mode(mode, self, grid, args, kwargs)
+                native_launch.record(self, args, kwargs, prog)
+            return prog
+        return launch.run_mode(mode, self, grid, args, kwargs, warmup=warmup)
 
     jit.JITFunction.run = run
     autotuner.Autotuner.run = autotuner_run
@@ -73,19 +84,21 @@ def active_mode():
 
 
 @contextlib.contextmanager
-def on_cpu(mode: str = "reference"):
+def on_cpu(mode: str = "reference", threads: int = None):
     """Run Triton launches on cohort inside the block (restoring the previous state after)."""
     _check_mode(mode)
-    previous = _state["mode"]
-    activate(mode)
+    from . import native
+    previous, previous_threads = _state["mode"], native.threads()
+    activate(mode, threads)
     try:
         yield
     finally:
+        native.set_threads(previous_threads)
         if previous is None:
             deactivate()
         else:
             activate(previous)
 
 
-__all__ = ["activate", "deactivate", "on_cpu", "active_mode", "MODES", "ModeNotAvailable", "TritonError",
+__all__ = ["activate", "deactivate", "on_cpu", "active_mode", "MODES", "ModeNotAvailable", "TritonError", "CheckMismatch",
            "UnsupportedConstruct", "KernelTypeError", "KernelRuntimeError", "LaunchError"]

@@ -10,7 +10,8 @@ import sys
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cohort.triton", description=__doc__)
-    ap.add_argument("--mode", default="reference", help="reference (native and check are not available yet)")
+    ap.add_argument("--mode", default="reference", help="reference (the exact interpreter, the default), native "
+                    "(compiled) or check (both, compared bit for bit)")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     ns = ap.parse_args(argv)

@@ -1,6 +1,6 @@
-"""@triton.autotune in reference mode: the first config left after pruning, cached per key.
+"""@triton.autotune on cohort: the first config left after pruning, cached per key.
 
-Choosing by timing needs compiled builds (native mode). As Triton does when it
+Choosing by timing native builds is not built yet. As Triton does when it
 benchmarks (more than one config left), the `reset_to_zero` / `restore_value`
 hook runs before the chosen config's launch; with one config it does not.
 """

@@ -18,6 +18,10 @@ class KernelRuntimeError(TritonError):
     """A program failed while running: out-of-bounds access, division by zero, assert."""
 
 
+class CheckMismatch(TritonError):
+    """mode="check": the native build and the reference disagree (an output element, or one failed)."""
+
+
 class LaunchError(TritonError):
     """Bad launch arguments (a non-CPU tensor, a missing argument, a bad grid)."""
 

@@ -154,16 +154,29 @@ def grid_of(grid, bound, name):
 
 
 def run_reference(jitfn, grid, args, kwargs, warmup=False):
+    return run_mode("reference", jitfn, grid, args, kwargs, warmup)
+
+
+def run_mode(mode, jitfn, grid, args, kwargs, warmup=False):
+    """One launch in `mode`: "reference" (interp.py), "native" or "check" (native.py)."""
     bound = bind(jitfn, args, kwargs)
     params, consts, buffers, scalars = specialise(jitfn, bound)
     prog = build(jitfn, params, consts)
+    if mode != "reference":
+        from . import native
+        native.compile_program(prog)            # a construct native mode does not lower: said before running
     if warmup:
         return prog
     g = grid_of(grid, bound, jitfn.fn.__name__)
     if 0 in g:
         return prog
-    Interpreter(prog, buffers, scalars, g).run()
+    if mode == "reference":
+        Interpreter(prog, buffers, scalars, g).run()
+    elif mode == "native":
+        native.run(prog, buffers, scalars, g)
+    else:
+        native.run_check(prog, buffers, scalars, g)
     return prog
 
 
-__all__ = ["run_reference", "bind", "specialise", "build", "TritonError"]
+__all__ = ["run_reference", "run_mode", "bind", "specialise", "build", "TritonError"]
