@@ -67,7 +67,7 @@ _OWN = {"exp2": exp2_, "log2": log2_}
 
 
 @lru_cache(maxsize=None)
-def _template(name: str) -> Expr:
+def template(name: str) -> Expr:
     if name in _OWN:
         return _OWN[name](Expr(Op.ARG, M.F, (), 0))
     return M.template(name)
@@ -86,5 +86,5 @@ def math_f32(name: str, x) -> np.ndarray:
         flat = x.reshape(-1) if x.size else x.reshape(0)
         if flat.size == 0:
             return x
-        out = evaluate(_template(name), x=flat)
+        out = evaluate(template(name), x=flat)
         return np.asarray(out, np.float32).reshape(x.shape)

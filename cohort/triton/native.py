@@ -18,12 +18,12 @@ import threading
 
 import numpy as np
 
-from ..backend import inject, jit, runtime
+from ..backend import jit, launch_policy, runtime
 from . import tir
 from .errors import CheckMismatch, KernelRuntimeError, UnsupportedConstruct, where
 from .interp import Buffer, Interpreter
 from .native_lower import Lowering, abi
-from .native_ops import NativeUnsupported
+from .native_ops import NativeUnsupported, exact_config
 
 _compiled: dict = {}
 _lock = threading.Lock()
@@ -48,15 +48,15 @@ def cross_compile(prog: tir.Program, tgt, kind: str = "object"):
     file or assembly, or kind="ir" its LLVM IR before optimisation; nothing is linked or run."""
     from ..backend import target as btarget
     with btarget.use(tgt):
-        text = _lower(prog, "cohort_triton_cross")[1]
+        text = _lower(prog, "cohort_triton_cross", exact_config())[1]   # the target's choices
         if kind == "ir":
             return text
         return jit.emit(text, tgt, kind)
 
 
-def _lower(prog, symbol):
+def _lower(prog, symbol, config):
     try:
-        low = Lowering(prog, symbol)
+        low = Lowering(prog, symbol, config)
         return low, low.build()
     except NativeUnsupported as e:
         msg = str(e)
@@ -79,13 +79,14 @@ class Compiled:
 
 def compile_program(prog: tir.Program) -> Compiled:
     """The native build of `prog` (cached per program object and planted bugs)."""
-    key = (id(prog), inject.key())
+    config = exact_config()       # the target's fma/f16 choices and the planted bugs: the key
+    key = (id(prog), config)
     with _lock:
         got = _compiled.get(key)
         if got is not None and got.prog is prog:
             return got
         symbol = f"cohort_triton_{next(_names)}"
-        low, text = _lower(prog, symbol)
+        low, text = _lower(prog, symbol, config)
         linked = jit.compile_module(text, [symbol])
         got = _compiled[key] = Compiled(prog, low, linked, symbol)
         return got
@@ -132,13 +133,16 @@ def run_slots(c: Compiled, slots: list, grid: tuple, buffers, threads: int = Non
     err = np.array([0, _NONE, 0, 0], np.int64)
     slots[3] = err.ctypes.data
     threads = _settings["threads"] if threads is None else threads
-    if c.sequential or threads <= 1 or n == 1:
+    # a program is a block: the backend's launch policy (grain 0, the runtime's pick) decides
+    # where the grid runs; a program with atomics runs the grid in order on this thread
+    route = launch_policy.policy_for(0, 1 if c.sequential else threads).route(n)
+    if isinstance(route, launch_policy.Pool):
+        runtime.pool(route.workers).run(_Launch(np.array(slots, np.int64), c.address, n), route.grain,
+                                        route.workers)
+    else:
         slots[1], slots[2] = 0, n
         args = (ctypes.c_int64 * len(slots))(*slots)
         c.fn(ctypes.addressof(args))
-    else:
-        grain = max(1, -(-n // (4 * threads)))
-        runtime.pool(threads).run(_Launch(np.array(slots, np.int64), c.address, n), grain, threads)
     if err[1] != _NONE:
         raise _failure(c, buffers(), int(err[1]), int(err[2]), int(err[3]), grid)
 

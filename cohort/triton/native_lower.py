@@ -40,7 +40,7 @@ from .native_ops import (
     mem_type,
     reg_type,
 )
-from .native_tiles import _MATERIAL, TileLowering
+from .native_tiles import MATERIAL, TileLowering
 from .tir import Bin, Dt, K, Node, Ptr, Red
 
 SLOT_GRID = 7
@@ -83,7 +83,7 @@ def _inlinable(body) -> dict:
             nodes[id(n)] = n
             if n.op is K.VAR:
                 deps.add(n.arg)
-            elif n.op in _MATERIAL or n.op is K.MATH or (n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL,
+            elif n.op in MATERIAL or n.op is K.MATH or (n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL,
                                                                                         Bin.SHR)):
                 ok = False
             stack.extend(n.srcs)
@@ -118,8 +118,8 @@ class Site:
 
 
 class Lowering(MemoryLowering, TileLowering):
-    def __init__(self, prog: tir.Program, symbol: str):
-        self.p, self.symbol = prog, symbol
+    def __init__(self, prog: tir.Program, symbol: str, config):
+        self.p, self.symbol, self.config = prog, symbol, config
         self.m = ir.Module(name=prog.name)
         self.sites: list = []
         self.frame_bytes = 0
@@ -191,7 +191,7 @@ class Lowering(MemoryLowering, TileLowering):
         self.allocas = fn.append_basic_block("frame")
         start = fn.append_basic_block("start")
         self.b = ir.IRBuilder(start)
-        self.ops = Ops(self.m, self.b)
+        self.ops = Ops(self.m, self.b, self.config)
         b = self.b
         self.ret_ok = fn.append_basic_block("done")
 

@@ -15,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from ..backend import codegen
 from ..backend import context as bctx
 from ..backend.lower_ops import LOWER, narrow, widen
 from ..backend.lower_ops import bitcast as t_bitcast
 from ..backend.lower_ops import convert as t_convert
+from ..backend.variant import parse_variant
 from ..refimpl import mathlib
 from ..refimpl.ir import DType, Op
 from . import mathx
@@ -83,11 +85,11 @@ def from_mem(b, v, elem):
 
 
 def const(value, elem) -> ir.Constant:
-    """A constant tile element, from the reference's own value (interp._const)."""
-    from .interp import _const
+    """A constant tile element, from the reference's own value (interp.const_value)."""
+    from .interp import const_value
     if isinstance(elem, Ptr):
         return ir.Constant(I64T, int(value))
-    return scalar_const(np.asarray(_const(value, elem)), elem)
+    return scalar_const(np.asarray(const_value(value, elem)), elem)
 
 
 def scalar_const(v: np.ndarray, elem: Dt) -> ir.Constant:
@@ -103,11 +105,19 @@ def scalar_const(v: np.ndarray, elem: Dt) -> ir.Constant:
     return ir.Constant(ir.IntType(elem.bits), bits)
 
 
+def exact_config():
+    """The codegen record tile programs are built with, resolved now (target, knobs, plants)."""
+    return codegen.resolve(parse_variant("packet"))
+
+
 class Ops:
     """Element operations over one builder (`b`) and module."""
 
-    def __init__(self, module: ir.Module, builder: ir.IRBuilder):
+    def __init__(self, module: ir.Module, builder: ir.IRBuilder, config=None):
+        # the backend's build record (codegen.py): its fma and f16 choices are the target's,
+        # its variant never fast-math, as the reference's operations are each rounded
         self.m, self.b = module, builder
+        self.config = config if config is not None else exact_config()
         self._cx = {}
 
     def cx_for(self, v) -> bctx.Ctx:
@@ -115,7 +125,7 @@ class Ops:
         n = v.type.count if isinstance(v.type, ir.VectorType) else 1
         cx = self._cx.get(n)
         if cx is None:
-            cx = self._cx[n] = bctx.Ctx(self.m, self.b, n, False)
+            cx = self._cx[n] = bctx.Ctx(self.m, self.b, n, self.config)
         return cx
 
     def call(self, base: str, ret: ir.Type, args: list, *types):
@@ -312,7 +322,7 @@ class Ops:
         if name == "sigmoid":
             e = self.math("exp", d, b.fneg(x))
             return b.fdiv(one, b.fadd(one, e))
-        return self.template(mathx._template(name), {("arg", 0): x}, self.cx_for(x))
+        return self.template(mathx.template(name), {("arg", 0): x}, self.cx_for(x))
 
     def template(self, e, memo: dict, cx):
         """A refimpl math template, one backend rule per operation (lowering/exprs.py's table)."""

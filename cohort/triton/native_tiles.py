@@ -20,7 +20,7 @@ from .native_ops import F32T, I32T, I64T, NativeUnsupported, i64, reg_type
 from .native_ops import const_of as _const_of
 from .tir import Bin, Dt, K, Node
 
-_MATERIAL = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT, K.COMBINE)
+MATERIAL = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT, K.COMBINE)
 
 
 def _numel(shape) -> int:
@@ -36,7 +36,7 @@ class TileLowering:
         return self._material(n) or any(self._needs_material(s, seen) for s in n.srcs)
 
     def _material(self, n: Node) -> bool:
-        if n.op in _MATERIAL:
+        if n.op in MATERIAL:
             return True
         if n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL, Bin.SHR) and not n.elem.is_float:
             c = _const_of(n.srcs[1])
@@ -295,7 +295,7 @@ class TileLowering:
         rows = min(m, 8)
         cols = min(nn // v, 2)
         vt = ir.VectorType(F32T, v)
-        cx = Ctx(self.m, b, v, False)
+        cx = Ctx(self.m, b, v, self.config)
         fma = LOWER[Op.FMA]
 
         def cptr(i0, r, j0, q):
