@@ -10,7 +10,7 @@ from cohort import Buffer, f32, global_id, kernel
 from cohort.verify.fuzz import Coverage
 from cohort.verify.fuzz.rotation import draw_variants
 from cohort.verify.gen import BufferSpec, Case, Steering, generate
-from cohort.verify.gen.steer import SHAPES
+from cohort.verify.gen.steer import PATH_TIMES, PATHS, SHAPE_CAP, SHAPE_TIMES_BY, SHAPES
 from cohort.verify.matrix import rerun_sensitive, variants_for
 
 
@@ -36,12 +36,32 @@ def test_a_steered_campaign_makes_every_rare_shape_early(offset):
 
 
 def test_a_covered_shape_is_no_longer_aimed_at():
-    covered = Steering.from_counts({f"shape:{s}": 5 for s in SHAPES} | {"shape:past:guard-le": 0})
+    paths = {f"lowering:{p}": PATH_TIMES for p in PATHS.values()}
+    covered = Steering.from_counts({f"shape:{s}": 6 for s in SHAPES} | {"shape:past:guard-le": 0} | paths)
     assert covered.missing and all(not c.startswith("shape:") or c == "shape:past:guard-le" for c in covered.missing)
     made = set()
     for s in range(12):
         made |= generate(s, covered).shapes
     assert not {"group:sign-slip", "group:unordered"} <= made      # groups no longer forced
+
+
+def test_a_shape_stays_aimed_at_until_variants_take_its_lowering_path():
+    """A probe shape is covered once PATH_TIMES variant runs took the lowering path it exists for
+    (steer.PATHS), not once programs made it (a program of the shape may meet no variant taking
+    it); SHAPE_CAP programs end the aim whatever the count. A shape of several forms is missing
+    until made once per form (steer.SHAPE_TIMES_BY)."""
+    made = {f"shape:{s}": 6 for s in SHAPES}
+    taken = {f"lowering:{p}": PATH_TIMES for p in PATHS.values()}
+    assert not any(c.startswith("shape:") for c in Steering.from_counts(made | taken).missing)
+    untaken = Steering.from_counts(made | taken | {"lowering:interleaved_offset_stores": PATH_TIMES - 1})
+    assert [c for c in untaken.missing if c.startswith("shape:")] == ["shape:group:offset"]
+    assert untaken.times_made("shape:group:offset") == 6
+    capped = Steering.from_counts(made | taken | {"shape:group:offset": SHAPE_CAP,
+                                                  "lowering:interleaved_offset_stores": 0})
+    assert not any(c.startswith("shape:") for c in capped.missing)
+    few = Steering.from_counts(made | taken | {"shape:past:guard-spelled": SHAPE_TIMES_BY["past:guard-spelled"] - 1})
+    assert [c for c in few.missing if c.startswith("shape:")] == ["shape:past:guard-spelled"]
+    assert Steering.from_json(few.to_json()) == few
 
 
 @kernel(block=8)

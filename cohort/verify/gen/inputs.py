@@ -86,7 +86,7 @@ def _values(spec: BufferSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The values of the elements whose sequence values are a (index i) and b (index n + i)."""
     low = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     cat = (a >> np.uint64(56)).astype(np.int64) % 8
-    if spec.fill == "finite":
+    if spec.fill in ("finite", "positive", "negative"):
         cat = cat % 4                   # ordinary values of varied magnitude, small integers, ties
     elif spec.fill == "special":
         cat = np.where(cat < 3, 5, cat)  # mostly special values and raw bit patterns
@@ -109,6 +109,9 @@ def _values(spec: BufferSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         bits = np.where(cat == 7, (low & np.uint32(0x807FFFFF)), bits)                   # subnormals, ±0
         if spec.fill == "nanzero":      # NaN and ±0 in six lanes of eight, the rest as "data"
             bits = np.where(cat < 6, _F32_NANZERO_BITS[pick % len(_F32_NANZERO_BITS)], bits)
+        if spec.fill in ("positive", "negative"):     # |v|, a zero made 1.0, then the sign
+            bits = np.where(bits & 0x7FFFFFFF == 0, np.uint32(0x3F800000), bits & np.uint32(0x7FFFFFFF))
+            bits = bits | np.uint32(0x80000000 if spec.fill == "negative" else 0)
         return bits.astype(np.uint32).view(np.float32)
     small = (pick % 41) - 20
     mid = pick % 1000
