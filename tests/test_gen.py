@@ -162,17 +162,22 @@ def test_steering_is_deterministic_recorded_and_serialisable():
 
 def test_steering_reaches_every_static_category_in_a_few_programs():
     """Unsteered, every operation, math function, statement and structure class takes
-    ~25-50 programs; steered by the coverage so far, a handful (10 here: half of the programs
-    are one past while a one-past shape is missing, build.AIM_PAST_PERCENT, and those are small
-    and plant nothing; 9 when they were 30%)."""
-    counts = Counter()
-    for i in range(12):
-        counts.update(categories(generate(100 + i, Steering.from_counts(counts))))
-        gaps = [c for c in all_categories() if c.startswith(STATIC) and not counts[c]]
-        if not gaps:
-            break
-    assert not gaps, gaps
-    assert i <= 10
+    ~25-50 programs; steered by the coverage so far, a handful: over five draw sequences a
+    median of at most 10 programs, each within 30 (5-23 measured: half of the programs are one
+    past while a one-past shape is missing, build.AIM_PAST_PERCENT, and those are small and plant
+    nothing). One sequence alone moves with every generator change (seed 100 took 9, 11, 9
+    programs at successive commits), so the bound is on the median."""
+    needed = []
+    for offset in (100, 200, 300, 400, 500):
+        counts = Counter()
+        for i in range(30):
+            counts.update(categories(generate(offset + i, Steering.from_counts(counts))))
+            gaps = [c for c in all_categories() if c.startswith(STATIC) and not counts[c]]
+            if not gaps:
+                break
+        assert not gaps, (offset, gaps)
+        needed.append(i + 1)
+    assert sorted(needed)[2] <= 10, needed
 
 
 # ---------------------------------------------------------------- Python source
