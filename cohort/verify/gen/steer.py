@@ -84,6 +84,7 @@ EXPECTED_STRUCTURE = ("if:else", "if:nested", "for:uniform", "for:per-thread", "
 # `private:store-masked`: a private store with lanes off inside a packet, at a uniform or a per-thread
 # index, read back (index.py private_probe; both layouts are variants)
 # `past:guard-spelled`: a one-past guard spelled `not (i > K)`, `not (K < i)`, `K <= i`, ... (boundary.py)
+# `storage:half`: f16 or bf16 stores (contiguous, masked, a pair) and a read-back (storage.py)
 # `atomic:f32-edge`, `atomic:shared-edge`: f32 atomic min/max fed NaN and both zeros in chosen lanes,
 # on a global buffer, or on shared bins under a condition that turns lanes off (coop.py
 # coop_atomic_edges)
@@ -91,7 +92,7 @@ SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:guar
           "past:loop-thread",
           "past:signed", "group:unordered", "group:sign-slip", "rmw:multi-task", "wrap:loop", "guard:loaded",
           "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset", "loop:const-var",
-          "loop:prefix", "private:store-masked")
+          "loop:prefix", "private:store-masked", "storage:half")
 # how much likelier a missing shape is aimed at than another missing one: about the inverse of
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
