@@ -162,14 +162,15 @@ def test_steering_is_deterministic_recorded_and_serialisable():
 
 def test_steering_reaches_every_static_category_in_a_few_programs():
     """Unsteered, every operation, math function, statement and structure class takes
-    ~25-50 programs; steered by the coverage so far, a handful: over five draw sequences a
-    median of at most 10 programs (3-12 measured: half of the programs are one past while a
-    one-past shape is missing, build.AIM_PAST_PERCENT, and those are small and plant nothing).
+    ~25-50 programs; steered by the coverage so far, a handful: on five of eight draw sequences
+    at most 10 programs (3, 3, 5, 7, 9, 12, 12 and one past 30 measured: half of the programs are
+    one past while a one-past shape is missing, build.AIM_PAST_PERCENT, and those are small and
+    plant nothing; a program aims at a rare shape and up to three small probes).
     One sequence alone moves with every generator change (seed 100 took 9, 11, 9, 7 programs at
-    successive commits), so the bound is on the median; one sequence in five or eight may miss
+    successive commits), so the bound is on the middle; one sequence in eight may miss
     `structure:shared:walk` (a cooperative walk the transposing prologue takes) for 30 programs."""
     needed = []
-    for offset in (100, 200, 300, 400, 500):
+    for offset in range(100, 900, 100):
         counts = Counter()
         for i in range(30):
             counts.update(categories(generate(offset + i, Steering.from_counts(counts))))
@@ -178,7 +179,7 @@ def test_steering_reaches_every_static_category_in_a_few_programs():
                 break
         needed.append(i + 1 if not gaps else 99)
         assert set(gaps) <= {"structure:shared:walk"}, (offset, gaps)
-    assert sorted(needed)[2] <= 10 and sorted(needed)[3] <= 30, needed
+    assert sorted(needed)[4] <= 10 and sorted(needed)[6] <= 30, needed
 
 
 # ---------------------------------------------------------------- Python source
