@@ -230,28 +230,28 @@ class Indices:
     def private_probe(self) -> list:
         """`private:store-masked` made on purpose (steer.SHAPES): a private store under a condition
         that turns lanes off inside a packet, at a uniform index (the cohort layout puts the
-        lanes' elements side by side: one vector store under the mask) or a per-thread one (a
-        scatter), then the element read back into a witness: an off lane must keep its old
+        lanes' elements side by side: one vector store under the mask) and at a per-thread one (a
+        scatter), each element read back into a witness: an off lane must keep its old
         element (zero, or what the array was filled with)."""
         if not self.privates:
             return []
         p = self.pick(self.privates)
-        if self.maybe(65):
-            idx = self.ci(self.int(0, p.size - 1))
-        else:
-            idx = binary(Op.MOD, self.t(), self.ci(p.size))
-        # half the time a value that differs from the element it replaces in every bit pattern
-        # (its negation), so an off lane's element overwritten shows whatever the array held
-        old = pload(p.name, idx, p.dtype)
-        value = self.expr(p.dtype, 1) if self.maybe(50) else \
-            unary(Op.NOT if p.dtype in (BOOL, I32, U32) else Op.NEG, old)
-        store = If(self.mixed_condition(), (PStore(p.name, idx, value),))
-        w = self.fresh("w")                  # defined after the store's value is drawn
-        self.vtypes[w] = p.dtype
-        self.defined.add(w)
+        out = []
+        # both forms in each probe, the uniform one first (its lanes' elements side by side)
+        for idx in (self.ci(self.int(0, p.size - 1)), binary(Op.MOD, self.t(), self.ci(p.size))):
+            # mostly a value that differs from the element it replaces in every bit pattern (its
+            # negation), so an off lane's element overwritten shows whatever the array held
+            old = pload(p.name, idx, p.dtype)
+            value = self.expr(p.dtype, 1) if self.maybe(30) else \
+                unary(Op.NOT if p.dtype in (BOOL, I32, U32) else Op.NEG, old)
+            store = If(self.mixed_condition(), (PStore(p.name, idx, value),))
+            w = self.fresh("w")                  # defined after the store's value is drawn
+            self.vtypes[w] = p.dtype
+            self.defined.add(w)
+            seen = self.witness(var(w, p.dtype))     # to an output of its own (Plants.witness)
+            out += [store, Assign(w, pload(p.name, idx, p.dtype)), seen]
         self.shapes.add("private:store-masked")
-        seen = self.witness(var(w, p.dtype))     # to an output of its own (Plants.witness)
-        return [store, Assign(w, pload(p.name, idx, p.dtype)), seen]
+        return out
 
     def guard_probe(self) -> list:
         """A loaded index used behind guards that bound it on both sides (bounds.py proves such
