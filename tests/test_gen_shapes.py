@@ -135,3 +135,20 @@ def test_a_campaign_report_names_its_steering():
     said = [session_report(CampaignConfig(**kw), Tally(), 1.0, [], False)["steering"]
             for kw in ({}, {"steer": False}, {"plain_every": 0}, {"plain_every": 1}, {"plain_every": 3})]
     assert said == ["mixed", "off", "on", "off", "steered but 1 seed in 3 plain"]
+
+
+@pytest.mark.parametrize("f16", ["software", "hardware"])
+def test_f16_and_bf16_programs_agree_with_the_interpreter(f16, monkeypatch):
+    """`storage:half` (gen/storage.py): f16/bf16 inputs read as f32 and a 16-bit buffer written
+    contiguously, under a mask and as a pair, at the types' rounding edges: every variant bit
+    for bit with the interpreter, under both f16 conversions (COHORT_F16)."""
+    from cohort.verify.execute import execute
+    monkeypatch.setenv("COHORT_F16", f16)
+    steer = Steering.from_report(Coverage().report())
+    made = [c for c in (generate(s, steer) for s in range(40)) if "storage:half" in c.shapes][:2]
+    assert len(made) == 2
+    for case in made[int(f16 == "hardware"):][:1]:      # a program each
+        assert any(b.dtype.is_storage for b in case.buffers)
+        res = execute(case, ["whole", "lanes=8,full_packet=on,predicated=on,private=cohort",
+                             "lanes=4,full_packet=off,predicated=off,private=thread"], full=False)
+        assert all(r["status"] == "ok" for r in res["variants"].values()), res["variants"]
