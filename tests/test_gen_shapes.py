@@ -36,7 +36,7 @@ def test_a_steered_campaign_makes_every_rare_shape_early(offset):
 
 
 def test_a_covered_shape_is_no_longer_aimed_at():
-    paths = {f"lowering:{p}": PATH_TIMES for p in PATHS.values()}
+    paths = {f"lowering:{p}": PATH_TIMES for ps in PATHS.values() for p in ((ps,) if isinstance(ps, str) else ps)}
     covered = Steering.from_counts({f"shape:{s}": 6 for s in SHAPES} | {"shape:past:guard-le": 0} | paths)
     assert covered.missing and all(not c.startswith("shape:") or c == "shape:past:guard-le" for c in covered.missing)
     made = set()
@@ -51,7 +51,7 @@ def test_a_shape_stays_aimed_at_until_variants_take_its_lowering_path():
     it); SHAPE_CAP programs end the aim whatever the count. A shape of several forms is missing
     until made once per form (steer.SHAPE_TIMES_BY)."""
     made = {f"shape:{s}": 6 for s in SHAPES}
-    taken = {f"lowering:{p}": PATH_TIMES for p in PATHS.values()}
+    taken = {f"lowering:{p}": PATH_TIMES for ps in PATHS.values() for p in ((ps,) if isinstance(ps, str) else ps)}
     assert not any(c.startswith("shape:") for c in Steering.from_counts(made | taken).missing)
     untaken = Steering.from_counts(made | taken | {"lowering:interleaved_offset_stores": PATH_TIMES - 1})
     assert [c for c in untaken.missing if c.startswith("shape:")] == ["shape:group:offset"]

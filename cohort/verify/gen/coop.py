@@ -255,8 +255,9 @@ class Cooperative:
         if not shared:
             # a buffer each (one's NaN would hide another's zeros): both zeros, whose order shows
             # only where the first one is taken (the buffer above zero for a min, below for a max),
-            # and a NaN, often both
-            kinds = ["zeros", "nan"] if self.maybe(60) else [self.pick(["zeros", "nan", "mixed"])]
+            # and a NaN, in every program (drawn one of three, a program's one form was the other
+            # in most programs that missed a plant of the zeros), sometimes edge values besides
+            kinds = ["zeros", "nan"] + (["mixed"] if self.maybe(30) else [])
             for how in kinds:
                 fill = ("positive" if op is AtomicOp.MIN else "negative") if how == "zeros" else "finite"
                 buf = self.atomic_buffer(F32, L, fill)     # no NaN to start from either

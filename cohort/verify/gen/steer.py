@@ -251,8 +251,11 @@ SHAPE_TIMES_BY = {"past:guard-spelled": 6, "atomic:f32-edge": 4, "atomic:shared-
 # shape can reach no variant that takes the path (a store group fuses in packet builds only, the
 # per-register masked-store dispatch is a drawn lowering switch, a prefix loop needs a
 # full-packet build). SHAPE_CAP programs of a shape end its aim whatever the count, so a path
-# the drawn variants rarely take cannot hold every program.
-PATHS = {"store:either-side": "either_side_stores", "group:offset": "interleaved_offset_stores",
+# the drawn variants rarely take cannot hold every program. Several paths: each of them (the
+# either-side probe's unfused pair is two masked stores whose masks leave a register's first
+# lane off and others on, what the per-register dispatch branches on, drawn per program).
+PATHS = {"store:either-side": ("either_side_stores", "masked_store_dispatch"),
+         "group:offset": "interleaved_offset_stores",
          "loop:prefix": "prefix_loops", "loop:const-var": "constant_trips_var",
          "private:store-masked": "private_masked_side_by_side", "atomic:f32-edge": "f32_atomic_minmax",
          "atomic:shared-edge": "shared_atomic_masked"}
@@ -344,9 +347,10 @@ def shape_covered(shape: str, made: int, counts: Mapping[str, int]) -> bool:
     variant runs, or made SHAPE_CAP times."""
     if made >= SHAPE_CAP:
         return True
-    path = PATHS.get(shape)
-    return made >= SHAPE_TIMES_BY.get(shape, SHAPE_TIMES) and (
-        path is None or counts.get(f"lowering:{path}", 0) >= PATH_TIMES)
+    paths = PATHS.get(shape, ())
+    paths = (paths,) if isinstance(paths, str) else paths
+    return made >= SHAPE_TIMES_BY.get(shape, SHAPE_TIMES) and all(
+        counts.get(f"lowering:{p}", 0) >= PATH_TIMES for p in paths)
 
 
 def _group(category: str) -> str:
