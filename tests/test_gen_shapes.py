@@ -10,7 +10,7 @@ from cohort import Buffer, f32, global_id, kernel
 from cohort.verify.fuzz import Coverage
 from cohort.verify.fuzz.rotation import draw_variants
 from cohort.verify.gen import BufferSpec, Case, Steering, generate
-from cohort.verify.gen.steer import SHAPES
+from cohort.verify.gen.steer import PATH_TIMES, PATHS, SHAPE_CAP, SHAPE_TIMES_BY, SHAPES
 from cohort.verify.matrix import rerun_sensitive, variants_for
 
 
@@ -36,12 +36,32 @@ def test_a_steered_campaign_makes_every_rare_shape_early(offset):
 
 
 def test_a_covered_shape_is_no_longer_aimed_at():
-    covered = Steering.from_counts({f"shape:{s}": 5 for s in SHAPES} | {"shape:past:guard-le": 0})
+    paths = {f"lowering:{p}": PATH_TIMES for ps in PATHS.values() for p in ((ps,) if isinstance(ps, str) else ps)}
+    covered = Steering.from_counts({f"shape:{s}": 6 for s in SHAPES} | {"shape:past:guard-le": 0} | paths)
     assert covered.missing and all(not c.startswith("shape:") or c == "shape:past:guard-le" for c in covered.missing)
     made = set()
     for s in range(12):
         made |= generate(s, covered).shapes
     assert not {"group:sign-slip", "group:unordered"} <= made      # groups no longer forced
+
+
+def test_a_shape_stays_aimed_at_until_variants_take_its_lowering_path():
+    """A probe shape is covered once PATH_TIMES variant runs took the lowering path it exists for
+    (steer.PATHS), not once programs made it (a program of the shape may meet no variant taking
+    it); SHAPE_CAP programs end the aim whatever the count. A shape of several forms is missing
+    until made once per form (steer.SHAPE_TIMES_BY)."""
+    made = {f"shape:{s}": 6 for s in SHAPES}
+    taken = {f"lowering:{p}": PATH_TIMES for ps in PATHS.values() for p in ((ps,) if isinstance(ps, str) else ps)}
+    assert not any(c.startswith("shape:") for c in Steering.from_counts(made | taken).missing)
+    untaken = Steering.from_counts(made | taken | {"lowering:interleaved_offset_stores": PATH_TIMES - 1})
+    assert [c for c in untaken.missing if c.startswith("shape:")] == ["shape:group:offset"]
+    assert untaken.times_made("shape:group:offset") == 6
+    capped = Steering.from_counts(made | taken | {"shape:group:offset": SHAPE_CAP,
+                                                  "lowering:interleaved_offset_stores": 0})
+    assert not any(c.startswith("shape:") for c in capped.missing)
+    few = Steering.from_counts(made | taken | {"shape:past:guard-spelled": SHAPE_TIMES_BY["past:guard-spelled"] - 1})
+    assert [c for c in few.missing if c.startswith("shape:")] == ["shape:past:guard-spelled"]
+    assert Steering.from_json(few.to_json()) == few
 
 
 @kernel(block=8)
@@ -115,3 +135,20 @@ def test_a_campaign_report_names_its_steering():
     said = [session_report(CampaignConfig(**kw), Tally(), 1.0, [], False)["steering"]
             for kw in ({}, {"steer": False}, {"plain_every": 0}, {"plain_every": 1}, {"plain_every": 3})]
     assert said == ["mixed", "off", "on", "off", "steered but 1 seed in 3 plain"]
+
+
+@pytest.mark.parametrize("f16", ["software", "hardware"])
+def test_f16_and_bf16_programs_agree_with_the_interpreter(f16, monkeypatch):
+    """`storage:half` (gen/storage.py): f16/bf16 inputs read as f32 and a 16-bit buffer written
+    contiguously, under a mask and as a pair, at the types' rounding edges: every variant bit
+    for bit with the interpreter, under both f16 conversions (COHORT_F16)."""
+    from cohort.verify.execute import execute
+    monkeypatch.setenv("COHORT_F16", f16)
+    steer = Steering.from_report(Coverage().report())
+    made = [c for c in (generate(s, steer) for s in range(40)) if "storage:half" in c.shapes][:2]
+    assert len(made) == 2
+    for case in made[int(f16 == "hardware"):][:1]:      # a program each
+        assert any(b.dtype.is_storage for b in case.buffers)
+        res = execute(case, ["whole", "lanes=8,full_packet=on,predicated=on,private=cohort",
+                             "lanes=4,full_packet=off,predicated=off,private=thread"], full=False)
+        assert all(r["status"] == "ok" for r in res["variants"].values()), res["variants"]

@@ -119,6 +119,15 @@ def _private_masked(x: Buffer[f32], y: Buffer[f32]):
     y[g] = p[1]
 
 
+@kernel(block=8)
+def _either_side(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    if g % 3 == 0:                         # each side's value its own per lane
+        y[g] = f32(g * 3 + 1) * 0.5
+    else:
+        y[g] = f32(g * -7 + 2) * 1.25
+
+
 # bug: (kernel, buffer lengths, variants, switches the plant needs)
 PLANTS = {
     "atomic_f32_nan_old": (_f32_atomic_edges, {"ya": 20}, ("whole", P4), {}),
@@ -200,3 +209,35 @@ def test_a_failing_record_names_its_switches():
     rec = res["variants"]["whole"]
     assert rec["status"] == "mismatch" and set(rec["switches"]) == {env for env, _ in SWITCHES}
     assert f"COHORT_FMA={rec['switches']['COHORT_FMA']}" in rec["detail"]
+
+
+# the lowering path each probe shape is steered to (gen/steer.PATHS): a kernel that takes it
+PATH_KERNELS = {
+    "either_side_stores": (_either_side, {}, P4, {}),
+    "interleaved_offset_stores": (_group_shifted, {"y": 2 * 40 + 2}, P4, {}),
+    "prefix_loops": (_prefix, {}, P4, {}),
+    "constant_trips_var": (_const_var_loop, {}, "whole", {}),
+    "private_masked_side_by_side": (_private_masked, {}, P4, {}),
+    "f32_atomic_minmax": (_f32_atomic_edges, {"ya": 20}, "whole", {}),
+    "shared_atomic_masked": (_shared_lanes_off, {"y": 10}, P4, {}),
+    "masked_store_dispatch": (_masked_lanes, {}, P4, {"COHORT_MASKED_STORE": "dispatch"}),
+}
+
+
+@pytest.mark.parametrize("path", sorted(PATH_KERNELS))
+def test_the_lowering_counts_each_steered_path(path, monkeypatch):
+    """The steering keeps a probe shape aimed at until variant runs took its path (steer.PATHS),
+    read from the lowering's counts: each count is made where its path is taken, and reaches
+    the fuzzer's variant record (`lowering`), so a renamed or lost count fails here, not
+    silently in a campaign's steering."""
+    from cohort.verify.gen.steer import PATHS
+    assert {p for ps in PATHS.values() for p in ((ps,) if isinstance(ps, str) else ps)} <= set(PATH_KERNELS)
+    k, lengths, variant, switches = PATH_KERNELS[path]
+    for env, value in switches.items():
+        monkeypatch.setenv(env, value)
+    rec = execute(_case(k, lengths), [variant], full=True)["variants"][variant]
+    assert rec["status"] == "ok" and rec["lowering"].get(path, 0) >= 1, rec
+    for env, value in switches.items():      # the other side of the switch, for a kernel without the path
+        monkeypatch.setenv(env, next(v for e, vs in SWITCHES if e == env for v in vs if v != value))
+    other = execute(_case(_fused, {}), [variant], full=True)["variants"][variant]
+    assert path not in other["lowering"], other

@@ -43,6 +43,8 @@ class AtomicLowering:
             self.check_global(s.target, idx64, s.op.value, s, s)    # sanitize builds (sanitize_global.py)
         self.annotate(s, "atomic", s.target, Access("scatter"), "per-lane")
         self.counts["atomics"] += 1
+        if dt is DType.F32 and s.op in (AtomicOp.MIN, AtomicOp.MAX):
+            self.counts["f32_atomic_minmax"] += 1
         bits = b.bitcast(val, self.vty(I32T)) if dt is DType.F32 else val
         if inject.active("atomic_lanes_collide") and self.W > 1:
             ptrs = self.lane_pointers(base, idx64, I32T)
@@ -107,6 +109,8 @@ class AtomicLowering:
                     with b.if_then(on):
                         update()
             self.lane_loop(one)
+        if spare_element and self.mask is not None:
+            self.counts["shared_atomic_masked"] += 1     # off lanes sent to element 0 (gen/steer.py PATHS)
         if self.mask is None or self.W == 1:
             lanes(self.mask is not None)
             return

@@ -155,6 +155,8 @@ class LoopLowering:
             # are variables kept in memory across regions, LLVM could not see it and would
             # refuse (and warn about) the unrolling asked for
             trips = self.constant_trips(s)
+            if trips >= 0 and Op.VAR in (s.start.op, s.stop.op):
+                self.counts["constant_trips_var"] += 1     # bounds through variables (gen/steer.py PATHS)
             # (a sanitize build reads each shared load itself, to check it: sanitize.py)
             self.transposed = {} if self.variant.sanitize else self.transposed_reads(
                 s, start_v, trips if trips >= 0 else self.trips_bound(s))
@@ -166,6 +168,7 @@ class LoopLowering:
         if (self.mask is None and sh_stop.uniform and stride is not None and stride > 0 and step > 0
                 and self.variant.full_packet):
             self.annotate(s, "for", "", Access("strided", stride), "prefix")
+            self.counts["prefix_loops"] += 1
             self.annotate(s.stop, "for-stop", "", Access("uniform"), "prefix")
             first = b.sext(self.lane0(start_v), I64)
             stop = b.sext(self.lane0(stop_v), I64)

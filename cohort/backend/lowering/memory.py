@@ -195,6 +195,7 @@ class MemoryLowering:
             self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem, n)}.p0", ir.VoidType(),
                            [val, ptr, self.i32(1), mask])
             return
+        self.counts["masked_store_dispatch"] += 1      # a lowering path the fuzzer steers to (gen/steer.py PATHS)
         for c0 in range(0, n, per):
             c = min(per, n - c0)
             pick = vector_const(ir.VectorType(I32T, c), list(range(c0, c0 + c)))
@@ -346,6 +347,8 @@ class MemoryLowering:
         if dt is DType.BOOL:
             val = b.zext(val, self.vty(I8))
         where, side_by_side = self.private_addr(s.arr, idx, s.index, s, s, "pstore")
+        if side_by_side and self.mask is not None:
+            self.counts["private_masked_side_by_side"] += 1
         if side_by_side and inject.active("private_store_unmasked") and self.mask is not None:
             self.b.store(val, where, align=1)       # planted: the off lanes' elements overwritten too
         elif side_by_side:

@@ -217,8 +217,10 @@ class StmtLowering:
             vals.append(b.zext(v, self.vty(I8)) if dt is DType.BOOL else v)
             self.annotate(s, "store", s.buf, Access("strided", k), "unmasked" if self.mask is None else "masked")
             idx0 = idx0 if idx0 is not None else self.lane0(idx)
+        base, c0 = _strip_const(first.index)
+        if c0:
+            self.counts["interleaved_offset_stores"] += 1     # a first slot at k*t + c (gen/steer.py PATHS)
         if inject.active("group_base_unshifted"):      # planted: the first slot's constant left out
-            base, c0 = _strip_const(first.index)
             if c0:
                 idx0 = self.lane0(self.index64(self.ev(base, {}), base.dtype))
         wide = _concat(b, vals)

@@ -52,8 +52,12 @@ class Coverage:
             self.access[k] += v
         for k, v in rec.get("effects", {}).items():
             self.effects[k] += v
-        for k in rec.get("lowering", {}):
-            self.lowering[k] += 1          # variant runs whose code has at least one
+        lowering = rec.get("lowering", {})
+        for k in lowering:
+            # variant runs whose code has at least one; a run whose safe build fell back to its
+            # checked twin ran none of its body's paths (the steering's PATHS must not count them)
+            if "proof_fallback" not in lowering or k == "proof_fallback":
+                self.lowering[k] += 1
         pool = rec.get("pool")
         if pool:                           # variant runs launched on the worker pool
             self.launch[f"pool:workers={pool['workers']}"] += 1

@@ -266,7 +266,7 @@ class Core:
             table.append((self.sw(3, *(f"op:{o.name}" for o in builtins)), "builtin"))
             table.append((2 if self.consts else 0, "constparam"))
         deep = self.nest >= 2            # an index inside an index inside an index: no more loads
-        ins = [b for b in self.inputs if b.dtype is dt]
+        ins = [b for b in self.inputs if b.dtype.compute is dt]     # f16/bf16 inputs load as f32
         table.append((self.sw(5, "op:LOAD") if ins and not deep else 0, "load"))
         pv = [p for p in self.privates if p.dtype is dt]
         table.append((self.sw(3, "op:PLOAD") if pv and not deep else 0, "pload"))

@@ -93,8 +93,10 @@ class Boundary:
             hows = ["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt",
                     # every spelling: `not` of either order, the comparison reversed (lower edges too)
                     "not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt"]
-            if aim == "guard-spelled":
-                hows = list(_SPELLED)
+            if aim == "guard-spelled":       # the spellings after the ones made so far (three: the
+                # steering is refreshed every few programs, so programs under one see a few)
+                made = self.steer.times_made("shape:past:guard-spelled")
+                hows = [_SPELLED[(made + d) % len(_SPELLED)] for d in range(3)]
             elif aim is not None:     # `<=` (also spelled K >= i) narrows to K, `<` to K - 1
                 hows = [h for h in hows if (h in _LE) == (aim == "guard-le")]
             how = self.pick(hows)

@@ -15,6 +15,7 @@ from .index import Indices
 from .plant import Plants
 from .steer import SHAPES, not_idempotent
 from .stmts import Statements
+from .storage import Storage
 
 LAUNCH_SIZES = (33, 31, 1, 257, 17, 100, 64, 8, 130, 200)   # weighted towards the odd sizes with tails
 SIZE_WEIGHTS = (3, 3, 1, 2, 1, 1, 1, 1, 1, 1)
@@ -29,7 +30,11 @@ SOURCE_PERCENT = 25        # programs that go through Python source and the fron
 EDGE_PERCENT, PAST_PERCENT = 20, 25
 ATOMIC_SHAPES = ("atomic:f32-edge", "atomic:shared-edge")
 PROBE_SHAPES = ("wrap:loop", "guard:loaded", "store:either-side", "loop:const-var", "loop:prefix",
-                "private:store-masked") + ATOMIC_SHAPES
+                "private:store-masked", "storage:half") + ATOMIC_SHAPES
+# small probes made besides a program's aim while the campaign lacks them: with one, a loaded
+# machine's minute (8-14 programs, a load of 10-17 on two cores) met each probe shape once or
+# twice, and a probe's plant shows in a half to three quarters of its programs
+PROBES_BESIDES = 3
 AIM_PAST_PERCENT = 50      # while a steered campaign lacks a one-past shape (steer.SHAPES): at 30%, two
                            # to four were still missing after 30 programs on 5 of 6 draw sequences
                            # (tests/test_gen_shapes.py; with never-made shapes first, base.Core.aim)
@@ -37,11 +42,12 @@ NEAR_PERCENT = 40         # launch sizes k*B + d: just around block and packet m
 NEAR_OFFSETS = (-1, 0, 1, -4, 4, -8, 8, -3, 3, -5, 5, -7, 7, -9, 9, -16, 16, 2, -2)
 
 
-class KernelBuilder(Boundary, Cooperative, Plants, Statements, Collectives, Indices, Core):
+class KernelBuilder(Boundary, Cooperative, Plants, Statements, Collectives, Storage, Indices, Core):
     """Builds one kernel (see the package docstring for what it guarantees)."""
     stress = False             # a stress program (fuzz/stress.py): large launch, small inputs
     aimed = None               # the one rare shape (steer.SHAPES, not one-past) this program is made for
-    also = None                # and a second one among the small probes (PROBE_SHAPES), if one is missing
+    also = ()                  # and up to PROBES_BESIDES of the small probes (PROBE_SHAPES) still missing
+    wanted = frozenset()       # {aimed, *also}
     rerun = False              # aiming at rmw:multi-task
 
 
@@ -51,7 +57,7 @@ def _private_decls(gen: KernelBuilder, body: list):
     count = gen.weighted([(2, 0), (3, 1), (2, 2)])
     needs = ("structure:private", "op:PLOAD", "statement:P", "access:p", "effect:cohort", "effect:thread")
     if count == 0 and (gen.steer is not None and any(c.startswith(needs) for c in gen.steer.missing)
-                       or "private:store-masked" in (gen.aimed, gen.also)):
+                       or "private:store-masked" in gen.wanted):
         count = 1                          # a steered plant or probe needs one
     for k in range(count):
         dt = gen.weighted([(3, F32), (2, I32), (1, U32), (1, BOOL)])
@@ -111,6 +117,9 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         if gen.maybe(pct):
             fill = profile() if dt is not BOOL else gen.weighted([(2, "data"), (3, "bytes")])
             specs.append(BufferSpec(name, dt, big if gen.maybe(70) else gen.int(1, 40), fill))
+    if edge not in ("past", "stress") and (gen.maybe(25) or "storage:half" in gen.wanted):
+        # an f16 or bf16 input, read wherever an f32 one is (base.Core.leaf; storage.py)
+        specs.append(BufferSpec("xh", gen.storage_dtype(), big if gen.maybe(80) else gen.int(1, 40), profile()))
     gen.inputs = specs
     if gen.maybe(35):
         gen.perm = BufferSpec("perm", I32, gen.npad, "perm")
@@ -158,7 +167,7 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
     # (DESIGN §2), which the edge accesses below must count (boundary.py)
     coop = ("statement:Barrier", "statement:Shared", "statement:SStore", "statement:Atomic", "op:SLOAD",
             "structure:barrier", "structure:atomic")
-    want_edges = {gen.aimed, gen.also} & set(ATOMIC_SHAPES)
+    want_edges = gen.wanted & set(ATOMIC_SHAPES)
     plan_edges = edge not in ("past", "stress") and bool(want_edges or gen.maybe(6))
     plan_section = edge not in ("past", "stress") and (gen.maybe(40) or _missing(gen, coop))
     if plan_edges or plan_section or edge == "stress":
@@ -178,18 +187,21 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         if phase == 0 and groups:          # a store group of the shape the campaign lacks, at the top
             g = gen.group_store(1, aim=gen.pick(groups)[6:])
             body.extend(g or ())
-        if phase == 0 and edge != "past" and ("wrap:loop" in (gen.aimed, gen.also) or gen.maybe(4)):
+        if phase == 0 and edge != "past" and ("wrap:loop" in gen.wanted or gen.maybe(4)):
             body.extend(gen.wrap_probe())        # on purpose while a campaign lacks it, else 4%
-        if phase == 0 and edge != "past" and ("guard:loaded" in (gen.aimed, gen.also) or gen.maybe(10)):
+        if phase == 0 and edge != "past" and ("guard:loaded" in gen.wanted or gen.maybe(10)):
             body.extend(gen.guard_probe())       # a loaded index behind its guards (bounds.py)
-        if phase == 0 and edge != "past" and ("private:store-masked" in (gen.aimed, gen.also) or gen.maybe(5)):
+        if phase == 0 and edge != "past" and ("private:store-masked" in gen.wanted or gen.maybe(5)):
             body.extend(gen.private_probe())       # a private store with lanes off, read back
-        if phase == 0 and edge != "past" and ("loop:const-var" in (gen.aimed, gen.also) or gen.maybe(4)):
+        if phase == 0 and edge != "past" and ("loop:const-var" in gen.wanted or gen.maybe(4)):
             body.extend(gen.const_loop_probe())    # constant bounds through top-level variables
-        if phase == 0 and edge != "past" and ("loop:prefix" in (gen.aimed, gen.also) or gen.maybe(5)):
+        if phase == 0 and edge != "past" and ("loop:prefix" in gen.wanted or gen.maybe(5)):
             body.extend(gen.prefix_probe())        # a per-thread start the packet's lanes leave apart
-        if phase == 0 and edge != "past" and ("store:either-side" in (gen.aimed, gen.also) or gen.maybe(3)):
+        if phase == 0 and edge != "past" and ("store:either-side" in gen.wanted or gen.maybe(3)):
             body.extend(gen.either_side_probe())   # if/else storing to one element (one store)
+        if phase == 0 and edge not in ("past", "stress") and ("storage:half" in gen.wanted
+                                                              or gen.maybe(8)):
+            body.extend(gen.storage_probe())       # f16/bf16 stores and a read-back
         body.extend(gen.stmts(0))
         if phase == edge_phase and edge != "stress":
             body.extend(gen.boundary(edge == "past"))
@@ -204,7 +216,8 @@ def build_kernel(gen: KernelBuilder, max_stmts: int, edge=False):
         body.extend(gen.coop_stress())
     elif edge != "past":
         if plan_edges:           # on purpose while a campaign lacks it, else in 6% of programs (either kind)
-            body.extend(gen.coop_atomic_edges("atomic:shared-edge" in want_edges if want_edges else gen.maybe(50)))
+            for shared in sorted({s == "atomic:shared-edge" for s in want_edges} or {gen.maybe(50)}):
+                body.extend(gen.coop_atomic_edges(shared))
         if plan_section:
             body.extend(gen.coop_section())
     body.extend(gen.epilogue())
@@ -266,12 +279,17 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
     # for all of them at once was 30-50 statements and 6-15 CPU s under a campaign's first steering
     aimed = (pick.aim("rmw:multi-task", "group:unordered", "group:sign-slip", "wrap:loop", "guard:loaded",
                       "store:either-side", "atomic:f32-edge", "atomic:shared-edge", "group:offset",
-                      "loop:const-var", "loop:prefix", "private:store-masked")
+                      "loop:const-var", "loop:prefix", "private:store-masked", "storage:half")
              if edge != "past" and sizes is LAUNCH_SIZES else None)
     rerun = aimed == "rmw:multi-task"
-    # a few statements each: one more of them rides along (one aim per program left the last of
-    # the dozen non-past shapes unmade after 30 programs on three of six offsets)
-    also = pick.aim(*(s for s in PROBE_SHAPES if s != aimed)) if aimed is not None else None
+    # a few statements each: up to PROBES_BESIDES of them ride along (one aim per program left the
+    # last of the dozen non-past shapes unmade after 30 programs on three of six offsets)
+    also = []
+    while aimed is not None and len(also) < PROBES_BESIDES:
+        more = pick.aim(*(s for s in PROBE_SHAPES if s != aimed and s not in also))
+        if more is None:
+            break
+        also.append(more)
     if rerun:       # 3 to 5 whole blocks and a few threads more: a read-modify-write is planted below
         n = pick.int(3, max(3, min(5, 320 // block))) * block + pick.pick([0, 1, 3, 5, 7])
     elif sizes is LAUNCH_SIZES and pick.maybe(NEAR_PERCENT):
@@ -280,7 +298,8 @@ def build_case(source, max_stmts: int = 16, sizes=LAUNCH_SIZES, blocks=BLOCKS, s
         k = pick.int(1, max(1, min(5, 320 // block)))
         n = max(1, k * block + pick.pick(NEAR_OFFSETS))
     gen = KernelBuilder(source, n, block, steer)
-    gen.stress, gen.aimed, gen.also, gen.rerun = stress, aimed, also, rerun
+    gen.stress, gen.aimed, gen.also, gen.rerun = stress, aimed, tuple(also), rerun
+    gen.wanted = frozenset([aimed, *also]) - {None}
     gen.draw_focus()
     kernel, buffers, scalar_types, consts = build_kernel(gen, max_stmts, edge)
     scalars = {name: scalar_value(gen, dt) for name, dt in scalar_types.items()}

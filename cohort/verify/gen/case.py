@@ -17,7 +17,9 @@ from ...refimpl.ir import DType, Kernel
 #   "perm":    a permutation of 0..length-1 (i32)
 #   "bytes":   bool buffers only: arbitrary bytes (0, 1, 2, 0x80, 0xff, ...). The
 #              interpreter reads any nonzero byte as True (a bool is its truth, not its byte)
-FILLS = ("data", "finite", "special", "nanzero", "perm", "bytes")
+#   "positive", "negative": f32 only: "finite" values of one sign, never zero (an atomic min's
+#              buffer above the zeros it is given, a max's below: coop.py coop_atomic_edges)
+FILLS = ("data", "finite", "special", "nanzero", "perm", "bytes", "positive", "negative")
 # the fills whose f32 values are mostly special (NaN, ±0, ...): where the generator reaches
 # for an edge-case operand
 EDGY_FILLS = ("special", "nanzero")

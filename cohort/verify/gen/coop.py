@@ -25,7 +25,9 @@ from ...refimpl.ir import (
     Op,
     Shared,
     SStore,
+    Store,
     binary,
+    bitcast,
     builtin,
     cast,
     const,
@@ -207,33 +209,62 @@ class Cooperative:
         m = binary(Op.MOD, e, self.ci(L))
         return binary(Op.MOD, m + self.ci(L), self.ci(L))
 
-    def edge_f32(self, op=AtomicOp.MIN):
+    def edge_f32(self, op=AtomicOp.MIN, how=None):
         """An f32 value for an atomic min/max: both zeros across the lanes and nothing else (a NaN
         anywhere would make the element NaN and hide their order), a NaN in chosen lanes and
-        ordinary values in the others (the NaN test), or edge-rich values everywhere."""
-        how = self.pick(["zeros", "nan", "mixed"])
+        ordinary values in the others (the NaN test), or edge-rich values everywhere. The NaN is
+        the one the operation's order never picks (DESIGN §3 orders f32 by its bits' key: a
+        positive NaN is above +inf, a negative one below -inf): for a min a positive NaN, for a max
+        a negative one, so an update that missed the NaN test keeps the old value, and shows."""
+        how = how or self.pick(["zeros", "nan", "mixed"])
         if how == "zeros":
-            # the zero a min keeps (-0.0) after the other, when thread 0 takes the condition
+            # the zero a min keeps (-0.0) after the other: thread 0 takes the condition
             first = 0.0 if op is AtomicOp.MIN else -0.0
-            return select(self.mixed_condition(), const(first, F32), const(-0.0 if op is AtomicOp.MIN else 0.0, F32))
+            return select(self.mixed_condition(first_on=True), const(first, F32),
+                          const(-0.0 if op is AtomicOp.MIN else 0.0, F32))
         if how == "nan":
-            return select(self.lane_condition(), const(float("nan"), F32), self.ordinary(1))
-        return select(self.lane_condition(), const(self.pick([float("nan"), -0.0, 0.0]), F32),
+            return select(self.lane_condition(), self.unpicked_nan(op), self.ordinary(1))
+        return select(self.lane_condition(), self.pick([self.unpicked_nan(op), const(-0.0, F32), const(0.0, F32)]),
                       self.lane_special(1))
+
+    def stray(self, op, dt):
+        """A value that changes an element whatever it holds if `op` updates it with it: past
+        the far end of the order for min/max (a NaN for f32), odd for add, sub, xor and or, zero
+        for and."""
+        if dt is F32:
+            return bitcast(const(-0x00400000 if op is AtomicOp.MIN else 0x7FC00000, I32), F32) if self.maybe(50) \
+                else const(float("-inf") if op is AtomicOp.MIN else float("inf"), F32)
+        if op in (AtomicOp.MIN, AtomicOp.MAX):
+            lo, hi = (-(2 ** 31), 2 ** 31 - 1) if dt is I32 else (0, 2 ** 32 - 1)
+            return const(lo if op is AtomicOp.MIN else hi, dt)
+        return const(0 if op is AtomicOp.AND else self.pick([1, 3, 0x40000001]), dt)
+
+    def unpicked_nan(self, op):
+        """The NaN a min (max) never picks by its order alone: its sign bit clear (set)."""
+        return bitcast(const(0x7FC00000 if op is AtomicOp.MIN else -0x00400000, I32), F32)
 
     def coop_atomic_edges(self, shared: bool) -> list:
         """`atomic:f32-edge` (global) or `atomic:shared-edge` made on purpose (steer.SHAPES):
         f32 atomic min/max of NaN, ±0 and edge values colliding on a few elements; the shared
         one under a condition that turns lanes off inside a packet (an off lane must leave the
-        bins as they were), its bins set by thread 0 and flushed into a global buffer."""
+        bins as they were), its bins set by thread 0 and stored, each block's to a region of its
+        own, in a global buffer (a flush by atomics would let the buffer's old values hide a bin)."""
         op = self.pick([AtomicOp.MIN, AtomicOp.MAX])
         L = self.int(1, 3)
         out = []
         if not shared:
-            for _ in range(self.int(1, 2)):    # a buffer each: one's NaN would hide another's zeros
-                buf = self.atomic_buffer(F32, L, "finite")     # no NaN to start from either
-                s = Atomic(op, buf, self.bin_index(L), self.edge_f32(op))
-                out.append(If(self.lane_condition(), (s,)) if self.maybe(30) else s)
+            # a buffer each (one's NaN would hide another's zeros): both zeros, whose order shows
+            # only where the first one is taken (the buffer above zero for a min, below for a max),
+            # and a NaN, in every program (drawn one of three, a program's one form was the other
+            # in most programs that missed a plant of the zeros), sometimes edge values besides
+            kinds = ["zeros", "nan"] + (["mixed"] if self.maybe(30) else [])
+            for how in kinds:
+                fill = ("positive" if op is AtomicOp.MIN else "negative") if how == "zeros" else "finite"
+                buf = self.atomic_buffer(F32, L, fill)     # no NaN to start from either
+                # both zeros on one element, mostly (a bin per lane could give each element one)
+                at = self.ci(self.int(0, L - 1)) if how == "zeros" and self.maybe(70) else self.bin_index(L)
+                s = Atomic(op, buf, at, self.edge_f32(op, how))
+                out.append(If(self.lane_condition(), (s,)) if how != "zeros" and self.maybe(30) else s)
             self.shapes.add("atomic:f32-edge")
             return out
         dt = F32 if self.maybe(70) else self.pick([I32, U32])
@@ -241,16 +272,23 @@ class Cooperative:
         bins = self.shared_array(dt, L, out)
         j, j2 = self.fresh("j"), self.fresh("j")
         first = binary(Op.EQ, self.t(), self.ci(0))
-        init = const(self.pick([0.0, -0.0, 1.5, -1.5]), F32) if dt is F32 else self.literal(dt)
+        # bins above what a min's updates bring (below, for a max): an off lane's stray update
+        # of element 0 changes it
+        init = const(self.pick([1.5, 0.0] if op is AtomicOp.MIN else [-1.5, -0.0]), F32) if dt is F32 \
+            else self.literal(dt)
         out.append(If(first, (For(j, self.ci(0), self.ci(L), self.ci(1), (SStore(bins, var(j, I32), init),)),)))
         out.append(Barrier())
         value = self.edge_f32(op) if dt is F32 else self.expr(dt, 1)
+        cond = self.mixed_condition()
+        if self.maybe(85):     # an off lane's value one that any update by it would show
+            value = select(cond, value, self.stray(iop, dt))
         upd = Atomic(iop, bins, self.bin_index(L), value)
-        out.append(If(self.mixed_condition(), (upd,)))         # lanes off inside the packet
+        out.append(If(cond, (upd,)))         # lanes off inside the packet
         out.append(Barrier())
-        buf = self.atomic_buffer(dt, L, "finite" if dt is F32 else None)
+        buf = self.atomic_buffer(dt, self.nblocks * L, "finite" if dt is F32 else None)
+        at = self.b() * self.ci(L) + var(j2, I32)
         out.append(If(first, (For(j2, self.ci(0), self.ci(L), self.ci(1),
-                                  (Atomic(iop, buf, var(j2, I32), sload(bins, var(j2, I32), dt)),)),)))
+                                  (Store(buf, at, sload(bins, var(j2, I32), dt)),)),)))
         self.shapes.add("atomic:shared-edge")
         return out
 

@@ -21,6 +21,7 @@ from ...refimpl.ir import (
     param,
     pload,
     select,
+    unary,
     var,
 )
 from .base import BOOL, F32, I32, MASK31, U32, OutputLayout, PrivateArray, RangedExpr
@@ -146,8 +147,18 @@ class Indices:
         xs = [b for b in self.inputs if b.dtype is F32 and b.length >= hi - lo + 1]
         if not xs:
             return None
-        x = self.pick(xs)
+        # an input of finite values where there is one: a NaN in a NaN-rich input would make
+        # the sum NaN whatever trips ran
+        x = self.pick([b for b in xs if b.fill == "finite"] or xs)
         return x, self.int(-lo, x.length - 1 - hi)
+
+    def trip_witness(self, j: str) -> tuple:
+        """(init, update) of an i32 witness of a loop's trips, `h = h * 5 + j`: every trip, its
+        order and its variable's value show whatever the inputs hold."""
+        h = self.fresh("w")
+        self.vtypes[h] = I32
+        self.defined.add(h)
+        return Assign(h, self.ci(self.int(0, 9))), Assign(h, var(h, I32) * self.ci(5) + var(j, I32))
 
     def const_loop_probe(self) -> list:
         """`loop:const-var` made on purpose (steer.SHAPES): bounds that are compile-time constants
@@ -171,9 +182,11 @@ class Indices:
             self.defined.add(lo_name)
         self.vtypes[hi_name], self.vtypes[w] = I32, F32
         self.defined.update((hi_name, w))
-        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
+        h0, h = self.trip_witness(j)
+        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))), h)
         self.shapes.add("loop:const-var")
-        return out + [Assign(w, const(0.0, F32)), For(j, start_e, var(hi_name, I32), self.ci(step), body)]
+        seen = self.witness(var(h.name, I32))      # to an output of its own (Plants.witness)
+        return out + [Assign(w, const(0.0, F32)), h0, For(j, start_e, var(hi_name, I32), self.ci(step), body), seen]
 
     def prefix_probe(self) -> list:
         """`loop:prefix` made on purpose (steer.SHAPES): range(a*t + c, stop, step) with a uniform
@@ -181,9 +194,14 @@ class Indices:
         the trips every lane takes, then the rest on a prefix of the lanes: loops.py), a, c and
         the step of every sign (the prefix split is for a > 0 and step > 0, the others take the
         general loop); every trip adds x[j + c'] into a witness."""
-        a = self.pick([2, 3, 1, 4, -2, 2, 3, -1])
+        # three in four of the split's kind (a > 0 and step > 0, a of 2 or more mostly: the
+        # lanes still running are then a rounded quotient), the rest of the other signs
+        if self.maybe(75):
+            a, step = self.pick([2, 3, 4, 2, 3, 1]), self.pick([1, 2, 3, 5, 2, 4])
+        else:
+            a, step = self.pick([-2, -1, 2, 3, -3]), self.pick([-1, -2, 1, 2, -3])
+            step = -abs(step) if a > 0 else step
         c = self.int(-6, 6)
-        step = self.pick([1, 2, 3, 5, -1, -2, 2, 4])
         R = min(self.B, 16) - 1                        # the lanes of the first packets
         smin, smax = c + min(0, a * R), c + max(0, a * R)
         if step > 0:                                   # the last lanes stop first (a > 0)
@@ -203,30 +221,37 @@ class Indices:
         start_e = t + self.ci(c) if a == 1 else self.ci(c) - t if a == -1 else t * a + self.ci(c)
         self.vtypes[w] = F32
         self.defined.add(w)
-        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))),)
+        h0, h = self.trip_witness(j)
+        body = (Assign(w, binary(Op.ADD, var(w, F32), load(x.name, var(j, I32) + self.ci(shift), F32))), h)
         self.shapes.add("loop:prefix")
-        return [Assign(w, const(0.0, F32)), For(j, start_e, self.ci(stop), self.ci(step), body)]
+        seen = self.witness(var(h.name, I32))
+        return [Assign(w, const(0.0, F32)), h0, For(j, start_e, self.ci(stop), self.ci(step), body), seen]
 
     def private_probe(self) -> list:
         """`private:store-masked` made on purpose (steer.SHAPES): a private store under a condition
         that turns lanes off inside a packet, at a uniform index (the cohort layout puts the
-        lanes' elements side by side: one vector store under the mask) or a per-thread one (a
-        scatter), then the element read back into a witness: an off lane must keep its old
+        lanes' elements side by side: one vector store under the mask) and at a per-thread one (a
+        scatter), each element read back into a witness: an off lane must keep its old
         element (zero, or what the array was filled with)."""
         if not self.privates:
             return []
         p = self.pick(self.privates)
-        if self.maybe(65):
-            idx = self.ci(self.int(0, p.size - 1))
-        else:
-            idx = binary(Op.MOD, self.t(), self.ci(p.size))
-        store = If(self.mixed_condition(), (PStore(p.name, idx, self.expr(p.dtype, 1)),))
-        w = self.fresh("w")                  # defined after the store's value is drawn
-        self.vtypes[w] = p.dtype
-        self.defined.add(w)
+        out = []
+        # both forms in each probe, the uniform one first (its lanes' elements side by side)
+        for idx in (self.ci(self.int(0, p.size - 1)), binary(Op.MOD, self.t(), self.ci(p.size))):
+            # mostly a value that differs from the element it replaces in every bit pattern (its
+            # negation), so an off lane's element overwritten shows whatever the array held
+            old = pload(p.name, idx, p.dtype)
+            value = self.expr(p.dtype, 1) if self.maybe(30) else \
+                unary(Op.NOT if p.dtype in (BOOL, I32, U32) else Op.NEG, old)
+            store = If(self.mixed_condition(), (PStore(p.name, idx, value),))
+            w = self.fresh("w")                  # defined after the store's value is drawn
+            self.vtypes[w] = p.dtype
+            self.defined.add(w)
+            seen = self.witness(var(w, p.dtype))     # to an output of its own (Plants.witness)
+            out += [store, Assign(w, pload(p.name, idx, p.dtype)), seen]
         self.shapes.add("private:store-masked")
-        seen = self.observe(var(w, p.dtype))     # straight to an output (Plants.observe)
-        return [store, Assign(w, pload(p.name, idx, p.dtype))] + ([seen] if seen is not None else [])
+        return out
 
     def guard_probe(self) -> list:
         """A loaded index used behind guards that bound it on both sides (bounds.py proves such
@@ -275,15 +300,30 @@ class Indices:
             # the second pair diverges inside a packet and its values load nothing (an unproven
             # load would keep it two stores in any build, a wrong lowering's included)
             cond = self.condition() if k == j else self.lane_condition()
-            value = (lambda: self.expr(o.dtype, 2)) if k == j else (
-                lambda: const(self.pick([1.5, -2.5, 0.75, 3.0]), F32))
-            then = self.own_store(o, j, self.store_value(value(), o.dtype))
-            orelse = self.own_store(o, k, self.store_value(value(), o.dtype))
+            # each side's value its own per lane (a lane term g*a + c, a different a per side), so
+            # the fused store's select of the two, each evaluated under its own lanes, shows a
+            # lane given the other side's value or the other lane's (stmts.store_either_side)
+            a1 = self.pick([1, 3, -1, 5])
+            a2 = self.pick([a for a in (2, -3, 7, -1) if a != a1])
+            then = self.own_store(o, j, self.store_value(self.lane_value(o.dtype, a1, k == j), o.dtype))
+            orelse = self.own_store(o, k, self.store_value(self.lane_value(o.dtype, a2, k == j), o.dtype))
             self.slot_uses[(o.name, j)] += 1
             self.slot_uses[(o.name, k)] += 1
             out.append(If(cond, (then,), (orelse,)))
         self.shapes.add("store:either-side")
         return out
+
+    def lane_value(self, dt, a: int, drawn: bool) -> Expr:
+        """A value of dt that differs from lane to lane and loads nothing: g*a + c as dt, added
+        to (xor'ed with, for bits) a drawn expression where `drawn`."""
+        term = self.g() * self.ci(a) + self.ci(self.int(-9, 9))
+        if dt is BOOL:
+            return binary(Op.EQ, binary(Op.AND, term, self.ci(1)), self.ci(self.int(0, 1)))
+        if dt is F32:
+            term = binary(Op.MUL, cast(term, F32), const(self.pick([0.5, 1.25, -0.75]), F32))
+            return binary(Op.ADD, self.expr(F32, 1), term) if drawn else term
+        term = cast(term, dt)
+        return binary(Op.XOR, self.expr(dt, 1), term) if drawn else term
 
     def wrap_loops(self, L: int) -> list:
         """Uniform loops from 0 by 1 that take a second trip: (t + j) % k with such a j wraps

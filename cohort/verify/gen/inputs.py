@@ -67,8 +67,9 @@ _PIECE = 1 << 15
 
 def _fill(spec: BufferSpec, seed: int, stream: int) -> np.ndarray:
     n = spec.length
-    if spec.dtype not in (F32, DType.I32, DType.U32, DType.BOOL):
-        raise ValueError(f"buffer {spec.name}: the generator fills f32, i32, u32 and bool buffers, not {spec.dtype}")
+    if spec.dtype not in (F32, DType.I32, DType.U32, DType.BOOL, DType.F16, DType.BF16):
+        raise ValueError(f"buffer {spec.name}: the generator fills f32, i32, u32, bool, f16 and bf16 buffers, "
+                         f"not {spec.dtype}")
     if spec.fill == "perm":
         return np.argsort(_splitmix(seed, stream, n), kind="stable").astype(spec.dtype.np)
     out = np.empty(n, spec.dtype.np)
@@ -82,11 +83,37 @@ _SCALES = np.exp2(np.arange(-20, 20, dtype=np.float64))           # 2^-20 .. 2^1
 _HALVES = (np.arange(33, dtype=np.float64) - 16) / 2               # rounding ties
 
 
+_F16_SPECIAL_BITS = np.array([0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0xFE00, 0x7D01, 0x0001, 0x8001, 0x03FF,
+                              0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x3800, 0x3555, 0x3C01], np.uint16)
+_BF16_SPECIAL_BITS = np.array([0x0000, 0x8000, 0x7F80, 0xFF80, 0x7FC0, 0xFFC0, 0x7F81, 0x0001, 0x8001, 0x007F,
+                               0x0080, 0x7F7F, 0xFF7F, 0x3F80, 0x3F00, 0x3F81], np.uint16)
+
+
+def _storage_values(spec: BufferSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """f16 or bf16 elements: the f32 values of the same fill rounded to the type (semantics.narrow),
+    and in three of eight (none for "finite") the type's own edges: ±0, ±inf, NaN payloads (a
+    signalling one too), subnormals, the largest finite value, values one ulp from 1."""
+    from ...refimpl.semantics import narrow
+    f32 = _values(BufferSpec(spec.name, F32, spec.length, spec.fill), a, b)
+    bits = np.asarray(narrow(f32, spec.dtype)).view(np.uint16).copy()
+    if spec.fill == "finite":           # f32 values past the type's range: its largest finite one
+        top = 0x7BFF if spec.dtype is DType.F16 else 0x7F7F
+        bits = np.where(bits & 0x7FFF == top + 1, (bits & 0x8000) | top, bits).astype(np.uint16)
+    else:
+        table = _F16_SPECIAL_BITS if spec.dtype is DType.F16 else _BF16_SPECIAL_BITS
+        cat = (b >> np.uint64(40)).astype(np.int64) % 8
+        pick = ((b >> np.uint64(44)) & np.uint64(0xFFFF)).astype(np.int64)
+        bits = np.where(cat < 3, table[pick % len(table)], bits).astype(np.uint16)
+    return bits.view(spec.dtype.np)
+
+
 def _values(spec: BufferSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """The values of the elements whose sequence values are a (index i) and b (index n + i)."""
+    if spec.dtype.is_storage:
+        return _storage_values(spec, a, b)
     low = (b & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     cat = (a >> np.uint64(56)).astype(np.int64) % 8
-    if spec.fill == "finite":
+    if spec.fill in ("finite", "positive", "negative"):
         cat = cat % 4                   # ordinary values of varied magnitude, small integers, ties
     elif spec.fill == "special":
         cat = np.where(cat < 3, 5, cat)  # mostly special values and raw bit patterns
@@ -109,6 +136,9 @@ def _values(spec: BufferSpec, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         bits = np.where(cat == 7, (low & np.uint32(0x807FFFFF)), bits)                   # subnormals, ±0
         if spec.fill == "nanzero":      # NaN and ±0 in six lanes of eight, the rest as "data"
             bits = np.where(cat < 6, _F32_NANZERO_BITS[pick % len(_F32_NANZERO_BITS)], bits)
+        if spec.fill in ("positive", "negative"):     # |v|, a zero made 1.0, then the sign
+            bits = np.where(bits & 0x7FFFFFFF == 0, np.uint32(0x3F800000), bits & np.uint32(0x7FFFFFFF))
+            bits = bits | np.uint32(0x80000000 if spec.fill == "negative" else 0)
         return bits.astype(np.uint32).view(np.float32)
     small = (pick % 41) - 20
     mid = pick % 1000

@@ -36,6 +36,7 @@ from ...refimpl.ir import (
     walk_expr,
 )
 from .base import BOOL, F32, I32, MATH_FUNCTIONS, U32, LoopRecord
+from .case import BufferSpec
 
 PLANTS_PER_PROGRAM = 8
 MATH_PLANTS_PER_PROGRAM = 3
@@ -129,6 +130,14 @@ class Plants:
             e = self.rooted(getattr(Op, what))
             return None if e is None else self.observe(e)
         return self.structure_plant(what)
+
+    def witness(self, value: Expr) -> Store:
+        """Store `value`'s bits at the thread's global id in an output of its own (u32), which no
+        other statement writes: a probe's result cannot be hidden by a later store to its slot
+        (a loop probe's trip witness, overwritten so, left a planted trip count unseen)."""
+        name = f"yw{len(self.atomic_buffers)}"
+        self.atomic_buffers.append(BufferSpec(name, U32, self.npad, "data"))
+        return Store(name, self.g(), self.store_value(value, U32))
 
     def observe(self, value: Expr, avoid=None) -> Optional[Store]:
         """Store `value` (converted, every bit kept) at a free slot of the thread's own."""

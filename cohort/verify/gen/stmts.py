@@ -142,7 +142,7 @@ class Statements:
             group.append(self.own_store(o, j, value, addr))
         if aim == "unordered" and k >= 3 or slips:
             self.shapes.add(f"group:{aim}")
-        if o.offset and aim is None and order == list(range(k)):
+        if o.offset and aim is None and order == list(range(k)) and _trailing_const(group[0].index):
             self.shapes.add("group:offset")     # a group (it may fuse) whose first slot carries a constant
         if aim is not None:      # every slot observed at once, in witnesses `w` nothing reassigns
             for j in range(k):
@@ -508,13 +508,15 @@ class Statements:
         k = self.ci(self.int(0, self.B))
         return binary(Op.LT, self.t(), k) if how == "prefix" else binary(Op.GE, self.t(), k)
 
-    def mixed_condition(self) -> Expr:
+    def mixed_condition(self, first_on: bool = False) -> Expr:
         """True in some lanes and false in others of every packet of 4 or more lanes (of the
-        first packet, for a prefix): where an off lane must be left alone."""
+        first packet, for a prefix): where an off lane must be left alone. `first_on`: true in
+        thread 0."""
         how = self.pick(["mod", "bit", "prefix"])
         if how == "mod":
             m = self.pick([2, 3, 5])
-            return binary(Op.EQ, binary(Op.MOD, self.t(), self.ci(m)), self.ci(self.int(0, 1) * (m - 1)))
+            r = 0 if first_on else self.int(0, 1) * (m - 1)
+            return binary(Op.EQ, binary(Op.MOD, self.t(), self.ci(m)), self.ci(r))
         if how == "bit":
             return binary(Op.EQ, binary(Op.AND, self.t(), self.ci(self.pick([1, 2]))), self.ci(0))
         return binary(Op.LT, self.t(), self.ci(self.int(1, min(self.B, 4) - 1)))
@@ -553,3 +555,12 @@ class Statements:
             out.append(self.own_store(o, j, self.store_value(var(v, self.vtypes[v]), o.dtype)))
         return out
 
+
+def _trailing_const(e) -> int:
+    """The sum of e's trailing `+ c` terms (a store group's first slot at k*t + c: its base
+    pointer must take c in; the lowering's interleaved_offset_stores count)."""
+    c = 0
+    while e.op is Op.ADD and e.src[1].op is Op.CONST:
+        c += e.src[1].arg
+        e = e.src[0]
+    return c
