@@ -97,7 +97,13 @@ def test_a_planted_write_conflict_is_reported_in_the_interpreters_words(name):
     ref = _interp_error(k, n, args())
     assert "write conflict: threads" in ref
     for v in SANITIZE:
-        assert _native_error(k, v, n, args()) == f"{ref} [native, {parse_variant(v).label}]", v
+        got = _native_error(k, v, n, args())
+        if "workers=2" in v:
+            # pool workers run blocks side by side: of two conflicting stores the later one
+            # reports, whichever block it is in; the pair and element are the interpreter's
+            assert _pair(got)[:4] == _pair(ref)[:4], (v, got, ref)
+            continue
+        assert got == f"{ref} [native, {parse_variant(v).label}]", v
 
 
 @pytest.mark.parametrize("k", [tail_conflict, tail_conflict_staged])

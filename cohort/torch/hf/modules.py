@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from .. import attention_ops
 from .. import ops as ct
 from .families import FAMILIES
 
@@ -129,7 +130,7 @@ class CohortAttention(CohortModule):
             k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
             v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
         cos, sin = position_embeddings
-        q, k = ct.rope_hf(q, k, cos, sin)
+        q, k = attention_ops.rope_hf(q, k, cos, sin)
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx, kwargs=kwargs)
         window = _WINDOWS[plan.window](self)               # read when the layer runs, as the model does
@@ -271,12 +272,12 @@ def cohort_attention(module, query, key, value, attention_mask, scaling=None, dr
         if kwargs.get(name) is not None:
             raise ValueError(f"cohort attention does not implement {name}={kwargs[name]!r}")
     if attention_mask is not None:
-        out = ct.attention(query, key, value, mask=attention_mask, scale=scaling)
+        out = attention_ops.attention(query, key, value, mask=attention_mask, scale=scaling)
     else:
         causal = kwargs.get("is_causal")
         causal = getattr(module, "is_causal", True) if causal is None else bool(causal)
         if sliding_window is not None and not causal:          # never dropped: cohort's window is causal
             raise ValueError(f"cohort attention has no bidirectional sliding window (sliding_window="
                              f"{sliding_window} on a non-causal layer)")
-        out = ct.attention(query, key, value, causal=causal, scale=scaling, window=sliding_window)
+        out = attention_ops.attention(query, key, value, causal=causal, scale=scaling, window=sliding_window)
     return out.transpose(1, 2), None
