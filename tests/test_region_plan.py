@@ -2,7 +2,8 @@
 that the lowering emits as it is and `cohort run --dump regions` prints."""
 import json
 
-from cohort import Buffer, Const, barrier, block_id, block_size, f32, global_id, kernel, shared, thread_id
+from test_cooperative import tree_sum  # the hand-written reduction tree
+
 from cohort.backend import codegen
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.inject import inject_bug_TESTING_ONLY
@@ -11,22 +12,6 @@ from cohort.backend.region_plan import BlockFor, Packets, plan_regions
 from cohort.backend.variant import parse_variant
 from cohort.cli import main
 from cohort.refimpl.specialize import specialize
-
-
-@kernel(block=8)
-def tree_sum(x: Buffer[f32], y: Buffer[f32], LOG: Const[int]):
-    t = thread_id()
-    s = shared(f32, block_size())
-    s[t] = x[global_id()]
-    barrier()
-    for k in range(0, LOG):
-        half = block_size() >> (k + 1)
-        if t < half:
-            s[t] = s[t] + s[t + half]
-        barrier()
-    if t == 0:
-        y[block_id()] = s[0]
-
 
 TREE = specialize(tree_sum.ir, {"LOG": 3})
 

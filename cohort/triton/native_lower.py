@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from ..backend import target as btarget
 from . import tir
-from .native_memory import MemoryLowering
+from .native_memory import VIEWS, MemoryLowering
 from .native_ops import (
     F32T,
     F64T,
@@ -496,17 +496,10 @@ class Lowering(MemoryLowering, TileLowering):
             return b.add(b.trunc(i, ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T),
                          kc(ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T, n.arg))
         s0 = n.srcs[0] if n.srcs else None
-        if op is K.BROADCAST:
-            return self.ev(s0, self._bidx(s0.shape, t.shape, idx), memo)
+        if op in VIEWS:
+            return self.ev(s0, self.view_source(n, idx), memo)
         if op is K.RESHAPE:
             return self.ev(s0, self.unflat(self.flat(idx, t.shape), s0.shape), memo)
-        if op is K.PERMUTE:
-            src = [None] * len(idx)
-            for dpos, axis in enumerate(n.arg):
-                src[axis] = idx[dpos]
-            return self.ev(s0, tuple(src), memo)
-        if op is K.EXPAND:
-            return self.ev(s0, idx[:n.arg] + idx[n.arg + 1:], memo)
         if op is K.JOIN:
             x, y = self.ev(n.srcs[0], idx[:-1], memo), self.ev(n.srcs[1], idx[:-1], memo)
             c, x, y = self.unify(b.icmp_unsigned("==", idx[-1], kc(idx[-1].type, 0)), x, y)

@@ -22,6 +22,9 @@ from .native_ops import F64T, I1T, I32T, I64T, PTR, const, from_mem, i64, kc, li
 from .native_ops import const_of as _const_of
 from .tir import Bin, Dt, K, Node
 
+# the operations whose element is another element of their operand (view_source)
+VIEWS = (K.BROADCAST, K.EXPAND, K.PERMUTE)
+
 
 class MemoryLowering:
     _NO_BAD = 2 ** 63 - 1
@@ -176,15 +179,8 @@ class MemoryLowering:
             j0 = self.ramps[id(idx[0])]
             return b.add(b.trunc(j0, I32T), ir.Constant(I32T, n.arg)), 1, []
         s0 = n.srcs[0] if n.srcs else None
-        if op is K.BROADCAST:
-            return self.affine(s0, self._bidx(s0.shape, n.shape, idx), memo)
-        if op is K.EXPAND:
-            return self.affine(s0, idx[:n.arg] + idx[n.arg + 1:], memo)
-        if op is K.PERMUTE:
-            src = [None] * len(idx)
-            for dpos, axis in enumerate(n.arg):
-                src[axis] = idx[dpos]
-            return self.affine(s0, tuple(src), memo)
+        if op in VIEWS:
+            return self.affine(s0, self.view_source(n, idx), memo)
         if op is K.VAR:
             value = self.inline.get(n.arg)
             if value is None or (self.region_env is not None and n.arg in self.region_env):
@@ -266,6 +262,17 @@ class MemoryLowering:
                 data, n, gi, inb, active = self._access(ptr, mask, idx, dict(memo))
                 self._track_bad(first, b.and_(active, b.not_(inb)), self.flat(idx, ptr.shape))
         self._report_bad(first, ptr, what)
+
+    def view_source(self, n: Node, idx):
+        """The index of view n's operand that n's element at idx is (VIEWS: no data moves)."""
+        if n.op is K.BROADCAST:
+            return self._bidx(n.srcs[0].shape, n.shape, idx)
+        if n.op is K.EXPAND:
+            return idx[:n.arg] + idx[n.arg + 1:]
+        src = [None] * len(idx)                 # K.PERMUTE
+        for dpos, axis in enumerate(n.arg):
+            src[axis] = idx[dpos]
+        return tuple(src)
 
     def _bidx(self, src_shape, dst_shape, idx):
         """numpy broadcasting of `src_shape` against `dst_shape` at dst index idx."""
