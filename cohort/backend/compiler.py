@@ -255,8 +255,24 @@ class CompiledKernel:
         fn = p.caller_entry()
         if fn is not None:
             p.run(fn=fn)
+        elif p.sanitized is not None:
+            self._run_sanitized_elsewhere(p)
         else:
             runtime.run(p, self.policy)
+
+    def _run_sanitized_elsewhere(self, p: "PreparedLaunch"):
+        """A sanitize launch on the pool reports what a run block after block reports, not
+        whichever block's finding the workers recorded first (sanitize_record.py's notes)."""
+        slots = abi_slots(p.code.kernel)
+        saved = sanitize_record.snapshot(p.sanitized, p.code.kernel, p.args, slots)
+        try:
+            runtime.run(p, self.policy)
+        except KernelRuntimeError as pooled:
+            sanitize_record.restore(saved)
+            if p.sanitized.shadowed:
+                p.fit_shadows()
+            p.run(fn=p.entry_fn)
+            raise pooled     # (the run in order found nothing: the pooled finding stands)
 
     def auto_entries(self, code: NativeCode) -> tuple:
         """The builds auto may choose among for a launch of `code` (launch_policy.BuildEntry):

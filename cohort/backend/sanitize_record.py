@@ -22,9 +22,17 @@ timer) keeps its shadows: a repeat of one launch reports nothing its first run w
 (the phases count per block), but a kernel whose indices depend on values it wrote itself can
 be reported at a repeat. Cost: 56 bytes per element
 of every buffer the kernel stores to or updates (docs/kernels.md).
+
+Which finding a launch reports does not depend on the route: pool workers run blocks side by
+side, so the first finding recorded there is whichever block got there first. A pooled sanitize
+launch therefore keeps a copy of the buffers it writes (`snapshot`); when it records a finding,
+CompiledKernel.run_prepared puts them back and runs the launch again on the calling thread, block
+after block as the interpreter does, and reports what that run finds
+(tests/test_sanitize_global.py, test_a_pooled_launch_reports_the_interpreters_finding).
 """
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Optional
 
@@ -88,6 +96,25 @@ def fit_shadows(rec: np.ndarray, lay: RecordLayout, args: np.ndarray, slots: dic
         at = lay.shadow_slot(j)
         rec[at] = shadow.ctypes.data
         rec[at + 1] = length
+
+
+def snapshot(lay: RecordLayout, k: Kernel, args: np.ndarray, slots: dict) -> list:
+    """A copy of every buffer the kernel writes, as argument block `args` gives them, for
+    `restore` (module notes)."""
+    dtypes = {p.name: p.dtype for p in k.params}
+    saved = []
+    for name in lay.shadowed:
+        address, length = int(args[slots[name][0]]), int(args[slots[name][1]])
+        nbytes = length * dtypes[name].np.itemsize
+        if nbytes:
+            saved.append((address, bytes((ctypes.c_char * nbytes).from_address(address))))
+    return saved
+
+
+def restore(saved: list):
+    """Put back the buffers `snapshot` copied."""
+    for address, data in saved:
+        ctypes.memmove(address, data, len(data))
 
 
 def _noun(how: str) -> str:
