@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..refimpl import semantics as S
-from . import tir, values
+from . import racecheck, tir, values
 from .errors import KernelRuntimeError, where
 from .mathx import math_f32
 from .tir import Dt, K, Node, Ptr, Red
@@ -107,10 +107,16 @@ def hillis_steele(vals, fn):
 
 
 class Interpreter:
-    def __init__(self, prog: tir.Program, buffers: dict, scalars: dict, grid: tuple):
+    def __init__(self, prog: tir.Program, buffers: dict, scalars: dict, grid: tuple, race=None, undefined=None):
+        """`race`: check mode's racecheck.RaceCheck, told of every access. `undefined`: what
+        the masked-off lanes of a load without `other` hold, as a function of the load and the
+        element type (None: zeros, the definition); check mode's undefined-lane probe
+        (native.run_check) runs the reference again with other values there."""
         self.p, self.buffers, self.scalars, self.grid = prog, buffers, scalars, grid
+        self.race, self.undefined = race, undefined
         self.pid = (0, 0, 0)
         self.line = 0
+        self.unfilled: dict = {}        # id -> a load without `other` that left lanes masked off
 
     def fail(self, msg: str):
         return KernelRuntimeError(f"{where(self.p.name, self.p.filename, self.line)}, program "
@@ -123,6 +129,8 @@ class Interpreter:
                 for x in range(g0):
                     self.pid = (x, y, z)
                     self.env = {}
+                    if self.race is not None:
+                        self.race.begin(self.pid)
                     try:
                         self.block(self.p.body)
                     except _Return:
@@ -199,9 +207,18 @@ class Interpreter:
         ptr = self.ev(st.ptr, memo)
         mask = None if st.mask is None else self.ev(st.mask, memo)
         buf, idx, active = self._addresses(ptr, mask, "load")
+        if self.race is not None:
+            self.race.access(self, ptr.base, buf, idx, active, racecheck.LOAD)
         out = buf.flat[idx] if buf.flat.size else np.zeros(idx.shape, buf.flat.dtype)
         if mask is not None:
-            other = self.ev(st.other, memo) if st.other is not None else np.zeros((), out.dtype)
+            if st.other is not None:
+                other = self.ev(st.other, memo)
+            else:
+                other = np.zeros((), out.dtype)
+                if not active.all():
+                    self.unfilled[id(st)] = st
+                    if self.undefined is not None:
+                        other = self.undefined(st, buf.elem)
             out = np.where(active, out, np.broadcast_to(np.asarray(other, out.dtype), out.shape))
         self.env[st.var] = np.asarray(out)
 
@@ -211,6 +228,8 @@ class Interpreter:
         val = np.broadcast_to(np.asarray(self.ev(st.value, memo)), ptr.off.shape)
         mask = None if st.mask is None else self.ev(st.mask, memo)
         buf, idx, active = self._addresses(ptr, mask, "store")
+        if self.race is not None:
+            self.race.access(self, ptr.base, buf, idx, active, racecheck.STORE)
         sel = active.reshape(-1)
         buf.flat[idx.reshape(-1)[sel]] = val.reshape(-1)[sel]    # duplicates: the last in row-major order
 
@@ -229,6 +248,10 @@ class Interpreter:
             o = flat[a]
             old[k] = o
             flat[a] = _atomic_new(st.op, elem, o, val[k], None if cmp is None else cmp[k])
+            if self.race is not None:       # a failed compare-and-swap only reads: it releases nothing
+                wrote = st.op != "cas" or np.asarray(o).tobytes() == np.asarray(cmp[k], o.dtype).tobytes()
+                self.race.atomic(self, ptr.base, buf, int(a), wrote, st.sem in ("acq_rel", "acquire"),
+                                 wrote and st.sem in ("acq_rel", "release"))
         self.env[st.var] = old.reshape(ptr.off.shape)
 
     # ------------------------------------------------------------ expressions

@@ -66,6 +66,14 @@ def register(B, reg, tl):
     reg(tl.load, load)
     reg(tl.store, store)
 
+    def memory_order(sem, what):
+        sem = unwrap(sem)
+        if sem is None:
+            return "acq_rel"                 # Triton's default
+        if sem not in ("acq_rel", "acquire", "release", "relaxed"):
+            raise fe.type_error(f"{what}: sem={sem!r} (expected 'acq_rel', 'acquire', 'release' or 'relaxed')")
+        return sem
+
     def atomic(op):
         def h(pointer_, val, mask=None, sem=None, scope=None):
             p = pointer(pointer_, f"tl.atomic_{op}")
@@ -88,7 +96,7 @@ def register(B, reg, tl):
             name = fe.fresh("atomic")
             tt = TT(elem, p.shape)
             fe.vars[name] = tt
-            fe.emit(tir.Atomic(name, op, p, v, None, m, fe.line))
+            fe.emit(tir.Atomic(name, op, p, v, None, m, fe.line, memory_order(sem, f"tl.atomic_{op}")))
             return Node(K.VAR, tt, (), name)
         return h
 
@@ -106,7 +114,7 @@ def register(B, reg, tl):
         name = fe.fresh("cas")
         tt = TT(elem, p.shape)
         fe.vars[name] = tt
-        fe.emit(tir.Atomic(name, "cas", p, v, c, None, fe.line))
+        fe.emit(tir.Atomic(name, "cas", p, v, c, None, fe.line, memory_order(sem, "tl.atomic_cas")))
         return Node(K.VAR, tt, (), name)
 
     reg(tl.atomic_cas, atomic_cas)

@@ -19,11 +19,12 @@ import threading
 import numpy as np
 
 from ..backend import jit, launch_policy, runtime
-from . import tir
+from . import tir, undefined
 from .errors import CheckMismatch, KernelRuntimeError, UnsupportedConstruct, where
 from .interp import Buffer, Interpreter
 from .native_lower import Lowering, abi
 from .native_ops import NativeUnsupported, exact_config
+from .racecheck import RaceCheck
 
 _compiled: dict = {}
 _lock = threading.Lock()
@@ -168,15 +169,25 @@ def _failure(c: Compiled, buffers, pid: int, site: int, value: int, grid) -> Ker
     return KernelRuntimeError(head + msg)
 
 
-def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> None:
-    """The reference on copies, native on the tensors, every storage compared bit for bit."""
-    copies, ref = {}, {}
+def _copies(buffers: dict) -> dict:
+    """The buffers over copies of their storage (arguments sharing a storage share its copy)."""
+    copies, out = {}, {}
     for name, buf in buffers.items():
         key = (buf.flat.__array_interface__["data"][0], buf.flat.nbytes)
         if key not in copies:
             copies[key] = buf.flat.copy()
-        ref[name] = Buffer(copies[key].view(buf.flat.dtype), buf.base, buf.elem)
-    Interpreter(prog, ref, scalars, grid).run()
+        out[name] = Buffer(copies[key].view(buf.flat.dtype), buf.base, buf.elem)
+    return out
+
+
+def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> None:
+    """The reference on copies with the race detector (racecheck.py) and the undefined-lane
+    probe (undefined.py), native on the tensors, every storage compared bit for bit."""
+    ref = _copies(buffers)
+    first = Interpreter(prog, ref, scalars, grid, race=RaceCheck(ref, grid))
+    first.run()
+    if first.unfilled:
+        undefined.probe(prog, buffers, ref, scalars, grid, list(first.unfilled.values()), _copies)
     try:
         run(prog, buffers, scalars, grid)
     except KernelRuntimeError as e:

@@ -255,6 +255,7 @@ class Atomic:
     cmp: Optional[Node]  # cas only
     mask: Optional[Node]
     line: int
+    sem: str = "acq_rel"   # Triton's memory order: acq_rel, acquire, release, relaxed (racecheck.py)
 
 
 @dataclass(frozen=True)
