@@ -112,6 +112,10 @@ MASKED_STORE = Knob("COHORT_MASKED_STORE", "choice", "auto", "codegen",
 POOL = Knob("COHORT_POOL", "choice", "auto", "runtime",
             "auto: launches run on the team of an OpenMP runtime already loaded (torch's); cohort: always "
             "on the pool's own threads", ("auto", "cohort"))
+TRITON_AUTOTUNE = Knob("COHORT_TRITON_AUTOTUNE", "choice", "time", "cohort.triton",
+                      "@triton.autotune's choice among the configs left after pruning: time (the fastest "
+                      "native build, as Triton times its own) or first (no timing: the same choice every run)",
+                      ("time", "first"))
 # compiled-object cache
 OBJECT_CACHE = Knob("COHORT_OBJECT_CACHE", "path", None, "cache",
                     "folder of LLVM's compiled objects, keyed by everything that decides them (opt-in)")
@@ -148,7 +152,7 @@ CXX = Knob("CXX", "text", None, "audit (eager column)",
 XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "text", None, "audit (eager column)",
                       "where the eager entry's build is cached ($XDG_CACHE_HOME/cohort/eager; default ~/.cache)")
 
-KNOBS = {k.name: k for k in (FMA, F16, MASKED_STORE, POOL, OBJECT_CACHE, OBJECT_CACHE_MB, DEBUG,
+KNOBS = {k.name: k for k in (FMA, F16, MASKED_STORE, POOL, TRITON_AUTOTUNE, OBJECT_CACHE, OBJECT_CACHE_MB, DEBUG,
                              FUZZ_O3_PERCENT, FUZZ_O0_PERCENT, FUZZ_TEST_CRASH, FUZZ_TEST_HANG,
                              FUZZ_TEST_SEED_DELAY, FUZZ_CI_PROGRAMS, FUZZ_LONG_SECONDS, AARCH64_CACHE,
                              CXX, XDG_CACHE_HOME)}

@@ -103,13 +103,27 @@ def heur_kernel(x_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
         tl.store(x_ptr + offs, 2, mask=offs < n)
 
 
-def test_autotune_first_pruned_config_and_reset_to_zero():
+def test_autotune_times_the_pruned_configs_and_resets_to_zero():
     tuned_count_kernel.cache.clear()                    # the choice is cached per key (this test runs per mode)
     out = torch.full((2,), 5, dtype=torch.int32)
-    n = 50                                              # prunes BLOCK=512 (> 4 * 50); picks BLOCK=64
+    n = 50                                              # prunes BLOCK=512 (> 4 * 50): 64 and 32 are timed
     tuned_count_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](out, n)
-    assert out.tolist() == [50, 64]                     # two configs left: reset to zero before the run
-    assert tuned_count_kernel.best_config.kwargs["BLOCK"] == 64
+    timings = {c.kwargs["BLOCK"]: t for c, t in tuned_count_kernel.configs_timings.items()}
+    assert sorted(timings) == [32, 64] and all(0 < t < float("inf") for t in timings.values())
+    best = tuned_count_kernel.best_config.kwargs["BLOCK"]
+    assert timings[best] == min(timings.values())
+    assert out.tolist() == [50, best]                   # reset to zero after the timing, before the run
+    out[:] = 7                                          # the cached choice: no timing, no reset
+    tuned_count_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](out, n)
+    assert out.tolist() == [57, max(7, best)]
+
+
+def test_autotune_first_takes_the_first_pruned_config(monkeypatch):
+    monkeypatch.setenv("COHORT_TRITON_AUTOTUNE", "first")
+    tuned_count_kernel.cache.clear()
+    out = torch.full((2,), 5, dtype=torch.int32)
+    tuned_count_kernel[lambda meta: (triton.cdiv(50, meta["BLOCK"]),)](out, 50)
+    assert tuned_count_kernel.best_config.kwargs["BLOCK"] == 64 and out.tolist() == [50, 64]
 
 
 def test_heuristics():
@@ -119,3 +133,22 @@ def test_heuristics():
     x = torch.zeros(64, dtype=torch.int32)
     heur_kernel[(2,)](x, 64, BLOCK=32)
     assert (x == 1).all()
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32, "PRINT": True}), triton.Config({"BLOCK": 16, "PRINT": False})],
+                 key=["n"])
+@triton.jit
+def tuned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PRINT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + offs, mask=offs < n)
+    if PRINT:
+        tl.device_print("v", v)                         # native mode does not build this config
+    tl.store(y_ptr + offs, v, mask=offs < n)
+
+
+def test_autotune_never_chooses_a_config_native_mode_does_not_build():
+    tuned_copy.cache.clear()
+    x, y = torch.arange(40, dtype=torch.float32), torch.zeros(40)
+    tuned_copy[lambda meta: (triton.cdiv(40, meta["BLOCK"]),)](x, y, 40)
+    assert tuned_copy.best_config.kwargs["BLOCK"] == 16 and torch.equal(x, y)
+    assert [t == float("inf") for t in tuned_copy.configs_timings.values()] == [True, False]

@@ -84,6 +84,17 @@ def active_mode():
 
 
 @contextlib.contextmanager
+def native_mode():
+    """Launches inside run natively (autotune's timing, autotune.py), whatever the mode."""
+    previous = _state["mode"]
+    _state["mode"] = "native"
+    try:
+        yield
+    finally:
+        _state["mode"] = previous
+
+
+@contextlib.contextmanager
 def on_cpu(mode: str = "reference", threads: int = None):
     """Run Triton launches on cohort inside the block (restoring the previous state after)."""
     _check_mode(mode)
