@@ -173,6 +173,54 @@ def test_casts_round_to_nearest_even():
 
 
 @triton.jit
+def wide_int_cast_kernel(x_ptr, u_ptr, f_ptr, bf_ptr, h_ptr, uf_ptr, d_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m)
+    tl.store(f_ptr + offs, x.to(tl.float32), mask=m)
+    tl.store(bf_ptr + offs, x.to(tl.bfloat16), mask=m)
+    tl.store(h_ptr + offs, (x >> 48).to(tl.float16), mask=m)
+    tl.store(uf_ptr + offs, tl.load(u_ptr + offs, mask=m).to(tl.float32), mask=m)
+    tl.store(d_ptr + offs, x.to(tl.float64), mask=m)
+
+
+def _rounded_once(v: int, mant: int, emin: int) -> int:
+    """v rounded to nearest even with `mant` significand bits (exponent >= emin): an integer."""
+    if v == 0:
+        return 0
+    s, a = (-1 if v < 0 else 1), abs(v)
+    e = max(a.bit_length() - mant, emin, 0)
+    q, r = divmod(a, 1 << e)
+    if 2 * r > 1 << e or (2 * r == 1 << e and q & 1):
+        q += 1
+    return s * (q << e)
+
+
+def test_64_bit_integers_round_once_to_every_float():
+    # 2**60 + 2**36 + 1 rounded to f64 first loses the 1 and then ties to even: one rounding
+    # goes up (torch and the hardware's int64 -> f32); near-ties of every kind, both signs
+    g = np.random.default_rng(5)
+    ties = [2 ** 60 + 2 ** 36 + 1, 2 ** 60 + 2 ** 36, 2 ** 60 + 2 ** 36 - 1, 2 ** 62 + 2 ** 38 + 2 ** 9,
+            2 ** 63 - 1, -2 ** 63, 2 ** 53 + 1, 2 ** 24 + 1, -(2 ** 60 + 2 ** 36 + 1), 0, 1, -1]
+    k = g.integers(10, 63, 400)
+    rand = [int(s) * ((1 << int(e)) + (int(r) << max(int(e) - 30, 0)) + int(t))
+            for s, e, r, t in zip(g.choice([-1, 1], 400), k, g.integers(0, 2 ** 30, 400), g.integers(-3, 4, 400))]
+    vals = ties + rand
+    n = len(vals)
+    x = torch.tensor(vals, dtype=torch.int64)
+    u = torch.tensor([v % 2 ** 64 for v in vals], dtype=torch.uint64)
+    f, uf, d = torch.empty(n), torch.empty(n), torch.empty(n, dtype=torch.float64)
+    bf, h = torch.empty(n, dtype=torch.bfloat16), torch.empty(n, dtype=torch.float16)
+    wide_int_cast_kernel[(3,)](x, u, f, bf, h, uf, d, n, BLOCK=256)
+    assert torch.equal(f, x.to(torch.float32))                 # torch converts in one rounding
+    assert [int(v) for v in f.tolist()] == [_rounded_once(v, 24, 0) for v in vals]
+    assert [int(v) for v in uf.tolist()] == [_rounded_once(v % 2 ** 64, 24, 0) for v in vals]
+    assert [int(v) for v in bf.float().tolist()] == [_rounded_once(v, 8, 0) for v in vals]
+    assert torch.equal(h, (x >> 48).to(torch.float16))
+    assert torch.equal(d, x.to(torch.float64))
+
+
+@triton.jit
 def nan_kernel(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
     o = tl.arange(0, BLOCK)
     a = tl.load(a_ptr + o)

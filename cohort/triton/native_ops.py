@@ -188,8 +188,10 @@ class Ops:
             if dst.bits > src.bits:
                 return b.sext(v, rt) if src.is_signed else b.zext(v, rt)
             return b.trunc(v, rt) if dst.bits < src.bits else v
-        if src.is_int:                    # exactly to f64 (64-bit: one rounding), then values._round_f64
+        if src.is_int:                    # to f64 (64-bit: rounded to odd), then values.round_f64
             wide = b.sitofp(v, like(F64T, v)) if src.is_signed else b.uitofp(v, like(F64T, v))
+            if src.bits == 64 and dst is not Dt.F64:
+                wide = self.to_f64_odd(v, wide, src.is_signed)
             return self.round_f64(wide, dst)
         if dst.is_float:
             return self.round_f64(self.wide(v, src), dst)
@@ -197,6 +199,24 @@ class Ops:
         t = self.call("llvm.trunc", w.type, [w])
         sat = "llvm.fptosi.sat" if dst.is_signed else "llvm.fptoui.sat"
         return self.call(sat, rt, [t], rt, w.type)          # saturates, NaN -> 0
+
+    def to_f64_odd(self, v, x, signed: bool):
+        """values.to_f64_odd: x, the 64-bit integer v rounded to nearest even, rounded to odd."""
+        b = self.b
+        top = kc(x.type, 2.0 ** 63 if signed else 2.0 ** 64)
+        mag = self.call("llvm.fabs", x.type, [x])
+        fits = b.fcmp_ordered("<", mag, top)
+        safe = b.select(fits, x, kc(x.type, 0.0))
+        back = b.fptosi(safe, v.type) if signed else b.fptoui(safe, v.type)
+        inexact = b.and_(fits, b.icmp_unsigned("!=", back, v))
+        above = b.icmp_signed(">", v, back) if signed else b.icmp_unsigned(">", v, back)
+        positive = b.fcmp_ordered(">", x, kc(x.type, 0.0))
+        away = b.icmp_unsigned("==", above, positive)
+        ity = like(I64T, x)
+        bits = b.bitcast(x, ity)
+        even = b.icmp_unsigned("==", b.and_(bits, kc(ity, 1)), kc(ity, 0))
+        moved = b.add(bits, b.select(away, kc(ity, 1), kc(ity, -1)))
+        return b.bitcast(b.select(b.and_(inexact, even), moved, bits), x.type)
 
     def bitcast(self, v, src: Dt, dst: Dt):
         if dst is Dt.I1:

@@ -53,6 +53,28 @@ def round_f64(x, dt: Dt):
     return from_f32(f, dt)
 
 
+def to_f64_odd(a, signed: bool):
+    """64-bit integers to f64 rounded to odd: the nearest f64 rounded once to nearest even, then,
+    where that was inexact and its last bit is 0, moved one ulp toward the integer. Rounding that
+    to f32 or 16 bits is then the integer rounded once (Boldo and Melquiond: odd rounding to 53
+    bits, then to p <= 51 bits); rounding to nearest twice is not (2**60 + 2**36 + 1 to f32).
+    Magnitudes that round to 2**63 (2**64 unsigned) keep that: every narrower type rounds them
+    there too."""
+    it = np.int64 if signed else np.uint64
+    a = np.asarray(a).astype(it)
+    x = a.astype(np.float64)                          # to nearest even
+    top = 2.0 ** 63 if signed else 2.0 ** 64
+    fits = np.abs(x) < top
+    back = np.where(fits, x, 0.0).astype(it)
+    inexact = fits & (back != a)
+    above = a > back                                  # the integer lies above x
+    bits = x.view(np.int64)
+    even = (bits & 1) == 0
+    away = above == (x > 0)                           # toward the integer is away from zero
+    step = np.where(away, 1, -1)
+    return np.where(inexact & even, bits + step, bits).view(np.float64)
+
+
 def cast(a, src: Dt, dst: Dt):
     """Value conversion (tl.cast, .to): ints wrap (sign- or zero-extend by the source's
     signedness); to int1 is `!= 0`; int -> float rounds once to nearest even; float ->
@@ -66,9 +88,12 @@ def cast(a, src: Dt, dst: Dt):
             return (_wide_float(a, src) != 0) if src.is_float else (a != 0)
         if src.is_int and dst.is_int:
             return a.astype(np.int64 if src.is_signed or src is Dt.I1 else np.uint64).astype(dst.np)
-        if src.is_int:                    # exact in long double (64+ bits), then one rounding
-            wide = a.astype(np.longdouble).astype(np.float64) if src.bits == 64 else a.astype(np.float64)
-            return round_f64(wide, dst)
+        if src.is_int:                    # one rounding (to_f64_odd: 64-bit sources)
+            if src.bits < 64:
+                return round_f64(a.astype(np.float64), dst)
+            if dst is Dt.F64:             # exact in long double (64+ bits), then one rounding
+                return a.astype(np.longdouble).astype(np.float64)
+            return round_f64(to_f64_odd(a, src.is_signed), dst)
         if dst.is_float:
             return round_f64(_wide_float(a, src), dst)
         from .tir import int_range
