@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 
+from . import state
 from .errors import CheckMismatch, KernelRuntimeError, KernelTypeError, LaunchError, TritonError, UnsupportedConstruct
 
 MODES = ("reference", "native", "check")
-_state = {"mode": None, "saved": None}
+_state = state.current
 
 
 class ModeNotAvailable(TritonError):
@@ -81,17 +82,6 @@ def deactivate() -> None:
 
 def active_mode():
     return _state["mode"]
-
-
-@contextlib.contextmanager
-def native_mode():
-    """Launches inside run natively (autotune's timing, autotune.py), whatever the mode."""
-    previous = _state["mode"]
-    _state["mode"] = "native"
-    try:
-        yield
-    finally:
-        _state["mode"] = previous
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import statistics
 import time
 
 from .. import knobs
+from . import state
 from .errors import TritonError
 
 WARMUP = 1             # untimed launches per config (the first builds it)
@@ -24,7 +25,6 @@ BUDGET_S = 0.2         # fewer timed launches when a config's first one takes lo
 
 def _timed(tuner, args, kwargs, config) -> float:
     """The median time of `config`'s native launches (inf when it cannot run natively)."""
-    from . import native_mode
     current = {**kwargs, **config.all_kwargs()}
     full = {**tuner.nargs, **current}
 
@@ -39,7 +39,7 @@ def _timed(tuner, args, kwargs, config) -> float:
 
     times = []
     try:
-        with native_mode():
+        with state.native_mode():
             for _ in range(WARMUP):
                 call()
             while len(times) < REPEATS:

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ...refimpl.ir import Assign, For, If, Op, Store, binary, builtin, const, load, select, unary, var
 from .base import F32, I32
 from .case import BufferSpec
+from .steer import SHAPE_FORMS
 
 # the coverage shape (steer.SHAPES, `past:` omitted) of a one-past access of each form; a guard's
 # is `guard-le` when it is a `<=` (or `K >= i`)
@@ -33,7 +34,7 @@ _SHAPE = {"affine": "affine", "reverse": "affine", "block": "block", "blockthrea
 _LE = ("le", "ge_flip", "not_gt", "not_lt_flip")
 # `guard-spelled`: a negated comparison, or one with the variable on the right, beyond the first
 # spellings (the proof reads each through negation and flipping: bounds.Bounds._facts)
-_SPELLED = ("not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt")
+_SPELLED = SHAPE_FORMS["past:guard-spelled"]
 
 
 def _cmod(a: int, m: int) -> int:
@@ -93,10 +94,10 @@ class Boundary:
             hows = ["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt",
                     # every spelling: `not` of either order, the comparison reversed (lower edges too)
                     "not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt"]
-            if aim == "guard-spelled":       # the spellings after the ones made so far (three: the
-                # steering is refreshed every few programs, so programs under one see a few)
-                made = self.steer.times_made("shape:past:guard-spelled")
-                hows = [_SPELLED[(made + d) % len(_SPELLED)] for d in range(3)]
+            if aim == "guard-spelled":       # the least-made spellings (steer.SHAPE_FORMS; the steering
+                # is refreshed every few programs, so the programs under one spread over them)
+                made = {h: self.steer.times_made(f"shape:past:guard-spelled:{h}") for h in _SPELLED}
+                hows = [h for h in _SPELLED if made[h] == min(made.values())]
             elif aim is not None:     # `<=` (also spelled K >= i) narrows to K, `<` to K - 1
                 hows = [h for h in hows if (h in _LE) == (aim == "guard-le")]
             how = self.pick(hows)
@@ -176,6 +177,7 @@ class Boundary:
             self.shapes.add(f"past:{shape if form in ('guard', 'select') else _SHAPE[form]}")
             if form in ("guard", "select") and spelled:
                 self.shapes.add("past:guard-spelled")
+                self.shapes.add(f"past:guard-spelled:{how}")
         at = idx(c)
         if store:
             self.edge_outputs.append(BufferSpec("ye", F32, length, "data"))

@@ -245,6 +245,12 @@ SHAPE_TIMES = 2            # a rare shape (SHAPES) counts as missing until made 
 # about once per form. One program of `past:guard-spelled` has one spelling, and two programs
 # left the spelling bounds_not_flip needs unmade on two of three campaign seeds (docs/fuzzing.md).
 SHAPE_TIMES_BY = {"past:guard-spelled": 6, "atomic:f32-edge": 4, "atomic:shared-edge": 4}
+# The forms of a shape the generator records one by one (`shape:<shape>:<form>`, counted like any
+# shape but outside the universe): the shape stays missing until each form was made once (or
+# SHAPE_CAP programs), and the generator makes the least-made forms first (boundary.py). Drawn
+# from a window of three spellings, `not (K < i)` was left unmade by every program of the shape
+# on one campaign seed in three, and the plant that misreads it went uncaught (docs/fuzzing.md).
+SHAPE_FORMS = {"past:guard-spelled": ("not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt")}
 # The lowering path each probe shape exists for (a key of the compiled kernel's lowering_counts,
 # counted by fuzz.Coverage in variant runs that took it): the shape stays missing until PATH_TIMES
 # variant runs have taken its path, not just until programs made it, because a program of the
@@ -271,6 +277,7 @@ class Steering:
     boosts: tuple = ()         # ((category, multiplier), ...), sorted
     missing: tuple = ()        # categories with no count at all, sorted
     made: tuple = ()           # ((shape category, programs), ...) of the missing shapes made at least once
+                               # (and of their forms, SHAPE_FORMS)
     _table: dict = field(default=None, compare=False, repr=False, hash=False)
 
     def __post_init__(self):
@@ -302,6 +309,8 @@ class Steering:
                     missing.append(c)
                     if n > 0:
                         made.append((c, int(n)))
+                    made += [(f"{c}:{f}", int(counts[f"{c}:{f}"])) for f in SHAPE_FORMS.get(c[6:], ())
+                             if counts.get(f"{c}:{f}", 0) > 0]
                     continue
                 for fraction, mult in RARE_BOOSTS:
                     if n < fraction * median:
@@ -350,7 +359,8 @@ def shape_covered(shape: str, made: int, counts: Mapping[str, int]) -> bool:
     paths = PATHS.get(shape, ())
     paths = (paths,) if isinstance(paths, str) else paths
     return made >= SHAPE_TIMES_BY.get(shape, SHAPE_TIMES) and all(
-        counts.get(f"lowering:{p}", 0) >= PATH_TIMES for p in paths)
+        counts.get(f"lowering:{p}", 0) >= PATH_TIMES for p in paths) and all(
+        counts.get(f"shape:{shape}:{f}", 0) > 0 for f in SHAPE_FORMS.get(shape, ()))
 
 
 def _group(category: str) -> str:
