@@ -195,16 +195,9 @@ def launch_args(kfn, args):
 # ---------------------------------------------------------------- check
 
 def cmd_check(args) -> int:
-    from .backend.variant import VariantError, parse_variant
     kfn = load_kernel(args.target)
     n, consts, launch, seed = launch_args(kfn, args)
-    specs = args.variant or list(DEFAULT_VARIANTS)
-    for s in specs:
-        try:
-            parse_variant(s)
-        except VariantError as e:
-            raise UsageError(f"--variant {s!r}: {e}") from None
-    result = check_kernel(kfn, n, consts, launch, specs)
+    result = check_kernel(kfn, n, consts, launch, parsed_variants(args.variant or list(DEFAULT_VARIANTS)))
     result.update(target=args.target, seed=seed)
     if args.dump == "regions":       # the plan every build emits (backend/region_plan.py)
         from .backend.region_plan import plan_regions
@@ -224,8 +217,21 @@ def cmd_check(args) -> int:
     return 0 if result["ok"] else 1
 
 
-def check_kernel(kfn, n: int, consts: dict, launch: dict, specs) -> dict:
-    """The interpreter's run, then every build's verdict against it (never raises for a finding)."""
+def parsed_variants(specs) -> list:
+    """(spec, Variant) for each --variant text, parsed once here (a bad one: exit 2)."""
+    from .backend.variant import VariantError, parse_variant
+    out = []
+    for s in specs:
+        try:
+            out.append((s, parse_variant(s)))
+        except VariantError as e:
+            raise UsageError(f"--variant {s!r}: {e}") from None
+    return out
+
+
+def check_kernel(kfn, n: int, consts: dict, launch: dict, variants) -> dict:
+    """The interpreter's run, then every build's verdict against it (never raises for a finding).
+    `variants`: (spec, Variant) pairs (parsed_variants)."""
     from .backend.compiler import UnsupportedVariant, compile_kernel
     from .backend.variant import VariantError
     from .refimpl.interpreter import KernelRuntimeError, interpret
@@ -242,10 +248,10 @@ def check_kernel(kfn, n: int, consts: dict, launch: dict, specs) -> dict:
     ref_seconds = time.perf_counter() - t0
     reference = {k: v for k, v in ref.items() if isinstance(v, np.ndarray)}
     builds = []
-    for spec in specs:
+    for spec, variant in variants:
         rec = {"variant": spec}
         try:
-            ck = compile_kernel(kfn, consts, spec, n=n, verify="never")   # verify_build compares
+            ck = compile_kernel(kfn, consts, variant, n=n, verify="never")   # verify_build compares
         except (UnsupportedVariant, VariantError) as e:
             builds.append({**rec, "status": "unsupported", "detail": str(e)})
             continue
@@ -272,18 +278,17 @@ def check_kernel(kfn, n: int, consts: dict, launch: dict, specs) -> dict:
 
 def cmd_time(args) -> int:
     from .backend.compiler import UnsupportedVariant, compile_kernel
-    from .backend.variant import VariantError, parse_variant
     kfn = load_kernel(args.target)
     n, consts, launch, seed = launch_args(kfn, args)
     if args.variant and len(args.variant) > 1:
         raise UsageError("--variant: time takes one build")
     spec = args.variant[0] if args.variant else "packet"
     samples = int_in_range("--samples", args.samples, 1, 1000)
+    [(spec, variant)] = parsed_variants([spec])
     try:
-        variant = parse_variant(spec)
-        check = check_kernel(kfn, n, consts, launch, [spec])
+        check = check_kernel(kfn, n, consts, launch, [(spec, variant)])
         ck = compile_kernel(kfn, consts, variant, n=n, verify="never")
-    except (UnsupportedVariant, VariantError) as e:
+    except UnsupportedVariant as e:
         raise UsageError(f"--variant {spec!r}: {e}") from None
     if not check["ok"]:
         result = {**check, "target": args.target, "seed": seed}

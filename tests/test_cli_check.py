@@ -137,3 +137,25 @@ def test_a_kernel_made_by_exec_gets_a_clear_message():
     with pytest.raises(KernelError, match=r"kernel k: @kernel parses the Python source of k\(\), and Python has "
                                           r"none for it \(defined at the interactive prompt or by exec: <string>\)"):
         exec("from cohort import *\n@kernel\ndef k(x: Buffer[f32]):\n    x[global_id()] = 1.0\n", {})
+
+
+@pytest.mark.parametrize("command", ["check", "time"])
+def test_each_variant_text_is_parsed_once(command, kfile, capsys, monkeypatch):
+    # the CLI parses --variant once and hands the builds the parsed Variant (issue: one parse)
+    from cohort.backend import compiler, variant
+    calls = []
+    real = variant.parse_variant
+
+    def counting(text):
+        calls.append(text)
+        return real(text)
+
+    monkeypatch.setattr(variant, "parse_variant", counting)
+    monkeypatch.setattr(compiler, "parse_variant", counting)
+    compiler._parse_variant_cached.cache_clear()
+    specs = ["packet", "lanes=4,grain=1,workers=2"] if command == "check" else ["lanes=4"]
+    args = [command, f"{kfile}::halve", "--n", "40", "--arg", "bias=3", "--const", "K=1"]
+    for s in specs:
+        args += ["--variant", s]
+    assert main(args + (["--samples", "3"] if command == "time" else [])) == 0
+    assert sorted(calls) == sorted(specs), calls
