@@ -246,11 +246,13 @@ SHAPE_TIMES = 2            # a rare shape (SHAPES) counts as missing until made 
 # left the spelling bounds_not_flip needs unmade on two of three campaign seeds (docs/fuzzing.md).
 SHAPE_TIMES_BY = {"past:guard-spelled": 6, "atomic:f32-edge": 4, "atomic:shared-edge": 4}
 # The forms of a shape the generator records one by one (`shape:<shape>:<form>`, counted like any
-# shape but outside the universe): the shape stays missing until each form was made once (or
-# SHAPE_CAP programs), and the generator makes the least-made forms first (boundary.py). Drawn
+# shape but outside the universe): the shape stays missing until each form was made FORM_TIMES
+# times, and the generator makes the least-made forms first (boundary.py). Drawn
 # from a window of three spellings, `not (K < i)` was left unmade by every program of the shape
 # on one campaign seed in three, and the plant that misreads it went uncaught (docs/fuzzing.md).
 SHAPE_FORMS = {"past:guard-spelled": ("not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt")}
+FORM_TIMES = 2             # each form, as SHAPE_TIMES for a shape (one program of a form may miss its bug);
+                           # a shape of forms ends its aim at FORM_TIMES programs a form, not SHAPE_CAP
 # The lowering path each probe shape exists for (a key of the compiled kernel's lowering_counts,
 # counted by fuzz.Coverage in variant runs that took it): the shape stays missing until PATH_TIMES
 # variant runs have taken its path, not just until programs made it, because a program of the
@@ -354,13 +356,14 @@ def shape_covered(shape: str, made: int, counts: Mapping[str, int]) -> bool:
     """Whether a rare shape made in `made` programs counts as covered: made SHAPE_TIMES times (more
     for a shape of several forms, SHAPE_TIMES_BY) and its lowering path (PATHS) taken in PATH_TIMES
     variant runs, or made SHAPE_CAP times."""
-    if made >= SHAPE_CAP:
+    forms = SHAPE_FORMS.get(shape, ())
+    if made >= (FORM_TIMES * len(forms) if forms else SHAPE_CAP):
         return True
     paths = PATHS.get(shape, ())
     paths = (paths,) if isinstance(paths, str) else paths
     return made >= SHAPE_TIMES_BY.get(shape, SHAPE_TIMES) and all(
         counts.get(f"lowering:{p}", 0) >= PATH_TIMES for p in paths) and all(
-        counts.get(f"shape:{shape}:{f}", 0) > 0 for f in SHAPE_FORMS.get(shape, ()))
+        counts.get(f"shape:{shape}:{f}", 0) >= FORM_TIMES for f in forms)
 
 
 def _group(category: str) -> str:
