@@ -87,7 +87,9 @@ def test_campaign_runs_the_drawn_variants_only(tmp_path):
     r = run_campaign(120, seed=3, jobs=0, max_programs=3, shrink=False, corpus_dir=None,
                      variants_per_program=2, campaign_dir=str(tmp_path / "c"))
     assert r["programs"] == 3 and not r["failures"]
-    assert r["programs"] <= r["variant_runs"] <= 2 * r["programs"]
+    # the two drawn variants, and the stress check's pseudo-variant for a program with global
+    # integer atomics (fuzz/stress.py), of the eight or more a program could run
+    assert r["programs"] <= r["variant_runs"] <= 3 * r["programs"]
     import json
     meaning = json.loads((tmp_path / "c" / "campaign.json").read_text())
     assert meaning["variants_per_program"] == 2

@@ -37,6 +37,12 @@ _LE = ("le", "ge_flip", "not_gt", "not_lt_flip")
 _SPELLED = SHAPE_FORMS["past:guard-spelled"]
 
 
+# K - v for a guard whose last admitted value is v: `i <= K`-like spellings admit K, `i < K` K - 1,
+# `i >= K` K, `i > K` K + 1
+_TIGHT = {"lt": 1, "le": 0, "gt_flip": 1, "ge_flip": 0, "not_ge": 1, "else_ge": 1, "ge": 0, "gt": -1,
+          "else_lt": 0, "not_gt": 0, "not_lt_flip": 0, "not_le_flip": 1, "lt_flip": -1, "le_flip": 0, "not_lt": 0}
+
+
 def _cmod(a: int, m: int) -> int:
     r = abs(a) % m
     return -r if a < 0 else r
@@ -90,7 +96,6 @@ class Boundary:
             self.defined.add(name)
             ivals = [k * gg + e for gg in range(n)]
             i = var(name, I32)
-            K = self.int(min(ivals) + 1, max(ivals)) if max(ivals) > min(ivals) else ivals[0]
             hows = ["lt", "le", "gt_flip", "ge_flip", "not_ge", "else_ge", "ge", "gt", "else_lt",
                     # every spelling: `not` of either order, the comparison reversed (lower edges too)
                     "not_gt", "not_lt_flip", "not_le_flip", "lt_flip", "le_flip", "not_lt"]
@@ -101,6 +106,11 @@ class Boundary:
             elif aim is not None:     # `<=` (also spelled K >= i) narrows to K, `<` to K - 1
                 hows = [h for h in hows if (h in _LE) == (aim == "guard-le")]
             how = self.pick(hows)
+            # K tight: the last value the guard admits is one a thread takes, so a proof that
+            # narrows the guard by one (a misread spelling) leaves that thread's access unchecked;
+            # with K drawn anywhere (k = 2) half the programs admitted no thread at the edge
+            v = self.pick(sorted(set(ivals)))
+            K = v + _TIGHT[how]
             shape = "guard-le" if how in _LE else "guard"
             spelled = how in _SPELLED
             Ke = ci(K)

@@ -97,7 +97,7 @@ SHAPES = ("past:affine", "past:block", "past:guard", "past:guard-le", "past:guar
 # its chance among one-past programs (boundary.py: the affine and block forms are 2 of 9 forms
 # each, the guards 2 of 9 with `<=` in 2 of their 9 comparisons, the loops and the remainder 1
 # of 9 each), so the rarest by chance come first
-SHAPE_WEIGHTS = {"past:guard-le": 8, "past:loop-thread": 4, "past:loop": 2, "past:signed": 2}
+SHAPE_WEIGHTS = {"past:guard-le": 8, "past:guard-spelled": 8, "past:loop-thread": 4, "past:loop": 2, "past:signed": 2}
 STATEMENTS = tuple(cls.__name__ for cls in STMTDEFS)
 INPUTS = ("nan", "inf", "-0", "subnormal", "huge")
 
