@@ -200,3 +200,41 @@ def test_undefined_lanes_that_are_never_stored_are_fine():
     x, y = torch.arange(100, dtype=torch.float32), torch.zeros(100)
     _check(masked_copy, (4,), x, y, 100, BLOCK=32)
     assert torch.equal(y, x * 2)
+
+
+# ---------------------------------------------------------------- NaNs
+
+
+@triton.jit
+def dot_16(x, y, z, out):
+    r = tl.arange(0, 16)
+    i = r[:, None] * 16 + r[None, :]
+    tl.store(out + i, tl.dot(tl.load(x + i), tl.load(y + i), tl.load(z + i)))
+
+
+def test_check_mode_counts_every_nan_equal_to_every_nan():
+    # NaNs of both signs meet in tl.dot's fma chain: which sign survives is the target's (DESIGN §3:
+    # every NaN equals every NaN); check mode compares the rest bit for bit
+    g = torch.Generator().manual_seed(0)
+    vals = torch.tensor([float("nan"), -float("nan"), float("inf"), -float("inf"), 0.0, 1.0, -2.0, 1e30])
+    x, y, z = (vals[torch.randint(0, 8, (256,), generator=g)] for _ in range(3))
+    out = torch.zeros(256)
+    _check(dot_16, (1,), x, y, z, out)
+    ref = torch.zeros(256)
+    with ct.on_cpu(mode="reference"):
+        dot_16[(1,)](x, y, z, ref)
+    assert out.isnan().any() and torch.equal(out.isnan(), ref.isnan())
+    assert torch.equal(out[~out.isnan()], ref[~ref.isnan()])
+
+
+def test_a_nan_against_a_number_is_still_a_mismatch():
+    import numpy as np
+
+    from cohort.triton import native
+    from cohort.triton.interp import Buffer
+    from cohort.triton.tir import Dt
+    a = Buffer(np.array([np.nan, 1.0], np.float32), 0, Dt.F32)
+    b = Buffer(np.array([-np.nan, 2.0], np.float32), 0, Dt.F32)
+    assert list(native._nan(a.flat, Dt.F32) & native._nan(b.flat, Dt.F32)) == [True, False]
+    bf = np.array([0x7FC0, 0xFFC1, 0x7F80, 0x3F80], np.uint16)         # NaN, NaN, +inf, 1.0
+    assert list(native._nan(bf, Dt.BF16)) == [True, True, False, False]

@@ -180,6 +180,21 @@ def _copies(buffers: dict) -> dict:
     return out
 
 
+_NAN_BITS = {tir.Dt.F16: (0x7C00, 0x03FF), tir.Dt.BF16: (0x7F80, 0x007F), tir.Dt.F32: (0x7F800000, 0x007FFFFF),
+             tir.Dt.F64: (0x7FF0000000000000, 0x000FFFFFFFFFFFFF)}
+
+
+def _nan(flat: np.ndarray, elem: tir.Dt) -> np.ndarray:
+    """Which elements of a float storage are NaN, from their bits (bf16 is stored as uint16).
+    Check mode counts every NaN equal to every NaN, as DESIGN §3: their sign and payload are
+    not defined (a NaN meeting a NaN of the other sign in `tl.dot` keeps either, by target)."""
+    if elem not in _NAN_BITS:
+        return np.zeros(flat.shape, bool)
+    exp, man = _NAN_BITS[elem]
+    u = flat.view(np.dtype(f"u{flat.itemsize}"))
+    return ((u & exp) == exp) & ((u & man) != 0)
+
+
 def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> None:
     """The reference on copies with the race detector (racecheck.py) and the undefined-lane
     probe (undefined.py), native on the tensors, every storage compared bit for bit."""
@@ -195,7 +210,8 @@ def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> N
     for name, _ in abi(prog)[0]:
         got, want = buffers[name].flat, ref[name].flat
         u = np.dtype(f"u{got.itemsize}")
-        diff = np.flatnonzero(got.view(u) != want.view(u))
+        diff = np.flatnonzero((got.view(u) != want.view(u)) & ~(_nan(got, buffers[name].elem)
+                                                                 & _nan(want, buffers[name].elem)))
         if diff.size:
             k = int(diff[0])
             base = buffers[name].base
