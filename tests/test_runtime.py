@@ -1,6 +1,7 @@
 """The runtime: outputs byte-identical whatever the grain, worker count and
 task order; concurrent launches; errors inside tasks; clean shutdown."""
 import functools
+import re
 import subprocess
 import sys
 import threading
@@ -8,11 +9,11 @@ import threading
 import numpy as np
 import pytest
 
-from cohort import Buffer, f32, global_id, kernel
+from cohort import Buffer, f32, global_id, i32, kernel
 from cohort.backend import compiler as _compiler
 from cohort.backend import launch_policy, runtime
 from cohort.refimpl import ops
-from cohort.refimpl.interpreter import KernelRuntimeError
+from cohort.refimpl.interpreter import KernelRuntimeError, interpret
 from cohort.verify.checksum import bitwise_equal
 
 # this module checks the builds' own behaviour and errors: launches go straight to native
@@ -92,6 +93,37 @@ def test_error_in_a_task_reaches_the_caller_and_the_pool_survives(variant):
     x2, y2 = np.arange(n + 1, dtype=np.float32), np.zeros(n, np.float32)
     ck.launch(n, {"x": x2, "y": y2})
     assert np.array_equal(y2, x2[1:])
+
+
+@kernel(block=8)
+def every_block_fails(x: Buffer[f32], y: Buffer[f32], lim: i32, spin: i32):
+    i = global_id()
+    acc = 0.0
+    if i < 8:
+        for k in range(spin):               # block 0 fails last in time: the others do not wait
+            acc = acc + x[k % 8]
+    if i % 8 >= 5:
+        y[i] = x[i + lim] + acc             # threads 5..7 of every block read past x's end
+
+
+@pytest.mark.parametrize("variant", ["whole,checked=on,grain=1,workers=2", "packet,grain=1,workers=4",
+                                     "lanes=4,checked=on,grain=2,workers=8"])
+def test_of_many_failing_blocks_the_lowest_thread_is_reported_every_time(variant):
+    # every block fails, block 0 last in time; pool workers run blocks side by side and each
+    # failing block stops only itself, so the record keeps the lowest thread's error: the
+    # interpreter's first, every launch (the first to claim it was another block's)
+    n = 4096
+    x, y = np.zeros(n, np.float32), np.zeros(n, np.float32)
+    with pytest.raises(KernelRuntimeError) as ref:
+        interpret(every_block_fails.ir, n, {"x": x, "y": y.copy(), "lim": np.int32(n), "spin": np.int32(3)})
+    assert "thread 5, block 0" in str(ref.value)
+    ck = compile_kernel(every_block_fails, None, variant, verify="never")
+    for _ in range(15):
+        with pytest.raises(KernelRuntimeError) as got:
+            ck.launch(n, {"x": x, "y": y, "lim": np.int32(n), "spin": np.int32(200_000)})
+        where = [re.search(r"index (\d+) out of bounds.*\(thread (\d+), block (\d+)\)", str(e.value)).groups()
+                 for e in (got, ref)]
+        assert where[0] == where[1] == ("4101", "5", "0"), str(got.value)
 
 
 def test_grain_policies():

@@ -50,6 +50,7 @@ ERR_SHARED_RACE = 9     # sanitize builds: two threads' accesses of a shared slo
 ERR_GLOBAL_RACE = 10    # sanitize builds: two threads' accesses of a buffer element (sanitize_global.py)
 ERR_BARRIER_DIVERGENCE = 11   # sanitize builds: a block's threads would not all reach a barrier
 ERR_SHADOW = 12         # sanitize builds: a buffer longer than its shadow; nothing ran, rerun fitted
+ERR_RECORD_BUSY = -1    # the record's kind while a lane writes it (lowering/checks.py claim_function)
 SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 

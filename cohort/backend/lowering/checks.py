@@ -15,7 +15,24 @@ from llvmlite import ir
 
 from ...refimpl.printer import format_kernel
 from ..bounds_emit import prologue
-from ..context import ERR_UNPROVEN, I1, I32T, I64, PTR, SLOT_ERR, SLOT_N, SLOT_PROOF, abi_slots, load_slot
+from ..context import (
+    ERR_BARRIER_DIVERGENCE,
+    ERR_NONE,
+    ERR_PARTIAL_BLOCK,
+    ERR_RECORD_BUSY,
+    ERR_SCRATCH,
+    ERR_SHADOW,
+    ERR_UNPROVEN,
+    I1,
+    I32T,
+    I64,
+    PTR,
+    SLOT_ERR,
+    SLOT_N,
+    SLOT_PROOF,
+    abi_slots,
+    load_slot,
+)
 
 
 class Checks:
@@ -99,10 +116,72 @@ class Checks:
         b.position_at_end(ok_bb)
 
     def record_error(self, kind: int, stmt, index64, thread64):
-        """The first error of a launch wins: tasks on other threads may fail at once."""
+        """Record an error of thread `thread64` unless a lower thread's is recorded (claim_error)."""
         b = self.b
-        claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(kind), "monotonic", "monotonic")
-        with b.if_then(b.extract_value(claim, 1)):
+        with b.if_then(self.claim_error(thread64)):
             for slot, v in enumerate((self.i64(self.stmt_id(stmt)), index64, thread64), start=1):
                 b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
+            self.release_error(kind)
+
+    def claim_error(self, key64):
+        """i1: whether this lane now holds the launch's error record, to write its words and then
+        release_error. Of the errors of a launch the lowest thread's is kept: pool workers run
+        blocks side by side and every block runs (a failing one stops only itself), so the
+        report is the one a run block after block gives (tests/test_runtime.py)."""
+        return self.b.call(self.claim_function(), [self.err_ptr, key64])
+
+    def release_error(self, kind: int):
+        # an exchange as the release store (llvmlite's store_atomic wants a typed pointer)
+        self.b.atomic_rmw("xchg", self.err_ptr, self.i64(kind), "release")
+
+    def claim_function(self) -> ir.Function:
+        """i1 claim(ptr record, i64 thread): the record's kind word is a lock while a lane writes
+        (ERR_RECORD_BUSY); a record made by a lower thread, or by the prologue for the whole
+        launch (nothing ran), is kept. The thread of a recorded error is its word 3, or for
+        barrier divergence (word 3 a flag) its block's first thread."""
+        fn = self.module.globals.get("cohort.claim_error")
+        if fn is not None:
+            return fn
+        fn = ir.Function(self.module, ir.FunctionType(I1, [PTR, I64]), "cohort.claim_error")
+        fn.linkage = "internal"
+        err, key = fn.args
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        blocks = {n: fn.append_basic_block(n) for n in ("spin", "seen", "compare", "try", "held", "recheck",
+                                                        "restore", "win", "lose")}
+        b.branch(blocks["spin"])
+
+        def recorded_key(bb_builder, kind):
+            word = lambda i: bb_builder.load(bb_builder.gep(err, [self.i64(i)], source_etype=I64), typ=I64)
+            block_first = bb_builder.mul(word(2), self.i64(self.B))
+            return bb_builder.select(bb_builder.icmp_signed("==", kind, self.i64(ERR_BARRIER_DIVERGENCE)),
+                                     block_first, word(3))
+
+        b.position_at_end(blocks["spin"])
+        kind = b.load_atomic(err, "acquire", 8, typ=I64)
+        b.cbranch(b.icmp_signed("==", kind, self.i64(ERR_RECORD_BUSY)), blocks["spin"], blocks["seen"])
+        b.position_at_end(blocks["seen"])
+        empty = b.icmp_signed("==", kind, self.i64(ERR_NONE))
+        b.cbranch(empty, blocks["try"], blocks["compare"])
+        b.position_at_end(blocks["compare"])
+        launch_wide = b.or_(b.or_(b.icmp_signed("==", kind, self.i64(ERR_UNPROVEN)),
+                                  b.icmp_signed("==", kind, self.i64(ERR_SHADOW))),
+                            b.or_(b.icmp_signed("==", kind, self.i64(ERR_SCRATCH)),
+                                  b.icmp_signed("==", kind, self.i64(ERR_PARTIAL_BLOCK))))
+        lower = b.and_(b.not_(launch_wide), b.icmp_signed("<", key, recorded_key(b, kind)))
+        b.cbranch(lower, blocks["try"], blocks["lose"])
+        b.position_at_end(blocks["try"])
+        pair = b.cmpxchg(err, kind, self.i64(ERR_RECORD_BUSY), "acq_rel", "acquire")
+        b.cbranch(b.extract_value(pair, 1), blocks["held"], blocks["spin"])
+        b.position_at_end(blocks["held"])
+        b.cbranch(empty, blocks["win"], blocks["recheck"])
+        b.position_at_end(blocks["recheck"])      # another lane may have written and released between
+        b.cbranch(b.icmp_signed("<", key, recorded_key(b, kind)), blocks["win"], blocks["restore"])
+        b.position_at_end(blocks["restore"])
+        b.atomic_rmw("xchg", err, kind, "release")
+        b.branch(blocks["lose"])
+        b.position_at_end(blocks["win"])
+        b.ret(ir.Constant(I1, 1))
+        b.position_at_end(blocks["lose"])
+        b.ret(ir.Constant(I1, 0))
+        return fn
 

@@ -124,10 +124,10 @@ class Sanitizer(GlobalSanitizer):
                 who, way = b.and_(r1, self.i64(0xFFFF)), b.lshr(r1, self.i64(16))
                 index = b.or_(b.or_(slot, b.shl(who, self.i64(32))), b.shl(way, self.i64(48)))
                 gid = g0 if self.W == 1 else b.add(g0, li)
-                claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_SHARED_RACE), "monotonic", "monotonic")
-                with b.if_then(b.extract_value(claim, 1)):
+                with b.if_then(self.claim_error(b.sext(gid, I64))):
                     for k, v in enumerate((self.i64(self.stmt_ids[site]), index, b.sext(gid, I64)), 1):
                         b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
+                    self.release_error(ERR_SHARED_RACE)
                 b.ret_void()
 
         self.each_active_lane(lane)
@@ -233,11 +233,11 @@ class Sanitizer(GlobalSanitizer):
         if site not in self.stmt_ids:
             self.stmt_ids[site] = len(self.stmt_table)
             self.stmt_table.append(SharedSite(stmt.loc, name))
-        claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_UNINIT_SHARED), "monotonic", "monotonic")
-        with b.if_then(b.extract_value(claim, 1)):
-            for slot, v in enumerate((self.i64(self.stmt_ids[site]), self.lane(idx64, lane),
-                                      b.sext(self.lane(self.gid, lane), I64)), start=1):
+        thread = b.sext(self.lane(self.gid, lane), I64)
+        with b.if_then(self.claim_error(thread)):
+            for slot, v in enumerate((self.i64(self.stmt_ids[site]), self.lane(idx64, lane), thread), start=1):
                 b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
+            self.release_error(ERR_UNINIT_SHARED)
         b.ret_void()
 
     def check_written_per_lane(self, name: str, flags, idx64, key, stmt):

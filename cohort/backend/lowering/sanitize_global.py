@@ -141,10 +141,10 @@ class GlobalSanitizer:
             at = b.gep(shadow, [b.mul(slot, self.i64(SHADOW_WORDS))], source_etype=I64)
             r = b.call(self.grace_function(), [at, g, t, phase, self.i32(mine), op])
             with b.if_then(b.icmp_unsigned("!=", r, self.i64(0)), likely=False):
-                claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_GLOBAL_RACE), "monotonic", "monotonic")
-                with b.if_then(b.extract_value(claim, 1)):
+                with b.if_then(self.claim_error(b.sext(g, I64))):
                     for k, v in ((1, self.i64(sid)), (2, slot), (3, b.sext(g, I64)), (OTHER, b.sub(r, self.i64(1)))):
                         b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
+                    self.release_error(ERR_GLOBAL_RACE)
                 b.ret_void()
         self.each_active_lane(lane)
 
@@ -309,9 +309,8 @@ class GlobalSanitizer:
         self.counted_loop(self.i32(1), self.i32(B), compare, "control.compare")
         split, start_split = b.load(split_p, typ=I1), b.load(start_p, typ=I1)
         with b.if_then(b.or_(split, start_split), likely=False):
-            claim = b.cmpxchg(self.err_ptr, self.i64(0), self.i64(ERR_BARRIER_DIVERGENCE), "monotonic", "monotonic")
-            with b.if_then(b.extract_value(claim, 1)):
-                bid64 = b.sext(self.bid, I64)
+            bid64 = b.sext(self.bid, I64)
+            with b.if_then(self.claim_error(b.mul(bid64, self.i64(B)))):
                 # thread word: 0 the threads split at the barrier, 1 a block-level loop whose
                 # start differs between threads that run it equally often (values: the starts)
                 for k, x in ((1, self.i64(sid)), (2, bid64), (3, b.zext(b.not_(split), I64))):
@@ -320,6 +319,7 @@ class GlobalSanitizer:
                 src = b.select(split, vals, starts)
                 self.counted_loop(self.i32(0), self.i32(B), lambda t: b.store(
                     b.load(at(src, t), typ=I32T), b.gep(out, [t], source_etype=I32T), align=4), "control.out")
+                self.release_error(ERR_BARRIER_DIVERGENCE)
             b.ret_void()
 
 
