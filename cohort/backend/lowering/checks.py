@@ -126,7 +126,7 @@ class Checks:
     def claim_error(self, key64):
         """i1: whether this lane now holds the launch's error record, to write its words and then
         release_error. Of the errors of a launch the lowest thread's is kept: pool workers run
-        blocks side by side and every block runs (a failing one stops only itself), so the
+        blocks side by side and every task runs (stopping at its first failing block), so the
         report is the one a run block after block gives (tests/test_runtime.py)."""
         return self.b.call(self.claim_function(), [self.err_ptr, key64])
 
