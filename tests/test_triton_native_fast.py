@@ -66,3 +66,67 @@ def test_exp_near_and_below_the_zero_bound_is_the_reference():
     ref, nat = _both(exp_kernel, (1,), lambda: (xt.clone(), torch.zeros(3 * 64)), BLOCK=64)
     for a, b in zip(ref, nat):
         assert np.array_equal(a, b)
+
+
+@triton.jit
+def scalar_kernel(out_ptr, f, n, m: tl.int64, flag, BLOCK: tl.constexpr):
+    o = tl.arange(0, BLOCK)
+    tl.store(out_ptr + o, (o + n).to(tl.float64) * 2 + f + m)
+    tl.store(out_ptr + BLOCK + o, (o * 0 + n * 3).to(tl.float64) + flag)   # n * 3 wraps as n's type
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")    # launch.specialise's
+@pytest.mark.parametrize("f", [0.1, 1.0000000596046448, -0.0, float("inf"), float("nan"), 1e39, -1e39, 1e-46,
+                               7e-46, 3.4028235677973366e38, 5])
+def test_launch_fast_path_rounds_float_arguments_as_the_general_path(f):
+    ref, nat = _both(scalar_kernel, (1,), lambda: (torch.zeros(32, dtype=torch.float64), f, 3, 7, True), BLOCK=16)
+    assert np.array_equal(ref[0], nat[0])
+
+
+def test_launch_fast_path_respecialises_on_int_classes_and_kinds():
+    """One kernel launched again and again: each launch with an argument of another kind or
+    int class (1, i32, i64, u64, an annotated int64 beyond i32, a bool, another dtype, another
+    constexpr) gives the reference's bits, never the earlier plan's."""
+    launches = [(3, 7, True, torch.float64, 16), (1, 7, True, torch.float64, 16), (2 ** 40, 7, False, torch.float64, 16),
+                (-2 ** 31, 2 ** 40, True, torch.float64, 16), (2 ** 63 + 5, -3, True, torch.float64, 16),
+                (-5, 7, 1, torch.float64, 16), (5, 7, True, torch.float32, 16), (5, 7, True, torch.float64, 8),
+                (3, 7, True, torch.float64, 16)]
+    for n, m, flag, dt, block in launches:
+        outs = []
+        for mode in ("reference", "native", "native"):
+            out = torch.zeros(32, dtype=dt)
+            with ct.on_cpu(mode=mode):
+                scalar_kernel[(1,)](out, 0.5, n, m, flag, BLOCK=block)
+            outs.append(_bits(out))
+        assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2]), (n, m, flag, dt, block)
+
+
+@triton.jit
+def offset_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + o, tl.load(x_ptr + o, mask=o < n, other=-1.0), mask=o < n)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_launch_fast_path_views_grids_and_errors(threads):
+    """Tensors that are views (a storage offset, a strided slice), a grid given as a function
+    of the meta-parameters and as a 2-tuple, and an out-of-bounds access: the reference's
+    bits and its message, launch after launch."""
+    base = torch.randn(400, generator=torch.Generator().manual_seed(1))
+    grid_fn = lambda meta: (triton.cdiv(meta["n"], meta["BLOCK"]),)  # noqa: E731
+    for x_of, n, grid in ((lambda: base[7:], 300, grid_fn), (lambda: base[::2], 150, (5, 1)),
+                          (lambda: base[100:], 300, grid_fn)):
+        outs = []
+        for mode in ("reference", "native", "native"):
+            y = torch.zeros(310)
+            with ct.on_cpu(mode=mode, threads=threads):
+                offset_copy_kernel[grid](x_of(), y, n, BLOCK=64)
+            outs.append(_bits(y))
+        assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2])
+    msgs = []
+    for mode in ("reference", "native", "native"):
+        with ct.on_cpu(mode=mode, threads=threads):
+            with pytest.raises(ct.KernelRuntimeError) as e:
+                offset_copy_kernel[(4,)](base[300:], torch.zeros(300), 250, BLOCK=64)   # x holds 100 elements
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] == msgs[2] and "out of bounds" in msgs[0]
