@@ -130,3 +130,86 @@ def test_launch_fast_path_views_grids_and_errors(threads):
                 offset_copy_kernel[(4,)](base[300:], torch.zeros(300), 250, BLOCK=64)   # x holds 100 elements
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1] == msgs[2] and "out of bounds" in msgs[0]
+
+
+@triton.jit
+def carried_pointer_kernel(x_ptr, out_ptr, n, step, ustep, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)[:, None]
+    c = tl.arange(0, C)[None, :]
+    p = x_ptr + r * C + c                    # advanced by a constant, a scalar, an unsigned scalar
+    q = x_ptr + c * R + r                    # transposed: not consecutive along the packet
+    other = x_ptr + (r + c) % 3
+    w = x_ptr + r * C + c                    # two bases: stays a tile
+    v = x_ptr + r * C + c                    # a non-uniform increment: stays a tile
+    acc = tl.zeros((R, C), tl.float32)
+    for i in range(n):
+        acc += tl.load(p, mask=(r + i) < 2 * R, other=-1.0) * 2.0 + tl.load(q) + tl.load(w) * 3.0 + tl.load(v) * 5.0
+        p += C
+        p = p + step
+        p -= step
+        p += ustep
+        q += 1
+        if i % 2 == 0:
+            w = other + 1
+        else:
+            w = w + 2
+        v = v + r
+    tl.store(out_ptr + r * C + c, acc)
+    tl.store(out_ptr + R * C + r * C + c, tl.load(p, mask=r < 2, other=5.0))   # p after the loop
+
+
+def test_loop_carried_pointer_tiles_are_the_reference():
+    x = torch.randn(4096, generator=torch.Generator().manual_seed(2))
+    for n, step, ustep in ((5, 3, 0), (0, 1, 0), (7, -64, 16)):
+        ref, nat = _both(carried_pointer_kernel, (1,), lambda: (x.clone(), torch.zeros(2 * 8 * 32), n, step, ustep),
+                         R=8, C=32)
+        for a, b in zip(ref, nat):
+            assert np.array_equal(a, b), (n, step, ustep)
+
+
+def test_loop_carried_pointer_out_of_bounds_is_the_references_message():
+    x = torch.randn(8 * 32 + 40)
+    msgs = []
+    for mode in ("reference", "native"):
+        with ct.on_cpu(mode=mode):
+            with pytest.raises(ct.KernelRuntimeError) as e:
+                carried_pointer_kernel[(1,)](x, torch.zeros(2 * 8 * 32), 3, 0, 0, R=8, C=32)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] and "out of bounds" in msgs[0]
+
+
+@triton.jit
+def carried_tiles_kernel(a_ptr, b_ptr, out_ptr, n, N: tl.constexpr, NEVER: tl.constexpr):
+    r = tl.arange(0, N)[:, None]
+    c = tl.arange(0, N)[None, :]
+    a = tl.load(a_ptr + r * N + c)
+    b = tl.load(b_ptr + r * N + c)
+    acc = tl.zeros((N, N), tl.float32) + 0.5
+    acc2 = acc
+    total = tl.zeros((N, N), tl.float32)
+    acc3 = a + r * 0.25
+    for i in range(n):
+        old = acc
+        if NEVER:
+            a = a + 1.0                       # carried, never assigned: the dot reads what the copy reads
+        acc = tl.dot(a, b, acc * 0.5)         # into the accumulator's own array
+        total += old                          # the carried value, read after acc's next one is made
+        acc2 = tl.dot(acc2, b, acc2)          # acc2 as an operand and the accumulator
+        s = tl.sum(acc2, axis=1)[:, None]
+        acc2 = acc2 - s * 0.001               # a reduction of the variable being assigned
+        acc2 = tl.trans(acc2) + 1.0
+        acc3 = tl.trans(acc3) * 0.5 + 1.0     # becomes an assignment of acc3 reading acc3's moved elements
+    tl.store(out_ptr + r * N + c, acc)
+    tl.store(out_ptr + N * N + r * N + c, total)
+    tl.store(out_ptr + 2 * N * N + r * N + c, acc2)
+    tl.store(out_ptr + 3 * N * N + r * N + c, acc3)
+
+
+def test_loop_carried_tiles_coalesced_are_the_reference():
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(32, 32, generator=g) * 0.1, torch.randn(32, 32, generator=g) * 0.1
+    for n in (0, 1, 3):
+        ref, nat = _both(carried_tiles_kernel, (1,), lambda: (a.clone(), b.clone(), torch.zeros(4 * 32 * 32), n),
+                         N=32, NEVER=False)
+        for x, y in zip(ref, nat):
+            assert np.array_equal(x, y), n

@@ -40,6 +40,7 @@ from .native_ops import (
     mem_type,
     reg_type,
 )
+from .native_rewrite import rewrite
 from .native_tiles import MATERIAL, TileLowering
 from .tir import Bin, Dt, K, Node, Ptr, Red
 
@@ -119,6 +120,7 @@ class Site:
 
 class Lowering(MemoryLowering, TileLowering):
     def __init__(self, prog: tir.Program, symbol: str, config):
+        prog = rewrite(prog)                   # the same values, fewer tile copies (native_rewrite.py)
         self.p, self.symbol, self.config = prog, symbol, config
         self.m = ir.Module(name=prog.name)
         self.sites: list = []
