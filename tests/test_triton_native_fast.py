@@ -213,3 +213,34 @@ def test_loop_carried_tiles_coalesced_are_the_reference():
                          N=32, NEVER=False)
         for x, y in zip(ref, nat):
             assert np.array_equal(x, y), n
+
+
+@triton.jit
+def shifted_copy_kernel(x_ptr, y_ptr, n, lshift, sshift, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + o + lshift, mask=o < n, other=2.0)
+    tl.store(y_ptr + o + sshift, x * 3.0, mask=o < n)
+
+
+@pytest.mark.parametrize("n,lshift,sshift,what", [
+    (1000, 0, 0, None), (1024, 0, 0, None), (1000, 7, 8, None), (1000, -3, 0, "load"), (1024, 8, 0, "load"),
+    (1000, 0, -1, "store"), (1024, 0, 9, "store"), (200, -1, 0, "load")])
+def test_whole_tile_accesses_check_what_they_skip(n, lshift, sshift, what):
+    """A 1-D access whose every packet is consecutive and inside skips the packets' checks; one
+    that starts before the storage or ends after it (an active element) is the reference's
+    error, in the first or the last program, load or store."""
+    x = torch.randn(1024 + 7, generator=torch.Generator().manual_seed(6))
+    results = []
+    for mode in ("reference", "native", "native"):
+        y = torch.zeros(1024 + 8)
+        with ct.on_cpu(mode=mode):
+            try:
+                shifted_copy_kernel[(triton.cdiv(n, 128),)](x, y, n, lshift, sshift, BLOCK=128)
+                results.append(_bits(y))
+            except ct.KernelRuntimeError as e:
+                results.append(str(e))
+    assert all(isinstance(r, str) == (what is not None) for r in results), results
+    if what is None:
+        assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
+    else:
+        assert results[0] == results[1] == results[2] and f"{what} out of bounds" in results[0]

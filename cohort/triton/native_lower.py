@@ -495,6 +495,11 @@ class Lowering(MemoryLowering, TileLowering):
             return self.grid[n.arg]
         if op is K.ARANGE:
             i = idx[0]
+            j0 = self.ramps.get(id(i))
+            if j0 is not None:            # a packet's lanes j0 + l: in i32 from the start (one add, no i64 lanes)
+                w = i.type.count
+                first = b.add(b.trunc(j0, I32T), ir.Constant(I32T, n.arg))
+                return b.add(self.splat(first, w), ir.Constant(ir.VectorType(I32T, w), list(range(w))))
             return b.add(b.trunc(i, ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T),
                          kc(ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T, n.arg))
         s0 = n.srcs[0] if n.srcs else None
