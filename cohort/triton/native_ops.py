@@ -334,8 +334,22 @@ class Ops:
             # a softmax's masked-off -inf lanes met it on every row) — the same bits
             low = b.fcmp_ordered("<", x, kc(x.type, float(np.uint32(zero_below).view(np.float32))))
             zero = kc(x.type, 0.0)
-            y = self.template(mathx.template(name), {("arg", 0): b.select(low, zero, x)}, self.cx_for(x))
-            return b.select(low, zero, y)
+            if not isinstance(x.type, ir.VectorType):
+                y = self.template(mathx.template(name), {("arg", 0): b.select(low, zero, x)}, self.cx_for(x))
+                return b.select(low, zero, y)
+            # a packet below the bound in every lane (a softmax row's masked-off tail) is +0 at once
+            every = self.call("llvm.vector.reduce.and", ir.IntType(1), [low], low.type)
+            with b.if_else(every) as (all_low, some):
+                with all_low:
+                    bb1 = b.block
+                with some:
+                    y = self.template(mathx.template(name), {("arg", 0): b.select(low, zero, x)}, self.cx_for(x))
+                    y = b.select(low, zero, y)
+                    bb2 = b.block
+            r = b.phi(x.type)
+            r.add_incoming(zero, bb1)
+            r.add_incoming(y, bb2)
+            return r
         return self.template(mathx.template(name), {("arg", 0): x}, self.cx_for(x))
 
     def template(self, e, memo: dict, cx):

@@ -293,9 +293,67 @@ def _self_copy(st) -> bool:
     return n.op is K.VAR and n.arg == st.var
 
 
+# ---------------------------------------------------------------- whole-tile nodes
+_WHOLE = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT)         # whole-tile nodes that cannot fail
+
+
+def _may_fail(n: Node, seen: set) -> bool:
+    if id(n) in seen:
+        return False
+    seen.add(id(n))
+    if n.op is K.COMBINE or (n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL, Bin.SHR)
+                             and isinstance(n.elem, Dt) and n.elem.is_int):
+        return True
+    return any(_may_fail(s, seen) for s in n.srcs)
+
+
+def hoist_whole_tile(prog: tir.Program) -> tir.Program:
+    """`z = x - tl.max(x)` as `m = tl.max(x)` then `z = x - m`: each whole-tile node under a
+    Let's value (not its root) gets a Let of its own just before, in post-order — the order
+    the lowering computes them in anyway — so the rest of the value is cheap and may be
+    recomputed at its uses (`tl.exp(z)` reads x and m, z is never stored). Only in values
+    where nothing can fail (no integer division or shift, no user combine function), so no
+    error moves."""
+    vars_ = dict(prog.vars)
+    count = [0]
+
+    def hoisted(st):
+        pre, memo = [], {}
+
+        def node(n):
+            got = memo.get(id(n))
+            if got is None:
+                srcs = tuple(node(x) for x in n.srcs)
+                got = n if all(a is b for a, b in zip(srcs, n.srcs)) else dataclasses.replace(n, srcs=srcs)
+                if n.op in _WHOLE and n is not st.value:
+                    name = f"~w{count[0]}"
+                    count[0] += 1
+                    vars_[name] = got.type
+                    pre.append(tir.Let(name, got, st.line))
+                    got = Node(K.VAR, got.type, (), name)
+                memo[id(n)] = got
+            return got
+        value = node(st.value)
+        return pre + [dataclasses.replace(st, value=value)] if pre else [st]
+
+    def stmts(b):
+        out = []
+        for st in b:
+            if isinstance(st, tir.Let) and not _may_fail(st.value, set()):
+                out.extend(hoisted(st))
+                continue
+            ch = {f: tuple(stmts(getattr(st, f))) for f in _BODIES if hasattr(st, f)}
+            out.append(dataclasses.replace(st, **ch) if ch else st)
+        return out
+    body = tuple(stmts(prog.body))
+    if count[0] == 0:
+        return prog
+    return dataclasses.replace(prog, body=body, vars=vars_)
+
+
 def rewrite(prog: tir.Program) -> tir.Program:
     """The program the native lowering builds (the same values at every statement)."""
-    return coalesce_copies(pointer_offsets(prog))
+    return hoist_whole_tile(coalesce_copies(pointer_offsets(prog)))
 
 
-__all__ = ["rewrite", "pointer_offsets", "coalesce_copies"]
+__all__ = ["rewrite", "pointer_offsets", "coalesce_copies", "hoist_whole_tile"]
