@@ -62,8 +62,12 @@ def test_exp_near_and_below_the_zero_bound_is_the_reference():
                        np.float32)
     sub = np.float32(special / np.float32(1.5))         # exp2's operand is x * 1.5
     x = np.concatenate([special, sub, np.linspace(-160, 5, 64 - 2 * special.size, dtype=np.float32)])
+    low = np.full(16, -np.inf, np.float32)               # packets below the bound in every lane ...
+    one = np.full(16, -120.0, np.float32)                # ... and in all lanes but one
+    one[11] = np.uint32(ZERO_BELOW["exp"]).view(np.float32)
+    x = np.concatenate([x, low, one, low, one])
     xt = torch.from_numpy(x)
-    ref, nat = _both(exp_kernel, (1,), lambda: (xt.clone(), torch.zeros(3 * 64)), BLOCK=64)
+    ref, nat = _both(exp_kernel, (1,), lambda: (xt.clone(), torch.zeros(3 * 128)), BLOCK=128)
     for a, b in zip(ref, nat):
         assert np.array_equal(a, b)
 
@@ -244,3 +248,30 @@ def test_whole_tile_accesses_check_what_they_skip(n, lshift, sshift, what):
         assert np.array_equal(results[0], results[1]) and np.array_equal(results[0], results[2])
     else:
         assert results[0] == results[1] == results[2] and f"{what} out of bounds" in results[0]
+
+
+@triton.jit
+def hoist_kernel(x_ptr, d_ptr, out_ptr, N: tl.constexpr):
+    o = tl.arange(0, N)
+    x = tl.load(x_ptr + o)
+    d = tl.load(d_ptr + o)
+    z = x - tl.max(x, axis=0)                 # the max gets a Let of its own; z is recomputed at its uses
+    tl.store(out_ptr + o, tl.exp(z) / tl.sum(tl.exp(z), axis=0))
+    q = (o // d) + tl.sum(o % d, axis=0)      # both may fail: the reference's order stays
+    tl.store(out_ptr + N + o, q.to(tl.float32))
+
+
+def test_hoisted_whole_tile_nodes_keep_values_and_errors():
+    x = torch.randn(64, generator=torch.Generator().manual_seed(8))
+    d = torch.arange(64, dtype=torch.int32) % 5 + 1
+    ref, nat = _both(hoist_kernel, (1,), lambda: (x.clone(), d.clone(), torch.zeros(128)), N=64)
+    for a, b in zip(ref, nat):
+        assert np.array_equal(a, b)
+    d[3] = 0                                  # o // d and o % d fail: the division is reported, as the reference
+    msgs = []
+    for mode in ("reference", "native"):
+        with ct.on_cpu(mode=mode):
+            with pytest.raises(ct.KernelRuntimeError) as e:
+                hoist_kernel[(1,)](x, d, torch.zeros(128), N=64)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] and "integer division by zero" in msgs[0]
