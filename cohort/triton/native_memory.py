@@ -5,7 +5,8 @@ A tile array is read and written a packet at a time where the packet's lanes are
 consecutive, else gathered. A tensor access first tries to show from the tile program that
 a packet's storage indices are g0, g0 + 1, ... (`affine`: offsets linear in the lane, each
 widening of a varying 32-bit value guarded by a run-time no-wrap condition) and inside the
-storage: then one (masked) vector load or store with a scalar check; otherwise every lane is
+storage: then one (masked) vector load or store with a scalar check (`whole_linear`: one
+check for a whole 1-D tile, none per packet); otherwise every lane is
 checked, and the packet is loaded with one masked load when consecutive at run time, else a
 gather (stores: a masked store, else a scatter whose later lanes win, as row-major order).
 An active element outside its tensor's storage stops the program with the first such
