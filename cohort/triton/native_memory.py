@@ -482,9 +482,17 @@ class MemoryLowering:
             memo = {}
             w = idx[-1].type.count
             g0 = self._linear(st.ptr, idx, memo, w)[1]
-            mask_v = self.splat(self.ev(st.mask, idx, memo), w) if st.mask is not None else None
-            v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), w)
-            self.store_vec(data, elem, g0, v, mask_v)
+            if st.mask is None:
+                v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), w)
+                self.store_vec(data, elem, g0, v, None)
+            else:
+                mask_v = self.splat(self.ev(st.mask, idx, memo), w)
+                # a packet with no active lane stores nothing: its value (which cannot fail, the
+                # whole-tile nodes are computed) is not computed (softmax's division of the tail)
+                some = self.ops.call("llvm.vector.reduce.or", I1T, [mask_v], mask_v.type)
+                with self.b.if_then(some):
+                    v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), w)
+                    self.store_vec(data, elem, g0, v, mask_v)
 
     def _store_packets(self, st, shape):
         b = self.b
