@@ -19,6 +19,7 @@ import threading
 
 import numpy as np
 
+from ..backend.launch_plan import f32_bits
 from . import launch as L
 from . import native
 from .native_lower import SLOT_GRID, abi
@@ -27,19 +28,20 @@ from .tir import Dt, int_range
 _kernels: dict = {}          # id(jitfn) -> _Kernel
 _lock = threading.Lock()
 _MAX_PLANS = 32              # per kernel; the oldest goes first
-_NONE = native._NONE
-_F32, _F64 = struct.Struct("<f"), struct.Struct("<d")
-_I32, _I64 = struct.Struct("<i"), struct.Struct("<q")
+_NONE = native.NO_FAILURE
+_F64, _I64 = struct.Struct("<d"), struct.Struct("<q")
 
 
 def _f32_bits(v) -> int:
-    """The bits of float v rounded to f32 as launch.specialise rounds it (np.float32: an
-    overflow is inf)."""
-    try:
-        return _I32.unpack(_F32.pack(v))[0]
-    except OverflowError:
-        with np.errstate(over="ignore"):
-            return _I32.unpack(_F32.pack(float(np.float32(v))))[0]
+    """The bits of float v rounded to f32 as launch.specialise rounds it (NumPy's conversion:
+    an overflow is inf, a NaN keeps what NumPy keeps of its payload)."""
+    if v == v:
+        try:
+            return f32_bits(v)
+        except OverflowError:
+            pass
+    with np.errstate(over="ignore"):
+        return int(np.array(v, np.float64).astype(np.float32).view(np.uint32))
 
 
 def _f64_bits(v) -> int:
@@ -73,14 +75,14 @@ def _run(c, s, g, jitfn, args, kwargs):
     n = g[0] * g[1] * g[2]
     if n == 0:
         return c.prog
-    if c.sequential or native._settings["threads"] == 1:
+    if c.sequential or native.threads() == 1:
         addr = s.buffer_info()[0]
         s[3] = addr + 8 * c.nslots
         s[2] = n
         c.fn(addr)
         if s[c.nslots + 1] != _NONE:
             e = c.nslots
-            raise native._failure(c, _buffers(jitfn, args, kwargs), s[e + 1], s[e + 2], s[e + 3], g)
+            raise native.failure(c, _buffers(jitfn, args, kwargs), s[e + 1], s[e + 2], s[e + 3], g)
         return c.prog
     native.run_slots(c, s.tolist()[:c.nslots], g, lambda: _buffers(jitfn, args, kwargs))
     return c.prog
@@ -229,7 +231,7 @@ def _guard(p, i, v, ns) -> str:
         ns[f"_dt{i}"] = v.dtype
         ns[f"_ty{i}"] = type(v)
         return f"type({x}) is _ty{i} and {x}.dtype is _dt{i} and {x}.is_cpu"
-    annotated = L._ANNOTATED.get(getattr(p, "annotation_type", ""))
+    annotated = L.ANNOTATED.get(getattr(p, "annotation_type", ""))
     t = type(v)
     if annotated is not None:
         if annotated.is_int and annotated is not Dt.I1 and t is int:
