@@ -105,6 +105,15 @@ def test_launch_fast_path_respecialises_on_int_classes_and_kinds():
         assert np.array_equal(outs[0], outs[1]) and np.array_equal(outs[0], outs[2]), (n, m, flag, dt, block)
 
 
+def test_launch_fast_path_keeps_the_keyword_check():
+    x, y = torch.randn(64), torch.zeros(64)
+    with ct.on_cpu(mode="native"):
+        for _ in range(2):
+            offset_copy_kernel[(1,)](x, y, 64, BLOCK=64, num_warps=4)     # a launch option: accepted
+        with pytest.raises(ct.LaunchError, match="bogus"):
+            offset_copy_kernel[(1,)](x, y, 64, BLOCK=64, bogus=4)         # as many keywords, one unknown
+
+
 @triton.jit
 def offset_copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)

@@ -184,9 +184,11 @@ def _plan(jitfn, args, kwargs, prog):
     for name, t in scal:
         slots.append(f"s[{c.slots[name][0]}] = {_conv(t.elem, f'a{pos[name]}')}")
     ns["_tmpl"] = array.array("q", tmpl)
+    ns["_kw"] = frozenset(kwargs)             # the same keywords: a launch option, an unknown name
+
     fname = jitfn.fn.__name__
     src = ["def plan(grid, args, kwargs):",
-           f"    if len(args) != {len(args)} or len(kwargs) != {len(kwargs)}:",
+           f"    if len(args) != {len(args)} or kwargs.keys() != _kw:",
            "        return None",
            "    try:"]
     src += [f"        {line}" for line in get if "kwargs[" in line or "args[" in line]
