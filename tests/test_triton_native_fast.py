@@ -284,3 +284,19 @@ def test_hoisted_whole_tile_nodes_keep_values_and_errors():
                 hoist_kernel[(1,)](x, d, torch.zeros(128), N=64)
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1] and "integer division by zero" in msgs[0]
+
+
+@triton.jit
+def dot_of_inlined_kernel(a_ptr, b_ptr, out_ptr, N: tl.constexpr):
+    r = tl.arange(0, N)[:, None]
+    c = tl.arange(0, N)[None, :]
+    a = tl.load(a_ptr + r * N + c) * 2.0      # cheap and assigned once: recomputed at its uses, no array
+    b = tl.load(b_ptr + r * N + c)
+    tl.store(out_ptr + r * N + c, tl.dot(a, b))
+
+
+def test_dot_of_an_inlined_operand_reads_its_value():
+    g = torch.Generator().manual_seed(10)
+    a, b = torch.randn(16, 16, generator=g), torch.randn(16, 16, generator=g)
+    ref, nat = _both(dot_of_inlined_kernel, (1,), lambda: (a.clone(), b.clone(), torch.zeros(16, 16)), N=16)
+    assert np.array_equal(ref[2], nat[2])
