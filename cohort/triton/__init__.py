@@ -49,7 +49,7 @@ def activate(mode: str = "reference", threads: int = None) -> None:
         from .native import set_threads
         set_threads(threads)
     jit, autotuner = _triton()
-    from . import launch
+    from . import launch, native_launch
     from .autotune import autotuner_run
     if _state["saved"] is None:
         _state["saved"] = (jit.JITFunction.run, autotuner.Autotuner.run)
@@ -57,7 +57,6 @@ def activate(mode: str = "reference", threads: int = None) -> None:
     def run(self, *args, grid, warmup=False, **kwargs):
         mode = _state["mode"]
         if mode == "native" and not warmup:
-            from . import native_launch
             prog = native_launch.launch(self, grid, args, kwargs)
             if prog is None:
                 prog = launch.run_mode(mode, self, grid, args, kwargs)

@@ -84,7 +84,7 @@ def specialise(jitfn, bound):
             params.append((p.name, TT(Ptr(dt))))
             buffers[p.name] = buf
         elif isinstance(v, (bool, int, float)) and not isinstance(v, np.generic):
-            annotated = _ANNOTATED.get(getattr(p, "annotation_type", ""))
+            annotated = ANNOTATED.get(getattr(p, "annotation_type", ""))
             if annotated is not None:             # `n: tl.int64`: the argument has that type
                 params.append((p.name, TT(annotated)))
                 scalars[p.name] = _scalar_of(v, annotated, name, p.name)
@@ -105,7 +105,7 @@ def specialise(jitfn, bound):
     return params, consts, buffers, scalars
 
 
-_ANNOTATED = {"i8": Dt.I8, "i16": Dt.I16, "i32": Dt.I32, "i64": Dt.I64, "u1": Dt.I1, "u8": Dt.U8,
+ANNOTATED = {"i8": Dt.I8, "i16": Dt.I16, "i32": Dt.I32, "i64": Dt.I64, "u1": Dt.I1, "u8": Dt.U8,
               "u16": Dt.U16, "u32": Dt.U32, "u64": Dt.U64, "fp16": Dt.F16, "bf16": Dt.BF16, "fp32": Dt.F32,
               "fp64": Dt.F64}
 

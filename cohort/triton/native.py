@@ -29,7 +29,7 @@ from .racecheck import RaceCheck
 _compiled: dict = {}
 _lock = threading.Lock()
 _names = itertools.count()
-_NONE = np.iinfo(np.int64).max
+NO_FAILURE = np.iinfo(np.int64).max     # the error record's first-failing program id until one fails
 _settings = {"threads": 1}
 
 
@@ -131,7 +131,7 @@ def run_slots(c: Compiled, slots: list, grid: tuple, buffers, threads: int = Non
     n = grid[0] * grid[1] * grid[2]
     if n == 0:
         return
-    err = np.array([0, _NONE, 0, 0], np.int64)
+    err = np.array([0, NO_FAILURE, 0, 0], np.int64)
     slots[3] = err.ctypes.data
     threads = _settings["threads"] if threads is None else threads
     # a program is a block: the backend's launch policy (grain 0, the runtime's pick) decides
@@ -144,11 +144,12 @@ def run_slots(c: Compiled, slots: list, grid: tuple, buffers, threads: int = Non
         slots[1], slots[2] = 0, n
         args = (ctypes.c_int64 * len(slots))(*slots)
         c.fn(ctypes.addressof(args))
-    if err[1] != _NONE:
-        raise _failure(c, buffers(), int(err[1]), int(err[2]), int(err[3]), grid)
+    if err[1] != NO_FAILURE:
+        raise failure(c, buffers(), int(err[1]), int(err[2]), int(err[3]), grid)
 
 
-def _failure(c: Compiled, buffers, pid: int, site: int, value: int, grid) -> KernelRuntimeError:
+def failure(c: Compiled, buffers, pid: int, site: int, value: int, grid) -> KernelRuntimeError:
+    """The reference's error for program `pid` failing at site `site` (native_lower.Site)."""
     s = c.sites[site - 1]
     p = c.prog
     x, yz = pid % grid[0], pid // grid[0]

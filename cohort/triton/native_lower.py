@@ -40,6 +40,7 @@ from .native_ops import (
     mem_type,
     reg_type,
 )
+from .native_rewrite import rewrite
 from .native_tiles import MATERIAL, TileLowering
 from .tir import Bin, Dt, K, Node, Ptr, Red
 
@@ -119,6 +120,7 @@ class Site:
 
 class Lowering(MemoryLowering, TileLowering):
     def __init__(self, prog: tir.Program, symbol: str, config):
+        prog = rewrite(prog)                   # the same values, fewer tile copies (native_rewrite.py)
         self.p, self.symbol, self.config = prog, symbol, config
         self.m = ir.Module(name=prog.name)
         self.sites: list = []
@@ -493,6 +495,11 @@ class Lowering(MemoryLowering, TileLowering):
             return self.grid[n.arg]
         if op is K.ARANGE:
             i = idx[0]
+            j0 = self.ramps.get(id(i))
+            if j0 is not None:            # a packet's lanes j0 + l: in i32 from the start (one add, no i64 lanes)
+                w = i.type.count
+                first = b.add(b.trunc(j0, I32T), ir.Constant(I32T, n.arg))
+                return b.add(self.splat(first, w), ir.Constant(ir.VectorType(I32T, w), list(range(w))))
             return b.add(b.trunc(i, ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T),
                          kc(ir.VectorType(I32T, i.type.count) if isinstance(i.type, ir.VectorType) else I32T, n.arg))
         s0 = n.srcs[0] if n.srcs else None

@@ -5,7 +5,8 @@ A tile array is read and written a packet at a time where the packet's lanes are
 consecutive, else gathered. A tensor access first tries to show from the tile program that
 a packet's storage indices are g0, g0 + 1, ... (`affine`: offsets linear in the lane, each
 widening of a varying 32-bit value guarded by a run-time no-wrap condition) and inside the
-storage: then one (masked) vector load or store with a scalar check; otherwise every lane is
+storage: then one (masked) vector load or store with a scalar check (`whole_linear`: one
+check for a whole 1-D tile, none per packet); otherwise every lane is
 checked, and the packet is loaded with one masked load when consecutive at run time, else a
 gather (stores: a masked store, else a scatter whose later lanes win, as row-major order).
 An active element outside its tensor's storage stops the program with the first such
@@ -28,6 +29,7 @@ VIEWS = (K.BROADCAST, K.EXPAND, K.PERMUTE)
 
 class MemoryLowering:
     _NO_BAD = 2 ** 63 - 1
+    span = None          # set by whole_linear: the lanes `affine`'s no-wrap conditions cover
 
     def width(self, *vs) -> int:
         return max((v.type.count for v in vs if isinstance(v.type, ir.VectorType)), default=1)
@@ -210,13 +212,13 @@ class MemoryLowering:
             v0, c, conds = x
             if n.elem.bits <= s0.elem.bits:
                 return self.ops.cast(v0, s0.elem, n.elem), c, conds
-            return self.ops.cast(v0, s0.elem, n.elem), c, conds + self._no_wrap(v0, c, s0.elem, ramp.type.count)
+            return self.ops.cast(v0, s0.elem, n.elem), c, conds + self._no_wrap(v0, c, s0.elem, self.span or ramp.type.count)
         if op is K.PTR_ADD:
             p, o = self.affine(s0, idx, memo), self.affine(n.srcs[1], idx, memo)
             if p is None or o is None:
                 return None
             d = n.srcs[1].elem
-            conds = p[2] + o[2] + (self._no_wrap(o[0], o[1], d, ramp.type.count) if d.bits < 64 else [])
+            conds = p[2] + o[2] + (self._no_wrap(o[0], o[1], d, self.span or ramp.type.count) if d.bits < 64 else [])
             return b.add(p[0], self._to64(o[0], d)), p[1] + o[1], conds
         return None
 
@@ -246,6 +248,26 @@ class MemoryLowering:
         for c in aff[2]:
             flag = b.and_(flag, c)
         return flag, g0
+
+    def whole_linear(self, ptr: Node, shape):
+        """A flag that holds when every storage index of a 1-D access is consecutive and inside
+        the storage (then no packet needs a check of its own); None when that cannot be shown
+        or the tile is one packet. `affine` at packet 0 over a span of the whole axis: its
+        operations are linear, so the lanes' rule holds along the axis when no widening wraps
+        within it (tests/test_triton_native_fast.py: the last rows of a softmax, offsets near
+        the i32 limit)."""
+        n = shape[0] if len(shape) == 1 else 0
+        if n <= self.lanes or self.lanes <= 1:
+            return None
+        ramp = ir.Constant(ir.VectorType(I64T, self.lanes), list(range(self.lanes)))
+        self.ramps[id(ramp)] = i64(0)
+        self.span = n
+        try:
+            lin = self._linear(ptr, (ramp,), {}, n)
+        finally:
+            self.span = None
+            del self.ramps[id(ramp)]
+        return None if lin is None else lin[0]
 
     def check(self, ptr: Node, mask, what: str):
         """interp._addresses: every active element inside its storage, else the first one
@@ -339,13 +361,39 @@ class MemoryLowering:
         self.prepare(st.ptr)
         if st.mask is not None:
             self.prepare(st.mask)
-        elem = st.type.elem
         fused_other = st.other is None or not self._needs_material(st.other)
         if not fused_other:
             self.check(st.ptr, st.mask, "load")
             self.prepare(st.other)
         arr = self.arrays[st.var]
         shape = st.type.shape
+        whole = self.whole_linear(st.ptr, shape) if fused_other else None
+        if whole is not None:
+            with b.if_else(whole) as (fast, slow):
+                with fast:           # every packet consecutive and inside: no packet checks
+                    self._load_inside(st, arr, shape)
+                with slow:
+                    self._load_packets(st, arr, shape, fused_other)
+        else:
+            self._load_packets(st, arr, shape, fused_other)
+
+    def _load_inside(self, st, arr, shape):
+        elem = st.type.elem
+        data = self.bufs[self.base_of(st.ptr)][0]
+        with self.packets(shape) as idx:
+            memo = {}
+            w = idx[-1].type.count
+            mask_v = self.ev(st.mask, idx, memo) if st.mask is not None else None
+            other = self.ev(st.other, self._bidx(st.other.shape, shape, idx), memo) if st.other is not None \
+                else const(0, elem)
+            g0 = self._linear(st.ptr, idx, memo, w)[1]
+            v = self.mem_run(data, elem, g0, w, self.splat(mask_v, w) if mask_v is not None else None,
+                             self.splat(other, w))
+            self.write_at(arr, elem, idx, shape, v)
+
+    def _load_packets(self, st, arr, shape, fused_other):
+        b = self.b
+        elem = st.type.elem
         first = self.alloca(tir.TT(Dt.I64)) if fused_other else None
         if first is not None:
             b.store(i64(self._NO_BAD), first)
@@ -416,8 +464,39 @@ class MemoryLowering:
         self.prepare(st.value)
         if st.mask is not None:
             self.prepare(st.mask)
-        self.check(st.ptr, st.mask, "store")
         shape = st.ptr.shape
+        whole = self.whole_linear(st.ptr, shape)
+        if whole is not None:
+            with b.if_else(whole) as (fast, slow):
+                with fast:           # every packet consecutive and inside: no check, no packet test
+                    self._store_inside(st, shape)
+                with slow:
+                    self._store_packets(st, shape)
+        else:
+            self._store_packets(st, shape)
+
+    def _store_inside(self, st, shape):
+        elem = self.buf_elem[self.base_of(st.ptr)]
+        data = self.bufs[self.base_of(st.ptr)][0]
+        with self.packets(shape) as idx:
+            memo = {}
+            w = idx[-1].type.count
+            g0 = self._linear(st.ptr, idx, memo, w)[1]
+            if st.mask is None:
+                v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), w)
+                self.store_vec(data, elem, g0, v, None)
+            else:
+                mask_v = self.splat(self.ev(st.mask, idx, memo), w)
+                # a packet with no active lane stores nothing: its value (which cannot fail, the
+                # whole-tile nodes are computed) is not computed (softmax's division of the tail)
+                some = self.ops.call("llvm.vector.reduce.or", I1T, [mask_v], mask_v.type)
+                with self.b.if_then(some):
+                    v = self.splat(self.ev(st.value, self._bidx(st.value.shape, shape, idx), memo), w)
+                    self.store_vec(data, elem, g0, v, mask_v)
+
+    def _store_packets(self, st, shape):
+        b = self.b
+        self.check(st.ptr, st.mask, "store")
         elem = self.buf_elem[self.base_of(st.ptr)]
         with self.packets(shape) as idx:
             memo = {}

@@ -54,6 +54,11 @@ def mangle(ty: ir.Type) -> str:
     return f"i{ty.width}"
 
 
+# The f32 bits of the least x whose exp / exp2 (mathlib, mathx) is not +0: every x below it,
+# -inf included, gives +0 (tests/test_triton_native_fast.py checks every float of the window).
+ZERO_BELOW = {"exp": 0xC2CFF1B4, "exp2": 0xC315FFFF}
+
+
 class NativeUnsupported(Exception):
     """An operation the native lowering does not build (the caller names the kernel line)."""
 
@@ -342,6 +347,29 @@ class Ops:
         if name == "sigmoid":
             e = self.math("exp", d, b.fneg(x))
             return b.fdiv(one, b.fadd(one, e))
+        zero_below = ZERO_BELOW.get(name)
+        if zero_below is not None:
+            # the reference's result is +0 below the bound: those lanes run the template on 0.0
+            # instead, so no multiply underflows (an x86 microcode assist, ~100 cycles each:
+            # a softmax's masked-off -inf lanes met it on every row) — the same bits
+            low = b.fcmp_ordered("<", x, kc(x.type, float(np.uint32(zero_below).view(np.float32))))
+            zero = kc(x.type, 0.0)
+            if not isinstance(x.type, ir.VectorType):
+                y = self.template(mathx.template(name), {("arg", 0): b.select(low, zero, x)}, self.cx_for(x))
+                return b.select(low, zero, y)
+            # a packet below the bound in every lane (a softmax row's masked-off tail) is +0 at once
+            every = self.call("llvm.vector.reduce.and", ir.IntType(1), [low], low.type)
+            with b.if_else(every) as (all_low, some):
+                with all_low:
+                    bb1 = b.block
+                with some:
+                    y = self.template(mathx.template(name), {("arg", 0): b.select(low, zero, x)}, self.cx_for(x))
+                    y = b.select(low, zero, y)
+                    bb2 = b.block
+            r = b.phi(x.type)
+            r.add_incoming(zero, bb1)
+            r.add_incoming(y, bb2)
+            return r
         return self.template(mathx.template(name), {("arg", 0): x}, self.cx_for(x))
 
     def template(self, e, memo: dict, cx):

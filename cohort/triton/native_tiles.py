@@ -69,11 +69,11 @@ class TileLowering:
             self.mat[id(n)] = self.checked_binary(n)
 
     def _tile_array(self, n: Node):
-        """n's elements in a row-major array: a variable's own, else a new one."""
-        if n.op is K.VAR:
-            return self.arrays[n.arg]
-        if id(n) in self.mat and self.mat[id(n)][1] is None:
-            return self.mat[id(n)][0]
+        """n's elements in a row-major array: a stored variable's own (an inlined one has none),
+        a whole-tile result's, else a new one."""
+        got = self._array_of(n)
+        if got is not None:
+            return got
         arr = self.alloca(n.type)
         self.store_tile(n, arr)
         return arr
