@@ -290,8 +290,6 @@ def print_kernel(x_ptr):
 
 
 def test_device_print(capsys, _on_cpu):
-    if _on_cpu == "check":
-        pytest.skip("native mode refuses tl.device_print (tests/test_triton_native.py tests the refusal)")
     print_kernel[(2,)](torch.tensor([3], dtype=torch.int32))
     out = capsys.readouterr().out
     assert "pid (0, 0, 0) value 3" in out and "pid (1, 0, 0) value 3" in out

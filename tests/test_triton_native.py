@@ -124,20 +124,64 @@ def test_native_error_is_the_lowest_failing_program():
 
 
 @triton.jit
-def print_kernel(x_ptr):
-    tl.device_print("x", tl.load(x_ptr))
-    tl.store(x_ptr, 1.0)
+def huge_tile_kernel(x_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < 4, other=0) + 1.0, mask=offs < 4)
 
 
 def test_unsupported_construct_is_refused_before_running():
     x = torch.zeros(4)
     for mode in ("native", "check"):
         with ct.on_cpu(mode=mode):
-            with pytest.raises(ct.UnsupportedConstruct, match=r"kernel `print_kernel` \(.*test_triton_native.py:\d+\)"
-                                                              r": native mode does not lower tl.device_print; run "
-                                                              r"this kernel with mode='reference'"):
-                print_kernel[(1,)](x)
+            # the whole program is refused: no line (`?`)
+            with pytest.raises(ct.UnsupportedConstruct, match=r"kernel `huge_tile_kernel` \(.*test_triton_native.py:"
+                                                              r"\?\): native mode does not lower the program's tiles "
+                                                              r"need \d+ bytes; native mode holds up to 2097152 per "
+                                                              r"program; run this kernel with mode='reference'"):
+                huge_tile_kernel[(1,)](x, BLOCK=1 << 20)
     assert x.tolist() == [0.0] * 4
+
+
+@triton.jit
+def print_kernel(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    v = tl.load(x_ptr + offs, mask=offs < N, other=0)
+    tl.device_print("v", v, v > 2.0)
+    tl.device_print("sum", tl.sum(v), pid, v.to(tl.float16), v.to(tl.bfloat16))
+    tl.store(y_ptr + offs, v * 2.0, mask=offs < N)
+
+
+def test_device_print_prints_what_the_reference_prints(capsys):
+    # in program-id order on one thread whatever the threads (as the reference); check mode
+    # prints the reference's lines once and requires native's to be the same
+    x = torch.arange(11, dtype=torch.float32) - 3.5
+    outputs = {}
+    for mode, threads in (("reference", None), ("native", 1), ("native", 2), ("check", None)):
+        y = torch.zeros(11)
+        with ct.on_cpu(mode=mode, threads=threads):
+            print_kernel[(3,)](x, y, 11, BLOCK=4)
+        assert torch.equal(y, x * 2)
+        outputs[mode, threads] = capsys.readouterr().out
+    want = outputs["reference", None]
+    assert want.count("pid (") == 6 and "pid (2, 0, 0) sum" in want
+    assert all(out == want for out in outputs.values()), outputs
+
+
+def test_check_mode_names_a_print_that_differs(capsys, monkeypatch):
+    x, y = torch.arange(8, dtype=torch.float32), torch.zeros(8)
+    real = native.Printer.__call__
+
+    def off_by_one(self, site, px, py, pz, ptrs):
+        return real(self, site, px + 1, py, pz, ptrs)
+
+    monkeypatch.setattr(native.Printer, "__call__", off_by_one)
+    native._compiled.clear()
+    with ct.on_cpu(mode="check"):
+        with pytest.raises(ct.CheckMismatch, match=r"print differently at line 1 of the output: native 'pid \(1, 0, "
+                                                   r"0\) v .*', reference 'pid \(0, 0, 0\) v"):
+            print_kernel[(2,)](x, y, 8, BLOCK=4)
+    native._compiled.clear()
 
 
 @triton.jit

@@ -135,14 +135,11 @@ def test_heuristics():
     assert (x == 1).all()
 
 
-@triton.autotune(configs=[triton.Config({"BLOCK": 32, "PRINT": True}), triton.Config({"BLOCK": 16, "PRINT": False})],
-                 key=["n"])
+@triton.autotune(configs=[triton.Config({"BLOCK": 1 << 20}), triton.Config({"BLOCK": 16})], key=["n"])
 @triton.jit
-def tuned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PRINT: tl.constexpr):
+def tuned_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    v = tl.load(x_ptr + offs, mask=offs < n)
-    if PRINT:
-        tl.device_print("v", v)                         # native mode does not build this config
+    v = tl.load(x_ptr + offs, mask=offs < n)             # 4 MB tiles: native mode does not build it
     tl.store(y_ptr + offs, v, mask=offs < n)
 
 

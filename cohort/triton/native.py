@@ -12,8 +12,11 @@ tensors, then compares every storage bit for bit.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import io
 import itertools
+import sys
 import threading
 
 import numpy as np
@@ -68,6 +71,32 @@ def _lower(prog, symbol, config):
                                    f"lower {msg}; run this kernel with mode='reference'") from None
 
 
+PRINT_FN = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+
+
+class Printer:
+    """tl.device_print from a native program: the lowering stores each printed value whole
+    into an array and calls this with the print's site, the program id and the arrays; it
+    prints them as the reference does (interp.Interpreter.stmt)."""
+
+    _NP = {tir.Dt.I1: np.uint8, tir.Dt.F16: np.float16}
+
+    def __init__(self, sites: list):
+        self.sites = sites
+        self.fn = PRINT_FN(self)
+
+    def __call__(self, site, x, y, z, ptrs):
+        prefix, values = self.sites[site]
+        addresses = (ctypes.c_int64 * max(1, len(values))).from_address(ptrs)
+        arrays = []
+        for (elem, shape), address in zip(values, addresses):
+            dt = np.dtype(self._NP.get(elem, elem.np))
+            n = int(np.prod(shape, dtype=np.int64))
+            a = np.frombuffer((ctypes.c_char * (n * dt.itemsize)).from_address(address), dt).reshape(shape).copy()
+            arrays.append(a.astype(bool) if elem is tir.Dt.I1 else a)
+        print(f"pid {(int(x), int(y), int(z))} {prefix}", *arrays)
+
+
 class Compiled:
     def __init__(self, prog, lowering, linked, symbol):
         self.prog, self.sites, self.nslots = prog, lowering.sites, lowering.nslots
@@ -76,6 +105,11 @@ class Compiled:
         self.linked = linked
         self.address = linked.addresses[symbol]
         self.fn = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(self.address)
+        self.printer = None
+        if lowering.prints:                   # the module's hook holds the printer (kept alive here)
+            self.printer = Printer(lowering.prints)
+            hook = ctypes.c_void_p.from_address(linked.addresses[f"{symbol}_print"])
+            hook.value = ctypes.cast(self.printer.fn, ctypes.c_void_p).value
 
 
 def compile_program(prog: tir.Program) -> Compiled:
@@ -88,7 +122,7 @@ def compile_program(prog: tir.Program) -> Compiled:
             return got
         symbol = f"cohort_triton_{next(_names)}"
         low, text = _lower(prog, symbol, config)
-        linked = jit.compile_module(text, [symbol])
+        linked = jit.compile_module(text, [symbol] + ([f"{symbol}_print"] if low.prints else []))
         got = _compiled[key] = Compiled(prog, low, linked, symbol)
         return got
 
@@ -198,16 +232,32 @@ def _nan(flat: np.ndarray, elem: tir.Dt) -> np.ndarray:
 
 def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> None:
     """The reference on copies with the race detector (racecheck.py) and the undefined-lane
-    probe (undefined.py), native on the tensors, every storage compared bit for bit."""
+    probe (undefined.py), native on the tensors, every storage compared bit for bit, and what
+    tl.device_print printed: the reference's lines are printed once, native's must be the same."""
     ref = _copies(buffers)
     first = Interpreter(prog, ref, scalars, grid, race=RaceCheck(ref, grid))
-    first.run()
-    if first.unfilled:
-        undefined.probe(prog, buffers, ref, scalars, grid, list(first.unfilled.values()), _copies)
+    printed = io.StringIO()
     try:
-        run(prog, buffers, scalars, grid)
+        with contextlib.redirect_stdout(printed):
+            first.run()
+    finally:
+        sys.stdout.write(printed.getvalue())
+    if first.unfilled:
+        with contextlib.redirect_stdout(io.StringIO()):       # its runs print what the first did
+            undefined.probe(prog, buffers, ref, scalars, grid, list(first.unfilled.values()), _copies)
+    native_printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(native_printed):
+            run(prog, buffers, scalars, grid)
     except KernelRuntimeError as e:
         raise CheckMismatch(f"check: native failed where the reference ran: {e}") from None
+    if native_printed.getvalue() != printed.getvalue():
+        want, got = printed.getvalue().splitlines(), native_printed.getvalue().splitlines()
+        k = next((i for i, (w, g) in enumerate(zip(want, got)) if w != g), min(len(want), len(got)))
+        raise CheckMismatch(
+            f"kernel `{prog.name}` ({prog.filename}): check: native and reference print differently at "
+            f"line {k + 1} of the output: native {got[k] if k < len(got) else '(nothing)'!r}, reference "
+            f"{want[k] if k < len(want) else '(nothing)'!r}")
     for name, _ in abi(prog)[0]:
         got, want = buffers[name].flat, ref[name].flat
         u = np.dtype(f"u{got.itemsize}")

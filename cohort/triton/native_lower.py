@@ -118,6 +118,17 @@ class Site:
         self.kind, self.line, self.info = kind, line, info
 
 
+class _Callee:
+    """A function pointer as a call's callee (llvmlite calls only values that know their
+    function type; a pointer loaded from memory is opaque)."""
+
+    def __init__(self, pointer, function_type):
+        self.pointer, self.function_type, self.type = pointer, function_type, pointer.type
+
+    def get_reference(self):
+        return self.pointer.get_reference()
+
+
 class Lowering(MemoryLowering, TileLowering):
     def __init__(self, prog: tir.Program, symbol: str, config):
         prog = rewrite(prog)                   # the same values, fewer tile copies (native_rewrite.py)
@@ -127,6 +138,8 @@ class Lowering(MemoryLowering, TileLowering):
         self.frame_bytes = 0
         self.line = 0
         self.has_atomics = False
+        self.prints: list = []                 # per tl.device_print: (prefix, [(elem, shape)]) (native.Printer)
+        self.print_hook = None                 # the module's global holding the printer's address
         self.lanes = max(1, btarget.current().vector_bits // 32)
         self.ramps = {}
         self.region_env = None
@@ -170,7 +183,9 @@ class Lowering(MemoryLowering, TileLowering):
             elif isinstance(st, tir.Atomic):
                 self.has_atomics = True
             elif isinstance(st, tir.Print):
-                raise NativeUnsupported(f"line {st.line}: tl.device_print")
+                if any(v.type.is_ptr for v in st.values):
+                    raise NativeUnsupported(f"line {st.line}: tl.device_print of a pointer")
+                self.has_atomics = True         # printed in program-id order, as the reference prints
             for f in ("body", "then", "orelse", "cond_body"):
                 if hasattr(st, f):
                     self._bases(getattr(st, f))
@@ -395,8 +410,30 @@ class Lowering(MemoryLowering, TileLowering):
             ok = self._all(st.cond)
             with b.if_then(b.not_(ok), likely=False):
                 self.fail("assert", info=st.message)
+        elif isinstance(st, tir.Print):
+            self.device_print(st)
         else:
             raise NativeUnsupported(f"line {st.line}: statement {type(st).__name__}")
+
+    def device_print(self, st: tir.Print):
+        """Each value stored whole into an array of its own, then the printer called with the
+        print's site, the program id and the arrays (native.Printer formats them as the
+        reference prints)."""
+        b = self.b
+        if self.print_hook is None:
+            self.print_hook = ir.GlobalVariable(self.m, PTR, f"{self.symbol}_print")
+            self.print_hook.initializer = ir.Constant(PTR, None)
+        site = len(self.prints)
+        self.prints.append((st.prefix, [(v.type.elem, v.type.shape) for v in st.values]))
+        ptrs = self.alloca(tir.TT(Dt.I64), max(1, len(st.values)))
+        for k, v in enumerate(st.values):
+            self.mat = {}
+            self.prepare(v)
+            arr = self.alloca(v.type)
+            self.store_tile(v, arr)
+            b.store(b.ptrtoint(arr, I64T), b.gep(ptrs, [i64(k)], source_etype=I64T))
+        hook = _Callee(b.load(self.print_hook, typ=PTR), ir.FunctionType(ir.VoidType(), [I64T] * 4 + [PTR]))
+        b.call(hook, [i64(site), *(b.zext(p, I64T) for p in self.pid), ptrs])
 
     def _all(self, n: Node):
         b = self.b
