@@ -14,7 +14,7 @@ other draws; `categories(prog)` is what a program exercises, for the coverage re
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 
 from .tile_pieces import KINDS, TWO_D_ONLY, Out, Piece, make_piece
 
@@ -59,6 +59,19 @@ class TileProgram:
         body = prelude(self) + [line for p in self.pieces for line in p.lines]
         return ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
                 f"def tile_program(\n        {params}):\n" + "".join(f"    {line}\n" for line in body))
+
+    def to_json(self) -> dict:
+        return {"seed": self.seed, "dims": self.dims, "blocks": list(self.blocks), "others": list(self.others),
+                "shift": self.shift, "sizes": [list(astuple(z)) for z in self.sizes],
+                "pieces": [{"kind": p.kind, "lines": list(p.lines), "uses": sorted(p.uses),
+                            "outs": [list(astuple(o)) for o in p.outs]} for p in self.pieces]}
+
+    @staticmethod
+    def from_json(d: dict) -> "TileProgram":
+        pieces = tuple(Piece(p["kind"], tuple(p["lines"]), tuple(Out(*o) for o in p["outs"]), frozenset(p["uses"]))
+                       for p in d["pieces"])
+        return TileProgram(d["seed"], d["dims"], tuple(d["blocks"]), tuple(d["others"]), d["shift"], pieces,
+                           tuple(Size(*z) for z in d["sizes"]))
 
     def without(self, i: int) -> "TileProgram":
         return replace(self, pieces=self.pieces[:i] + self.pieces[i + 1:])
