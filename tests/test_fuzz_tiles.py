@@ -177,3 +177,10 @@ def test_mismatch_bins_name_the_piece_kind():
     with __import__("cohort.backend.inject", fromlist=["x"]).inject_bug_TESTING_ONLY("triton_argmax_tie_last"):
         m = check(generate(0, index=0))
     assert isinstance(m, Mismatch) and m.bin == "argreduce:bits"
+
+
+def test_without_triton_the_family_says_it_needs_the_extra(monkeypatch, capsys):
+    import sys
+    monkeypatch.setitem(sys.modules, "triton", None)       # import triton raises ImportError
+    assert main(["fuzz", "--family", "tiles", "--programs", "1", "--jobs", "0"]) == 2
+    assert "needs the `triton` extra" in capsys.readouterr().err

@@ -121,9 +121,12 @@ def arguments(prog: TileProgram, z: Size, seed: int) -> tuple:
     return params, consts, arrays, scalars
 
 
-def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False):
+def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False, threads: int = None):
     """None when reference and native agree bit for bit at size z, else a Mismatch; the
-    string "discarded" when the reference rejects the launch."""
+    string "discarded" when the reference rejects the launch. Native runs the grid on the
+    calling thread for even input seeds and on the backend's pool of 2 for odd ones (a program
+    with atomics runs in program-id order either way), unless `threads` says."""
+    threads = threads or 1 + seed % 2
     from ...triton import launch, native
     from ...triton.errors import KernelRuntimeError
     from ...triton.interp import Buffer, Interpreter
@@ -138,7 +141,7 @@ def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False):
     except KernelRuntimeError:
         return "discarded"
     try:
-        native.run(tprog, nat, scalars, grid, threads=1)
+        native.run(tprog, nat, scalars, grid, threads=threads)
     except KernelRuntimeError as e:
         return Mismatch(z, "native error", "", "", f"native failed where the reference ran: {e}")
     writer = {o.name: p.kind for p in prog.pieces for o in p.outs}
