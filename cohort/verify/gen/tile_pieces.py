@@ -17,8 +17,10 @@ from dataclasses import dataclass
 
 from .tile_exprs import Exprs
 
-KINDS = ("elementwise_f32", "elementwise_i32", "half_store", "reduce", "argreduce", "scan", "dot", "loop",
-         "atomic", "strided", "view")
+KINDS = ("elementwise_f32", "elementwise_i32", "int_divmod", "half_store", "reduce", "argreduce", "scan", "dot",
+         "loop", "atomic", "strided", "view")
+# divisors of int_divmod: literals of both signs and run-time tiles that are never 0
+DIVIDE_BY = ("7", "-7", "3", "-2", "16", "-1", "(ib | 1)", "tl.where(ib == 0, 5, ib)", "((ib & 15) - 8 | 1)")
 TWO_D_ONLY = ("dot",)
 
 
@@ -56,6 +58,20 @@ def make_piece(kind: str, k: int, rng: random.Random, dims: int, blocks: tuple) 
         ty, oty = ("f", "f32") if kind == "elementwise_f32" else ("i", "i32")
         lines = (f"y{k} = {ex.of(ty, 3)}", f"tl.store({o} + off, y{k}, mask=m2)")
         outs = (Out(o, oty, "tile"),)
+    elif kind == "int_divmod":      # C's // and % (toward zero, the dividend's sign) in 8, 32 and 64 bits
+        width = rng.choice(("int32", "int32", "int64", "int8"))
+        a = ex.of("i", 1) if rng.random() < 0.5 else "ia"
+        d = rng.choice(DIVIDE_BY)
+        tile_d = not d.lstrip("-").isdigit()
+        if width == "int8" and tile_d:
+            d = f"(({d}) | 1)"                       # | 1: its low byte is not 0
+        lines = [f"n{k} = {a}" if width == "int32" else f"n{k} = ({a}).to(tl.{width})",
+                 f"d{k} = {d}" if width == "int32" or not tile_d else f"d{k} = ({d}).to(tl.{width})"]
+        for op, out in (("//", o), ("%", f"{o}b")):
+            lines.append(f"tl.store({out} + off, (n{k} {op} d{k}).to(tl.int32), mask=m2)")
+        outs = (Out(o, "i32", "tile"), Out(f"{o}b", "i32", "tile"))
+        uses.add(f"divmod:{width}:{'tile' if tile_d else 'const'}")
+        lines = tuple(lines)
     elif kind == "half_store":      # the store casts f32 to the tensor's 16-bit type (nearest even)
         half = rng.choice(("bf16", "f16"))
         value = ex.of('f', 2)
