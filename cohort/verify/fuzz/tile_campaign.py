@@ -34,7 +34,7 @@ def run_program(seed: int, index: int, bugs: tuple = (), strict_nan: bool = Fals
     """Generate and check one program; a plain dict (crosses process boundaries)."""
     from ...backend import inject
     from ...triton.errors import TritonError
-    from .tiles import Mismatch, NanOnly, check
+    from .tiles import Mismatch, NanOnly, check, forget
     t0 = time.monotonic()
     prog = gen.generate(seed, index=index)
     out = {"seed": seed, "index": index, "categories": sorted(gen.categories(prog))}
@@ -44,6 +44,8 @@ def run_program(seed: int, index: int, bugs: tuple = (), strict_nan: bool = Fals
         except TritonError as e:        # cohort.triton refused a generated kernel: the generator's or its fault
             r = None
             out.update(status="rejected", bin="program:rejected", detail=f"{type(e).__name__}: {e}")
+        finally:
+            forget(prog)
     if isinstance(r, Mismatch):
         out.update(status="mismatch", bin=r.bin, detail=r.detail, what=r.what)
     elif isinstance(r, NanOnly):

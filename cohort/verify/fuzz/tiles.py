@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ... import knobs
 from ..checksum import checksum, differing
 from ..gen.tiles import IN_TYPES, Size, TileProgram, extent, input_extent
 
@@ -121,6 +122,19 @@ def arguments(prog: TileProgram, z: Size, seed: int) -> tuple:
     return params, consts, arrays, scalars
 
 
+def switches(seed: int) -> dict:
+    """The target-dependent lowering switches of a launch (COHORT_FMA: llvm.fma or the exact
+    software sequence; COHORT_F16: F16C or integer conversions), drawn from its input seed as
+    the thread family draws them per program (verify/execute.lowering_switches), so one host
+    runs both sides; a switch the environment sets stands."""
+    out = {}
+    for bit, (env, values) in ((1, (knobs.FMA.name, ("hardware", "software"))),
+                               (2, (knobs.F16.name, ("hardware", "software")))):
+        if knobs.KNOBS[env].raw() in (None, "auto"):
+            out[env] = values[(seed >> bit) & 1]
+    return out
+
+
 def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False, threads: int = None):
     """None when reference and native agree bit for bit at size z, else a Mismatch; the
     string "discarded" when the reference rejects the launch. Native runs the grid on the
@@ -132,7 +146,8 @@ def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False, 
     from ...triton.interp import Buffer, Interpreter
     params, consts, arrays, scalars = arguments(prog, z, seed)
     tprog = launch.build(kernel(prog), params, consts)
-    native.compile_program(tprog)
+    with knobs.overridden(switches(seed)):
+        native.compile_program(tprog)
     grid = prog.grid(z)
     ref = {k: Buffer(a.copy(), 0, dt) for k, (a, dt) in arrays.items()}
     nat = {k: Buffer(a.copy(), 0, dt) for k, (a, dt) in arrays.items()}
@@ -141,7 +156,8 @@ def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False, 
     except KernelRuntimeError:
         return "discarded"
     try:
-        native.run(tprog, nat, scalars, grid, threads=threads)
+        with knobs.overridden(switches(seed)):
+            native.run(tprog, nat, scalars, grid, threads=threads)
     except KernelRuntimeError as e:
         return Mismatch(z, "native error", "", "", f"native failed where the reference ran: {e}")
     writer = {o.name: p.kind for p in prog.pieces for o in p.outs}
@@ -174,6 +190,22 @@ class NanOnly:
     """The builds agree but for the bits of f32 NaNs (DESIGN §3 counts them equal; cohort.triton's
     check mode compares them): counted by the campaign, a failure only with strict_nan."""
     name: str
+
+
+def forget(prog: TileProgram) -> None:
+    """Drop the program's builds from cohort.triton's caches (launch._BUILDS: one tile program
+    per specialisation; native._compiled: one linked JIT library each): a campaign's programs
+    never come back, and a long one would otherwise hold every library it built."""
+    from ...triton import launch, native
+    fn = _KERNELS.pop(prog.source(), None)
+    if fn is None:
+        return
+    progs = set()
+    for key in [k for k in launch._BUILDS if k[0] is fn]:
+        progs.add(id(launch._BUILDS.pop(key)))
+    with native._lock:
+        for key in [k for k, c in native._compiled.items() if id(c.prog) in progs]:
+            del native._compiled[key]
 
 
 def check(prog: TileProgram, strict_nan: bool = False):
