@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from .tile_exprs import Exprs
 
-KINDS = ("elementwise_f32", "elementwise_i32", "int_divmod", "half_store", "reduce", "argreduce", "scan", "dot",
-         "loop", "atomic", "strided", "view")
+KINDS = ("elementwise_f32", "strided", "int_divmod", "argreduce", "dot", "reduce", "half_store", "elementwise_i32",
+         "scan", "loop", "atomic", "view")
 # divisors of int_divmod: literals of both signs and run-time tiles that are never 0
 DIVIDE_BY = ("7", "-7", "3", "-2", "16", "-1", "(ib | 1)", "tl.where(ib == 0, 5, ib)", "((ib & 15) - 8 | 1)")
 TWO_D_ONLY = ("dot",)
