@@ -187,3 +187,15 @@ def test_without_triton_the_family_says_it_needs_the_extra(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "triton", None)       # import triton raises ImportError
     assert main(["fuzz", "--family", "tiles", "--programs", "1", "--jobs", "0"]) == 2
     assert "needs the `triton` extra" in capsys.readouterr().err
+
+
+def test_an_internal_error_is_a_finding_not_a_traceback(monkeypatch):
+    import cohort.verify.fuzz.tiles as tiles
+
+    def broken(prog, strict_nan=False):
+        raise RuntimeError("LLVM verifier: planted for this test")
+    monkeypatch.setattr(tiles, "check", broken)
+    r = run_tile_campaign(600, 0, max_programs=2, shrink=False)
+    assert r["counts"] == {"error": 2}
+    assert [f["bin"] for f in r["failures"]] == ["program:internal-error"]
+    assert "planted for this test" in r["failures"][0]["detail"]

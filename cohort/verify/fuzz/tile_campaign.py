@@ -44,6 +44,9 @@ def run_program(seed: int, index: int, bugs: tuple = (), strict_nan: bool = Fals
         except TritonError as e:        # cohort.triton refused a generated kernel: the generator's or its fault
             r = None
             out.update(status="rejected", bin="program:rejected", detail=f"{type(e).__name__}: {e}")
+        except Exception as e:          # cohort failed inside (a lowering's assertion, LLVM's verifier, ...)
+            r = None
+            out.update(status="error", bin="program:internal-error", detail=f"{type(e).__name__}: {e}")
         finally:
             forget(prog)
     if isinstance(r, Mismatch):
@@ -137,7 +140,7 @@ def run_tile_campaign(seconds: float, seed: int = 0, *, max_programs: int = None
         state["done"] += 1
         counts[res["status"]] += 1
         coverage.update(res.get("categories", ()))
-        if res["status"] in ("mismatch", "rejected", "crash") and res["bin"] not in seen_bins:
+        if res["status"] in ("mismatch", "rejected", "error", "crash") and res["bin"] not in seen_bins:
             seen_bins.add(res["bin"])
             f = _finding(res, time.monotonic() - t0, state["done"], bugs, shrink, strict_nan, corpus_dir)
             findings.append(f)
@@ -196,7 +199,7 @@ def format_report(r: dict) -> str:
     c = r["counts"]
     lines = [f"fuzz tiles seed {r['seed']}: {r['programs']} programs in {r['seconds']:.1f} s, "
              f"{c.get('mismatch', 0)} mismatching, {c.get('rejected', 0)} rejected by the frontend, "
-             f"{c.get('crash', 0)} crashed, {c.get('discarded', 0)} discarded, "
+             f"{c.get('error', 0)} failing inside cohort, {c.get('crash', 0)} crashed, {c.get('discarded', 0)} discarded, "
              f"{c.get('nan_only', 0)} differing only in f32 NaN bits (DESIGN §3: equal)"]
     if r["programs"] == 0:
         lines.append("NOTHING TESTED: no program ran to completion within the time box; give more --seconds")
