@@ -244,16 +244,19 @@ def shrink(prog: TileProgram, m: Mismatch, budget: int = 60, strict_nan: bool = 
             prog, m = cand, r
         else:
             i += 1
-    for field in ("M", "N", "K", "T", "S"):
-        for v in sorted({1, 2, 3, getattr(m.size, field) // 2, getattr(m.size, field) - 1}):
-            if steps >= budget or not 0 <= v < getattr(m.size, field):
-                continue
-            z = replace(m.size, **{field: v})
-            if z.S < z.N or z.M < 1 or z.N < 1 or z.K < 1:
-                continue
-            steps += 1
-            r = _still(replace(prog, sizes=(z,)), z, seed, m.bin, strict_nan)
-            if r is not None:
-                prog, m = replace(prog, sizes=(z,)), r
-                break
+    changed = True
+    while changed and steps < budget:       # passes over the sizes until one changes nothing
+        changed = False
+        for field in ("M", "N", "K", "T", "S"):
+            for v in sorted({0, 1, 2, 3, getattr(m.size, field) // 2, getattr(m.size, field) - 1}):
+                if steps >= budget or not 0 <= v < getattr(m.size, field):
+                    continue
+                z = replace(m.size, **{field: v})
+                if z.S < z.N or z.M < 1 or z.N < 1 or z.K < 1:
+                    continue
+                steps += 1
+                r = _still(replace(prog, sizes=(z,)), z, seed, m.bin, strict_nan)
+                if r is not None:
+                    prog, m, changed = replace(prog, sizes=(z,)), r, True
+                    break
     return prog, m
