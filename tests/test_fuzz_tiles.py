@@ -199,3 +199,18 @@ def test_an_internal_error_is_a_finding_not_a_traceback(monkeypatch):
     assert r["counts"] == {"error": 2}
     assert [f["bin"] for f in r["failures"]] == ["program:internal-error"]
     assert "planted for this test" in r["failures"][0]["detail"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="an AVX2 build runs on x86-64 hosts")
+@pytest.mark.parametrize("bug", [None] + TILE_PLANTS)
+def test_the_plants_range_on_an_avx2_build(bug):
+    """8 lanes instead of the host's: the same programs, the same verdicts (measured on an
+    AVX-512 host: each plant caught at the same program as with 16 lanes)."""
+    from cohort.backend import target
+    from cohort.backend.inject import inject_bug_TESTING_ONLY
+    avx2 = target.from_triple("x86_64-unknown-linux-gnu", cpu="haswell", features="+avx2,+fma,+f16c")
+    with target.use(avx2), inject_bug_TESTING_ONLY(*([bug] if bug else [])):
+        found = [check(generate(i, index=i)) for i in range(RANGE)]
+    mismatches = [m for m in found if isinstance(m, Mismatch)]
+    assert bool(mismatches) == (bug is not None)
