@@ -24,6 +24,7 @@ from ..gen import tiles as gen
 from ..gen.tile_pieces import KINDS
 
 SEED_STRIDE = 1000003
+WORKER_PROGRAMS = 100
 
 
 def program_seed(campaign_seed: int, i: int) -> int:
@@ -34,7 +35,7 @@ def run_program(seed: int, index: int, bugs: tuple = (), strict_nan: bool = Fals
     """Generate and check one program; a plain dict (crosses process boundaries)."""
     from ...backend import inject
     from ...triton.errors import TritonError
-    from .tiles import Mismatch, NanOnly, check, forget
+    from .tiles import Mismatch, NanOnly, check
     t0 = time.monotonic()
     prog = gen.generate(seed, index=index)
     out = {"seed": seed, "index": index, "categories": sorted(gen.categories(prog))}
@@ -47,8 +48,6 @@ def run_program(seed: int, index: int, bugs: tuple = (), strict_nan: bool = Fals
         except Exception as e:          # cohort failed inside (a lowering's assertion, LLVM's verifier, ...)
             r = None
             out.update(status="error", bin="program:internal-error", detail=f"{type(e).__name__}: {e}")
-        finally:
-            forget(prog)
     if isinstance(r, Mismatch):
         out.update(status="mismatch", bin=r.bin, detail=r.detail, what=r.what)
     elif isinstance(r, NanOnly):
@@ -124,8 +123,8 @@ def run_tile_campaign(seconds: float, seed: int = 0, *, max_programs: int = None
                       shrink: bool = True, corpus_dir: str = None, strict_nan: bool = False,
                       stop_on_failure: bool = False, on_finding=None) -> dict:
     """Programs 0, 1, ... of campaign `seed` until the time box or `max_programs`; the report."""
-    from .tiles import _triton
-    _triton()
+    from .tiles import require_triton
+    require_triton()
     t0 = time.monotonic()
     counts = collections.Counter()
     coverage = collections.Counter()
@@ -165,7 +164,16 @@ def _pooled(jobs: int, seed: int, bugs, strict_nan: bool, state: dict, more, tak
     """Programs on `jobs` spawned worker processes, up to two in flight per worker."""
     import multiprocessing
     ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(jobs, mp_context=ctx)
+
+    def start():
+        # a worker keeps every native build cohort.triton made in it (native.compile_program's
+        # cache): it is replaced after WORKER_PROGRAMS programs, so a long campaign's memory stays
+        # bounded (max_tasks_per_child: Python 3.11 on)
+        try:
+            return ProcessPoolExecutor(jobs, mp_context=ctx, max_tasks_per_child=WORKER_PROGRAMS)
+        except TypeError:
+            return ProcessPoolExecutor(jobs, mp_context=ctx)
+    pool = start()
     running: dict = {}
     try:
         while True:
@@ -187,7 +195,7 @@ def _pooled(jobs: int, seed: int, bugs, strict_nan: bool, state: dict, more, tak
                         other.cancel()
                     running.clear()
                     pool.shutdown(wait=False, cancel_futures=True)
-                    pool = ProcessPoolExecutor(jobs, mp_context=ctx)
+                    pool = start()
                     break
             if not more() and not running:
                 return

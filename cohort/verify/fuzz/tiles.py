@@ -42,7 +42,7 @@ class Mismatch:
         return f"{self.kind or self.buffer or 'program'}:{self.what.replace(' ', '-')}"
 
 
-def _triton():
+def require_triton():
     try:
         import triton  # noqa: F401
         import triton.language  # noqa: F401
@@ -57,7 +57,7 @@ _KERNELS: dict = {}
 def kernel(prog: TileProgram):
     """The program's `@triton.jit` function (source registered with linecache, so
     inspect/the frontend read it as a file's)."""
-    _triton()
+    require_triton()
     src = prog.source()
     got = _KERNELS.get(src)
     if got is None:
@@ -141,11 +141,12 @@ def check_size(prog: TileProgram, z: Size, seed: int, strict_nan: bool = False, 
     calling thread for even input seeds and on the backend's pool of 2 for odd ones (a program
     with atomics runs in program-id order either way), unless `threads` says."""
     threads = threads or 1 + seed % 2
-    from ...triton import launch, native
+    from ...triton import native
     from ...triton.errors import KernelRuntimeError
+    from ...triton.frontend import Frontend
     from ...triton.interp import Buffer, Interpreter
     params, consts, arrays, scalars = arguments(prog, z, seed)
-    tprog = launch.build(kernel(prog), params, consts)
+    tprog = Frontend(kernel(prog), params, consts).build()      # launch.build would keep it for the process's life
     with knobs.overridden(switches(seed)):
         native.compile_program(tprog)
     grid = prog.grid(z)
@@ -190,22 +191,6 @@ class NanOnly:
     """The builds agree but for the bits of f32 NaNs (DESIGN §3 counts them equal; cohort.triton's
     check mode compares them): counted by the campaign, a failure only with strict_nan."""
     name: str
-
-
-def forget(prog: TileProgram) -> None:
-    """Drop the program's builds from cohort.triton's caches (launch._BUILDS: one tile program
-    per specialisation; native._compiled: one linked JIT library each): a campaign's programs
-    never come back, and a long one would otherwise hold every library it built."""
-    from ...triton import launch, native
-    fn = _KERNELS.pop(prog.source(), None)
-    if fn is None:
-        return
-    progs = set()
-    for key in [k for k in launch._BUILDS if k[0] is fn]:
-        progs.add(id(launch._BUILDS.pop(key)))
-    with native._lock:
-        for key in [k for k, c in native._compiled.items() if id(c.prog) in progs]:
-            del native._compiled[key]
 
 
 def check(prog: TileProgram, strict_nan: bool = False):
