@@ -87,6 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     ac.add_argument("--json", action="store_true")
 
     f = sub.add_parser("fuzz", help="differential fuzzing: random kernels, every variant vs the interpreter")
+    f.add_argument("--family", choices=("threads", "tiles"), default="threads",
+                   help="what is generated: cohort kernels checked on the variant matrix (threads, the default), "
+                        "or Triton tile programs checked cohort.triton's reference against its native build "
+                        "(tiles; needs the triton extra; docs/fuzzing.md)")
+    f.add_argument("--strict-nan", action="store_true",
+                   help="--family tiles: count f32 NaNs whose bits differ as a mismatch (DESIGN §3 counts every "
+                        "NaN equal; cohort.triton's check mode compares bits)")
     f.add_argument("--seconds", default="60", help=f"time box of the campaign, more than 0 and at most "
                                                     f"{opt.MAX_FUZZ_SECONDS} (default 60); a campaign that "
                                                     "completes no program in it exits 1: it tested nothing")

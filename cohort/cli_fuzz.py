@@ -79,7 +79,58 @@ def _resume_hint(args, report: dict) -> str:
             "campaign's state, and the same command again resumes it")
 
 
+# options of the thread family that mean nothing to the tile family, and their defaults
+_THREADS_ONLY = {"scheduler": None, "campaign": None, "merge": None, "variant": None, "variants_per_program": None,
+                 "steer": None, "seeds": None, "seeds_per_task": "1", "examples_per_seed": "9", "max_stmts": "16"}
+
+
+def cmd_fuzz_tiles(args) -> int:
+    """`cohort fuzz --family tiles`: one line per finding, exit 1 on any, 2 on bad input."""
+    from .backend.inject import BUGS
+    from .verify.fuzz.tile_campaign import format_finding, format_report, run_tile_campaign
+    from .verify.fuzz.tiles import TritonMissing
+    given = [k for k, d in _THREADS_ONLY.items() if getattr(args, k, d) not in (d, False)]
+    if given:
+        raise UsageError(f"--family tiles does not take {', '.join('--' + k.replace('_', '-') for k in given)} "
+                         "(options of the thread-level family)")
+    try:
+        seconds = float(args.seconds)
+    except ValueError:
+        raise UsageError(f"--seconds takes a number of seconds, got {args.seconds!r}") from None
+    if not 0 < seconds <= opt.MAX_FUZZ_SECONDS:
+        raise UsageError(f"--seconds must be more than 0 and at most {opt.MAX_FUZZ_SECONDS}, got {args.seconds}")
+    jobs = int_in_range("--jobs", args.jobs, 0, opt.MAX_JOBS)
+    programs = int_in_range("--programs", args.programs, 1, opt.MAX_PROGRAMS)
+    bugs = () if args.inject is None else tuple(comma_list("--inject", args.inject))
+    unknown = [b for b in bugs if b not in BUGS]
+    if unknown:
+        raise UsageError(f"--inject: unknown bug(s) {', '.join(unknown)}; known: {', '.join(sorted(BUGS))}")
+    other = [b for b in bugs if not b.startswith("triton_")]
+    if other:
+        raise UsageError(f"--inject {', '.join(other)}: not a plant of the tile lowering; --family tiles takes "
+                         f"{', '.join(sorted(b for b in BUGS if b.startswith('triton_')))}")
+    if args.corpus:
+        writable_dir("--corpus", args.corpus)
+    try:
+        report = run_tile_campaign(seconds, parse_seed(args.seed), max_programs=programs, bugs=bugs, jobs=jobs,
+                                   shrink=not args.no_shrink, corpus_dir=args.corpus, strict_nan=args.strict_nan,
+                                   on_finding=lambda f: print(format_finding(f), flush=True))
+    except TritonMissing as e:
+        raise UsageError(str(e)) from None
+    print(format_report(report).split("\n")[0])
+    for line in format_report(report).split("\n")[1:]:
+        if not line.startswith("tiles "):          # the findings were printed as they were found
+            print(line)
+    if args.json:
+        print(json.dumps(report))
+    return 1 if report["failures"] or report["programs"] == 0 else 0
+
+
 def cmd_fuzz(args) -> int:
+    if getattr(args, "family", "threads") == "tiles":
+        return cmd_fuzz_tiles(args)
+    if getattr(args, "strict_nan", False):
+        raise UsageError("--strict-nan is an option of --family tiles")
     from .verify.fuzz import CampaignError, default_corpus_dir, format_report, merge, run_campaign
     from .verify.fuzz.cluster import SchedulerUnavailable
     if args.merge:

@@ -145,8 +145,21 @@ BUGS = {
                           "a*c + b (lower_ops._fma_software)",
     # issue 48: the Triton tile lowering (cohort/triton/native_lower.py)
     "triton_tree_order": "a tile reduction's tree pairs v[i] with v[i + s] for s = 1, 2, 4, ... instead of "
-                         "R/2, ..., 1 (native_lower._tree)",
-    "triton_dot_k_descending": "tl.dot's fma chain runs over k descending (native_lower._dot_f32)",
+                         "R/2, ..., 1 (native_tiles._tree)",
+    "triton_dot_k_descending": "tl.dot's fma chain runs over k descending (native_tiles._dot_f32)",
+    # the fuzzer's tile family (verify/gen/tiles*.py) must find each of these (tests/test_fuzz_tiles.py)
+    "triton_masked_store_whole": "a masked tile store whose packet is shown consecutive and inside the tensor "
+                                 "stores the whole packet: masked-off lanes of a partial last block are "
+                                 "written (native_memory.store_vec)",
+    "triton_idiv_floor": "signed integer // rounds down (Python's floor division), not toward zero "
+                         "(native_ops.binary)",
+    "triton_stride_as_contiguous": "a pointer tile whose offsets step by k > 1 along the lanes is taken as "
+                                   "consecutive: the fast path loads/stores g0, g0 + 1, ... "
+                                   "(native_memory._linear)",
+    "triton_argmax_tie_last": "argmax/argmin's tie goes to the higher index, not the lower "
+                              "(native_ops.arg_pick)",
+    "triton_bf16_truncate": "f32 -> bf16 keeps the top 16 bits (toward zero), not round-to-nearest-even "
+                            "(native_ops.from_f32)",
 }
 
 _active: set = set()
