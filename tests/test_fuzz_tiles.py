@@ -117,11 +117,10 @@ def k(x, out, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="found by this family: a dot operand that is a variable the native lowering "
-                   "recomputes at its uses (a cheap pure value, native_lower's `inline`) is read from that "
-                   "variable's array, which is never written (native_tiles.TileLowering._tile_array does not "
-                   "check `self.inline`, as _array_of does); native gives NaN/garbage")
-def test_known_finding_dot_of_a_recomputed_variable():
+def test_found_dot_of_a_recomputed_variable():
+    # found by this family: a dot operand that is a variable native recomputes at its uses (a
+    # cheap pure value) was read from that variable's array, never written (NaN or garbage);
+    # fixed in native_tiles (tests/test_triton_native_fast.py has its own case)
     from cohort.triton import launch, native
     from cohort.triton.interp import Buffer
     from cohort.triton.tir import TT, Dt, Ptr
@@ -144,11 +143,9 @@ def k(x, y, z, out):
 '''
 
 
-@pytest.mark.xfail(strict=platform.machine() in ("x86_64", "AMD64"),   # seen on x86-64; other hosts' NaNs differ
-                   reason="found by this family: where NaNs of both signs meet in tl.dot's fma chain, native's NaN "
-                   "has the other sign bit than the reference's (native 0x7fc00000, reference 0xffc00000 on "
-                   "x86-64); DESIGN §3 counts NaNs equal, cohort.triton's check mode compares their bits")
-def test_known_finding_dot_nan_sign():
+def test_found_dot_nan_sign():
+    # found by this family: where NaNs of both signs meet in tl.dot's fma chain, native keeps
+    # the other sign than the reference on x86-64; check mode counts every NaN equal (DESIGN §3)
     from cohort.triton import launch, native
     from cohort.triton.interp import Buffer
     from cohort.triton.tir import TT, Dt, Ptr

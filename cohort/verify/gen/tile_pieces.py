@@ -138,8 +138,8 @@ def _dot(k: int, rng: random.Random, blocks: tuple, uses: set) -> Piece:
     The operands come from `xd`, the input without NaNs (infinities kept): where a NaN product
     meets a NaN accumulator of the other sign, native tl.dot keeps the accumulator's NaN and the
     reference the product's (a finding of this family, tests/test_fuzz_tiles.py::
-    test_known_finding_dot_nan_sign); inf*0 still makes NaNs in the chain, all the host's one
-    default NaN."""
+    test_found_dot_nan_sign; equal by DESIGN §3, not under --strict-nan); inf*0 still makes
+    NaNs in the chain, all the host's one default NaN."""
     o = f"o{k}"
     cast = rng.choice(("", "", ".to(tl.bfloat16)", ".to(tl.float16)"))
     acc = rng.choice(("acc", "plus"))
