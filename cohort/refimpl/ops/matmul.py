@@ -5,97 +5,126 @@ starting from +0.0 - acc = fma(a[i, k], b[k, j], acc) for k = 0, 1, ..., K-1.
 The tile sizes below are the schedule, not the definition: any tiling that
 keeps each chain in ascending k gives the same bits.
 
-The schedule is a CPU GEMM micro-kernel in GPU form. A block owns a tile of up
-to ROWS rows by BN columns (one column per thread). For each step of KT along k
-it stages b's KT x BN panel in shared memory (the packing of a GEMM: b is read
-with stride N, the shared copy is contiguous; a's rows are read in place, each
-a contiguous stream of broadcasts), then each thread runs REG rows at a time
-with REG accumulators in registers - a register block of REG rows x one packet
-of columns - and keeps its running sums in a private array between steps.
-The k loops stop at K (no padding in k); the last row tile computes its rows
-rounded up to a register block, rows past M a copy of the last row, columns
-past N read zeros, and neither is stored. The "wide" form
-(matrix-vector products) is below.
+The schedule is a CPU GEMM in GPU form, written once (`_tiled`) and built for
+two block widths BN: 16 columns for 8-lane registers and 32 for 16-lane ones
+(`tiled_form`, chosen by the target's vector width). A block owns a tile of up
+to ROWS rows by PANELS panels of BN columns (one column per thread in each
+panel). For each step of KT along k it stages b's KT x (PANELS x BN) slab in
+shared memory once (the packing of a GEMM: b is read with stride N, row by row;
+the shared copy holds each panel's KT x BN rows contiguously), then runs, panel
+by panel (the panel stays in the L1 cache), every register block of REG rows:
+REG accumulators per thread - REG rows x BN columns, 2 x REG vector
+accumulators at either width, enough independent fma chains to cover the FMA
+latency of two units - reading a's rows in place as broadcasts. Running sums
+live in a private array between steps. The k loops stop at K (no padding in k);
+the last row tile computes its rows rounded up to a register block (rows past
+M a copy of the last row, never stored); the last panel of columns is shifted
+left to end at column N - 1 when N >= BN (its columns shared with the panel
+before are stored by that panel: the same fma chains, the same bits), and a
+b narrower than BN reads zeros past N. The "wide" form (matrix-vector
+products) is below.
 """
 import numpy as np
 
 from ... import Buffer, Const, barrier, block_id, f32, fma, kernel, private, shared, thread_id
 from .base import Launch, Operator, seeded_normal
 
-BN = 16      # columns per block: one per thread (two packets of 8 lanes, one of 16)
-REG = 6      # rows per register block: 6 rows x 16 columns = 12 vector accumulators
-ROWS = 48    # rows per block: the staged panel of b serves 8 register blocks
-KT = 128     # k per staged step: the panel is KT x BN floats (8 KiB)
+REG = 6      # rows per register block: 6 rows x BN columns = 12 vector accumulators at 8 or 16 lanes
+ROWS = 96    # rows per block: one staged slab of b serves 16 register blocks per panel
+KT = 128     # k per staged step
+COLS = 256   # columns per block: PANELS = COLS // BN panels; the staged slab is KT x COLS floats (128 KiB)
 
 
-@kernel(block=BN)
-def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
-    # Every index below is written so that the launch's bounds proof (interval arithmetic,
-    # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
-    # positions, the panel's row is k % KT (k0 is a multiple of KT), rows past the edge are
-    # clamped to the last one and columns past it read 0 (computed, never stored). A
-    # clamped column index would be a gather: the guard keeps b's loads contiguous.
-    t = thread_id()
-    bid = block_id()
-    # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
-    # (a matrix-vector product computes 6 rows, not 48)
-    rb = min(ROWS, (M + REG - 1) // REG * REG)
-    tiles_m = (M + rb - 1) // rb
-    bj = bid // tiles_m                   # consecutive blocks share a column panel (kept in cache)
-    i0 = (bid - bj * tiles_m) * rb
-    # the rows this block computes: rb, or the last tile's rows rounded up to a register block
-    # (M = 64 computed 96 rows with rb for every tile); register blocks past them are skipped
-    rows = min(rb, (M - i0 + REG - 1) // REG * REG)
-    j = bj * BN + t
-    sb = shared(f32, KT * BN)
-    acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG))
-    for r0 in range(rb):
-        acc[r0] = 0.0
-    for k0 in range(0, K, KT):
-        kend = min(k0 + KT, K)
-        for kb in range(k0, kend):
-            sb[(kb % KT) * BN + t] = b[kb * N + j] if j < N else 0.0    # a masked vector load
-        barrier()
-        for r in range(0, rb, REG):
-            if r < rows:          # a constant trip count, rows past the end skipped block-uniformly
-                a0 = min(i0 + r, M - 1) * K
-                a1 = min(i0 + r + 1, M - 1) * K
-                a2 = min(i0 + r + 2, M - 1) * K
-                a3 = min(i0 + r + 3, M - 1) * K
-                a4 = min(i0 + r + 4, M - 1) * K
-                a5 = min(i0 + r + 5, M - 1) * K
-                c0 = acc[r]
-                c1 = acc[r + 1]
-                c2 = acc[r + 2]
-                c3 = acc[r + 3]
-                c4 = acc[r + 4]
-                c5 = acc[r + 5]
-                for k in range(k0, kend):
-                    bk = sb[(k % KT) * BN + t]
-                    c0 = fma(a[a0 + k], bk, c0)
-                    c1 = fma(a[a1 + k], bk, c1)
-                    c2 = fma(a[a2 + k], bk, c2)
-                    c3 = fma(a[a3 + k], bk, c3)
-                    c4 = fma(a[a4 + k], bk, c4)
-                    c5 = fma(a[a5 + k], bk, c5)
-                acc[r] = c0
-                acc[r + 1] = c1
-                acc[r + 2] = c2
-                acc[r + 3] = c3
-                acc[r + 4] = c4
-                acc[r + 5] = c5
-        barrier()
-    for ro in range(rb):
-        row = i0 + ro
-        if row < M and j < N:
-            c[row * N + j] = acc[ro]
+def _tiled(BN: int):
+    """The tiled matmul for blocks of BN threads (BN columns per panel)."""
+    PANELS = COLS // BN
+
+    @kernel(block=BN)
+    def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
+        # Every index below is written so that the launch's bounds proof (interval arithmetic,
+        # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
+        # positions, the slab's row is k % KT (k0 is a multiple of KT), rows past the edge are
+        # clamped to the last one and columns past it read 0 (computed, never stored). A
+        # clamped column index would be a gather: the guard keeps b's loads contiguous.
+        t = thread_id()
+        bid = block_id()
+        # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
+        # (a matrix-vector product computes 6 rows, not 96); panels per block likewise
+        rb = min(ROWS, (M + REG - 1) // REG * REG)
+        np_ = min(PANELS, (N + BN - 1) // BN)
+        tiles_m = (M + rb - 1) // rb
+        bj = bid // tiles_m                   # consecutive blocks share a column slab (kept in cache)
+        i0 = (bid - bj * tiles_m) * rb
+        # the rows this block computes: rb, or the last tile's rows rounded up to a register block
+        rows = min(rb, (M - i0 + REG - 1) // REG * REG)
+        j0 = bj * np_ * BN
+        # the panels holding a column below N; the last one is shifted left to end at N - 1
+        panels = min(np_, (N - j0 + BN - 1) // BN)
+        sb = shared(f32, KT * COLS)
+        acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
+        for r0 in range(rb * np_):
+            acc[r0] = 0.0
+        for k0 in range(0, K, KT):
+            kend = min(k0 + KT, K)
+            for kb in range(k0, kend):
+                for qs in range(np_):
+                    if qs < panels:
+                        js = max(min(j0 + qs * BN, N - BN), 0) + t
+                        sb[(qs * KT + kb % KT) * BN + t] = b[kb * N + js] if js < N else 0.0  # masked if N < BN
+            barrier()
+            for q in range(np_):
+                if q < panels:    # constant trip counts, panels and rows past the end skipped block-uniformly
+                    for r in range(0, rb, REG):
+                        if r < rows:
+                            a0 = max(min(i0 + r, M - 1), 0) * K
+                            a1 = max(min(i0 + r + 1, M - 1), 0) * K
+                            a2 = max(min(i0 + r + 2, M - 1), 0) * K
+                            a3 = max(min(i0 + r + 3, M - 1), 0) * K
+                            a4 = max(min(i0 + r + 4, M - 1), 0) * K
+                            a5 = max(min(i0 + r + 5, M - 1), 0) * K
+                            s = q * rb + r
+                            c0 = acc[s]
+                            c1 = acc[s + 1]
+                            c2 = acc[s + 2]
+                            c3 = acc[s + 3]
+                            c4 = acc[s + 4]
+                            c5 = acc[s + 5]
+                            for k in range(k0, kend):
+                                bk = sb[(q * KT + k % KT) * BN + t]
+                                c0 = fma(a[a0 + k], bk, c0)
+                                c1 = fma(a[a1 + k], bk, c1)
+                                c2 = fma(a[a2 + k], bk, c2)
+                                c3 = fma(a[a3 + k], bk, c3)
+                                c4 = fma(a[a4 + k], bk, c4)
+                                c5 = fma(a[a5 + k], bk, c5)
+                            acc[s] = c0
+                            acc[s + 1] = c1
+                            acc[s + 2] = c2
+                            acc[s + 3] = c3
+                            acc[s + 4] = c4
+                            acc[s + 5] = c5
+            barrier()
+        for qo in range(np_):
+            own = j0 + qo * BN                     # the first column this panel stores
+            j = max(min(own, N - BN), 0) + t
+            for ro in range(rb):
+                row = i0 + ro
+                if row < M and j < N and j >= own:
+                    c[row * N + j] = acc[qo * rb + ro]
+
+    return matmul
+
+
+matmul = _tiled(16)      # 8-lane registers (AVX2, and the 8-lane packet on any machine)
+matmul32 = _tiled(32)    # 16-lane registers (AVX-512): two packets of 16 side by side
 
 
 WIDE = 256   # the "wide" form: columns per thread (a block's row panel is 4096 columns wide)
-PANEL = BN * WIDE
+BW = 16      # the wide form's block: threads side by side in one row
+PANEL = BW * WIDE
 
 
-@kernel(block=BN)
+@kernel(block=BW)
 def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
     # For a few rows (a matrix-vector product, decoding) of a wide b (N >= PANEL): one row
     # per block and a panel of PANEL columns, so that each k reads 16 KiB of b's row k front
@@ -117,29 +146,43 @@ def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K
     for k in range(K):
         ak = a[i * K + k]
         for q in range(WIDE):
-            acc[q] = fma(ak, b[k * N + j0 + q * BN + t], acc[q])
+            acc[q] = fma(ak, b[k * N + j0 + q * BW + t], acc[q])
     for q2 in range(WIDE):
-        j = j0 + q2 * BN + t
+        j = j0 + q2 * BW + t
         if j >= own:
             c[i * N + j] = acc[q2]
 
 
-def form_for(shape) -> str:
-    """The form a launch of `shape` runs best in: "wide" for fewer rows than a register
-    block of a b at least PANEL columns wide (measured: benchmarks/bench_coop.py), else
-    "tiled". Both give the same bits."""
-    return "wide" if shape[0] < REG and shape[2] >= PANEL else "tiled"
+def tiled_form(tgt=None) -> str:
+    """The tiled form for a machine: "tiled32" (blocks of 32 columns) where vector registers
+    hold 16 floats (AVX-512), else "tiled" (16 columns). Both keep 12 vector accumulators of
+    the machine's width per register block (docs/README.md, 'matmul at the FMA limit')."""
+    from ...backend import target
+    return "tiled32" if (tgt or target.current()).vector_bits >= 512 else "tiled"
+
+
+def form_for(shape, tgt=None) -> str:
+    """The form a launch of `shape` runs best in on `tgt` (default: the current target):
+    "wide" for fewer rows than a register block of a b at least PANEL columns wide
+    (measured: benchmarks/bench_coop.py), else tiled_form(tgt). All give the same bits."""
+    return "wide" if shape[0] < REG and shape[2] >= PANEL else tiled_form(tgt)
 
 
 def wide_launch(s):
     m, k, n = s
-    return Launch(m * ((n + PANEL - 1) // PANEL) * BN, {"M": m, "K": k, "N": n}, {})
+    return Launch(m * ((n + PANEL - 1) // PANEL) * BW, {"M": m, "K": k, "N": n}, {})
 
 
-def blocks(s) -> int:
+def blocks(s, bn: int = 16) -> int:
+    """Blocks of the tiled form with bn columns per panel (the kernel's geometry)."""
     m, _, n = s
     rb = min(ROWS, (m + REG - 1) // REG * REG)
-    return ((m + rb - 1) // rb) * ((n + BN - 1) // BN)
+    cols = min(COLS // bn, (n + bn - 1) // bn) * bn
+    return ((m + rb - 1) // rb) * ((n + cols - 1) // cols)
+
+
+def tiled_launch(bn: int):
+    return lambda s: Launch(blocks(s, bn) * bn, {"M": s[0], "K": s[1], "N": s[2]}, {})
 
 
 def oracle(inp):
@@ -150,7 +193,7 @@ OP = Operator(
     name="matmul", kernel=matmul, dims=("M", "K", "N"),
     buffer_shapes=lambda s: {"a": (s[0], s[1]), "b": (s[1], s[2]), "c": (s[0], s[2])},
     output="c",
-    launch=lambda s: Launch(blocks(s) * BN, {"M": s[0], "K": s[1], "N": s[2]}, {}),
+    launch=tiled_launch(16),
     make_inputs=lambda s, seed: {"a": seeded_normal(seed, "matmul", "a", (s[0], s[1])),
                                  "b": seeded_normal(seed, "matmul", "b", (s[1], s[2]))},
     oracle=oracle,
@@ -162,5 +205,5 @@ OP = Operator(
     tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
-    forms=(("wide", matmul_wide, wide_launch),),
+    forms=(("tiled32", matmul32, tiled_launch(32)), ("wide", matmul_wide, wide_launch)),
 )
