@@ -9,9 +9,10 @@ The schedule is a CPU GEMM in GPU form, written once (`_tiled`) and built for
 two block widths BN: 16 columns for 8-lane registers and 32 for 16-lane ones
 (`tiled_form`, chosen by the target's vector width). A block owns a tile of up
 to ROWS rows by PANELS panels of BN columns (one column per thread in each
-panel). For each step of KT along k it stages b's KT x (PANELS x BN) slab in
+panel). For each step of kt along k it stages b's kt x (PANELS x BN) slab in
 shared memory once (the packing of a GEMM: b is read with stride N, row by row;
-the shared copy holds each panel's KT x BN rows contiguously), then runs, panel
+the shared copy holds each panel's kt x BN rows contiguously; kt = KT with every
+panel in use, more when b has fewer columns, so the slab's size is fixed), then runs, panel
 by panel (the panel stays in the L1 cache), every register block of REG rows:
 REG accumulators per thread - REG rows x BN columns, 2 x REG vector
 accumulators at either width, enough independent fma chains to cover the FMA
@@ -30,9 +31,9 @@ from ... import Buffer, Const, barrier, block_id, f32, fma, kernel, private, sha
 from .base import Launch, Operator, seeded_normal
 
 REG = 6      # rows per register block: 6 rows x BN columns = 12 vector accumulators at 8 or 16 lanes
-ROWS = 96    # rows per block: one staged slab of b serves 16 register blocks per panel
-KT = 128     # k per staged step
-COLS = 256   # columns per block: PANELS = COLS // BN panels; the staged slab is KT x COLS floats (128 KiB)
+ROWS = 192   # rows per block: one staged slab of b serves 32 register blocks per panel
+KT = 128     # k per staged step with every panel in use (fewer panels: more k, the same slab)
+COLS = 256   # columns per block: PANELS = COLS // BN panels; the slab is KT x COLS floats (128 KiB)
 
 
 def _tiled(BN: int):
@@ -43,13 +44,13 @@ def _tiled(BN: int):
     def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
         # Every index below is written so that the launch's bounds proof (interval arithmetic,
         # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
-        # positions, the slab's row is k % KT (k0 is a multiple of KT), rows past the edge are
+        # positions, the slab's row is k % kt (k0 is a multiple of kt), rows past the edge are
         # clamped to the last one and columns past it read 0 (computed, never stored). A
         # clamped column index would be a gather: the guard keeps b's loads contiguous.
         t = thread_id()
         bid = block_id()
         # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
-        # (a matrix-vector product computes 6 rows, not 96); panels per block likewise
+        # (a matrix-vector product computes 6 rows, not 192); panels per block likewise
         rb = min(ROWS, (M + REG - 1) // REG * REG)
         np_ = min(PANELS, (N + BN - 1) // BN)
         tiles_m = (M + rb - 1) // rb
@@ -60,17 +61,22 @@ def _tiled(BN: int):
         j0 = bj * np_ * BN
         # the panels holding a column below N; the last one is shifted left to end at N - 1
         panels = min(np_, (N - j0 + BN - 1) // BN)
+        # k per staged step: the slab holds KT x COLS floats, so fewer panels stage more k
+        # (b 32 columns wide: 1024 k per step on 16 lanes, a's rows read 4 KiB at a time)
+        # (spelled out, not through np_: a literal after specialisation, as the bounds proof's % needs)
+        kt = KT * (PANELS // min(PANELS, (N + BN - 1) // BN))
         sb = shared(f32, KT * COLS)
         acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
         for r0 in range(rb * np_):
             acc[r0] = 0.0
-        for k0 in range(0, K, KT):
-            kend = min(k0 + KT, K)
+        for ks in range((K + kt - 1) // kt):
+            k0 = ks * kt
+            kend = min(k0 + kt, K)
             for kb in range(k0, kend):
                 for qs in range(np_):
                     if qs < panels:
                         js = max(min(j0 + qs * BN, N - BN), 0) + t
-                        sb[(qs * KT + kb % KT) * BN + t] = b[kb * N + js] if js < N else 0.0  # masked if N < BN
+                        sb[(qs * kt + kb % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))) * BN + t] = b[kb * N + js] if js < N else 0.0  # masked if N < BN
             barrier()
             for q in range(np_):
                 if q < panels:    # constant trip counts, panels and rows past the end skipped block-uniformly
@@ -90,7 +96,7 @@ def _tiled(BN: int):
                             c4 = acc[s + 4]
                             c5 = acc[s + 5]
                             for k in range(k0, kend):
-                                bk = sb[(q * KT + k % KT) * BN + t]
+                                bk = sb[(q * kt + k % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))) * BN + t]
                                 c0 = fma(a[a0 + k], bk, c0)
                                 c1 = fma(a[a1 + k], bk, c1)
                                 c2 = fma(a[a2 + k], bk, c2)
