@@ -5,9 +5,10 @@ cohort's native launch (a prepared entry called from Python, the build `cohort r
 uses: whole blocks specialised, bounds proven) beside eager torch (ATen/oneDNN) and
 torch.compile (Inductor) of the same function, each called from Python on the same
 inputs. Printed per case: median time of each column and the ratio cohort / best
-peer per round (median and range over rounds). matmul also prints GFLOP/s and the
-fraction of this CPU's FMA peak (measured here: timer-free chains of independent
-vector FMAs, one thread); cumsum, histogram and transpose print GB/s against the
+peer per round (median and range over rounds). matmul also prints GFLOP/s, each one's
+fraction of this CPU's FMA peak (measured here: 12 independent chains of vector FMAs
+in the host's full register width, one thread) and cohort's rate / eager's per round
+(median [range]); cumsum, histogram and transpose print GB/s against the
 memory bound (DESIGN §7's roofline probe). `--workers 2` runs cohort in the pool
 with 2 workers and torch with 2 threads. Every buffer starts on a 64-byte line, as
 torch's allocator places tensors (numpy's large arrays start 16 bytes into one; a b
@@ -83,32 +84,43 @@ def timed(fn, reps):
     return (time.perf_counter() - t0) / reps
 
 
-@kernel(block=16)
-def fma_chains(x: Buffer[f32], y: Buffer[f32]):
-    g = global_id()
-    a0 = x[g]
-    a1 = a0 + 1.0
-    a2 = a0 + 2.0
-    a3 = a0 + 3.0
-    a4 = a0 + 4.0
-    a5 = a0 + 5.0
-    m = x[g + 16]
-    for i in range(2000):
-        a0 = fma(a0, m, 0.5)
-        a1 = fma(a1, m, 0.5)
-        a2 = fma(a2, m, 0.5)
-        a3 = fma(a3, m, 0.5)
-        a4 = fma(a4, m, 0.5)
-        a5 = fma(a5, m, 0.5)
-    y[g] = ((a0 + a1) + (a2 + a3)) + (a4 + a5)
+def _fma_chains(block):
+    @kernel(block=block)
+    def fma_chains(x: Buffer[f32], y: Buffer[f32]):
+        g = global_id()
+        a0 = x[g]
+        a1 = a0 + 1.0
+        a2 = a0 + 2.0
+        a3 = a0 + 3.0
+        a4 = a0 + 4.0
+        a5 = a0 + 5.0
+        m = x[g + block]
+        for i in range(2000):
+            a0 = fma(a0, m, 0.5)
+            a1 = fma(a1, m, 0.5)
+            a2 = fma(a2, m, 0.5)
+            a3 = fma(a3, m, 0.5)
+            a4 = fma(a4, m, 0.5)
+            a5 = fma(a5, m, 0.5)
+        y[g] = ((a0 + a1) + (a2 + a3)) + (a4 + a5)
+    return fma_chains
+
+
+def host_lanes() -> int:
+    """Floats in one of this CPU's vector registers (16 on AVX-512, 8 on AVX2, 4 on NEON)."""
+    from cohort.backend import target
+    return max(4, min(16, target.host().vector_bits // 32))
 
 
 def fma_peak_gflops() -> float:
-    """One thread's FMA rate: 6 independent fma chains per lane, two packets side by side."""
+    """One thread's FMA rate in full-width registers: 6 independent fma chains per lane, two
+    packets of the host's width side by side (12 vector chains: more than two FMA units x
+    4 cycles of latency need)."""
     from cohort.backend.compiler import compile_kernel
-    n = 16 * 64
-    ck = compile_kernel(fma_chains, {}, "packet", n=n)
-    x = np.full(n + 16, 0.5, np.float32)
+    lanes = host_lanes()
+    n = 2 * lanes * 64
+    ck = compile_kernel(_fma_chains(2 * lanes), {}, f"packet,lanes={lanes}", n=n)
+    x = np.full(n + 2 * lanes, 0.5, np.float32)
     p = ck.prepare(n, {"x": x, "y": np.zeros(n, np.float32)})
     p.run()
     best = min(timed(p.run, 5) for _ in range(5))
@@ -125,7 +137,7 @@ def run_case(name, shape, args, variant):
     op = ops.get(name)
     if name == "matmul":                  # the form cohort.torch.matmul picks for this shape
         from cohort.refimpl.ops.matmul import form_for
-        op = op.with_form(form_for(shape))
+        op = op.with_form(form_for(shape, parse_variant(variant).lanes))
     inputs = {n: line_aligned(np.ascontiguousarray(a)) for n, a in op.make_inputs(shape, 0).items()}
     launch = op.launch(shape)
     v = parse_variant(variant)
@@ -168,8 +180,11 @@ def run_case(name, shape, args, variant):
             f"cohort/best-peer {statistics.median(ratios):5.2f} [{min(ratios):.2f}, {max(ratios):.2f}]")
     if name == "matmul":
         flop = 2.0 * shape[0] * shape[1] * shape[2]
+        rate = [times["eager"][i] / times["cohort"][i] for i in range(args.rounds)]   # cohort's rate / torch's
         line += (f"  GFLOP/s cohort {flop / med['cohort'] / 1e9:6.1f} eager {flop / med['eager'] / 1e9:6.1f}"
-                 + (f" ({flop / med['cohort'] / 1e9 / args.peak:.0%} of peak)" if args.peak else ""))
+                 + (f" ({flop / med['cohort'] / 1e9 / args.peak:.0%}, {flop / med['eager'] / 1e9 / args.peak:.0%} "
+                    f"of peak)" if args.peak else "")
+                 + f"  rate/eager {statistics.median(rate):.2f} [{min(rate):.2f}, {max(rate):.2f}]")
     else:
         nbytes = sum(a.nbytes for a in inputs.values()) + out.nbytes
         line += f"  GB/s cohort {nbytes / med['cohort'] / 1e9:6.2f} eager {nbytes / med['eager'] / 1e9:6.2f}"
@@ -195,7 +210,7 @@ def main():
           f"load {os.getloadavg()[0]:.1f}")
     args.peak = fma_peak_gflops() if "matmul" in args.ops and args.workers == 1 else 0.0
     if args.peak:
-        print(f"# FMA peak, one thread (12 chains of vector fma): {args.peak:.1f} GFLOP/s")
+        print(f"# FMA peak, one thread (12 chains of {host_lanes()}-lane fma): {args.peak:.1f} GFLOP/s")
     for name in args.ops.split(","):
         # an operator without sizes of its own here runs at its seed sizes
         for shape in (QUICK if args.quick else CASES).get(name, ops.get(name).seed_sizes):

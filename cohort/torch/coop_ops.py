@@ -30,7 +30,7 @@ from . import checks
 from .binding import OpBinding, TorchOp, bind, register
 from .checks import FLOATS
 from .dtypes import kernel_for
-from .launch import build
+from .launch import build, current_variant
 
 _MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "tiled32", "wide")}   # matmul_op.form_for
 _CUMSUM = registry.get("cumsum")
@@ -61,7 +61,7 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     if K == 0:
         return out.zero_()
     a, b = a.contiguous(), b.contiguous()
-    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N))]
+    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N), current_variant().lanes)]
     launch = op.launch((M, K, N))
     build(kernel_for(op.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out

@@ -30,14 +30,18 @@ import numpy as np
 from ... import Buffer, Const, barrier, block_id, f32, fma, kernel, private, shared, thread_id
 from .base import Launch, Operator, seeded_normal
 
-REG = 6      # rows per register block: 6 rows x BN columns = 12 vector accumulators at 8 or 16 lanes
+# rows per register block, by block width: 6 rows x 16 columns (12 vector accumulators of 8
+# lanes: with the b packets and a broadcast, 15 of AVX2's 16 registers) and 8 rows x 32 columns
+# (16 of 16 lanes, of AVX-512's 32 registers: 10 loads per 16 fma, and 32 rows a whole number)
+REGS = {16: 6, 32: 8}
 ROWS = 192   # rows per block: one staged slab of b serves 32 register blocks per panel
 KT = 128     # k per staged step with every panel in use (fewer panels: more k, the same slab)
 COLS = 256   # columns per block: PANELS = COLS // BN panels; the slab is KT x COLS floats (128 KiB)
 
 
-def _tiled(BN: int):
-    """The tiled matmul for blocks of BN threads (BN columns per panel)."""
+def _tiled(BN: int, REG: int):
+    """The tiled matmul for blocks of BN threads (BN columns per panel) and register blocks of
+    REG rows (6 or 8)."""
     PANELS = COLS // BN
 
     @kernel(block=BN)
@@ -95,6 +99,11 @@ def _tiled(BN: int):
                             c3 = acc[s + 3]
                             c4 = acc[s + 4]
                             c5 = acc[s + 5]
+                            # (at REG = 6 these name rows 4 and 5 again, and go unused)
+                            a6 = max(min(i0 + r + REG - 2, M - 1), 0) * K
+                            a7 = max(min(i0 + r + REG - 1, M - 1), 0) * K
+                            c6 = acc[s + REG - 2]
+                            c7 = acc[s + REG - 1]
                             for k in range(k0, kend):
                                 bk = sb[(q * kt + k % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))) * BN + t]
                                 c0 = fma(a[a0 + k], bk, c0)
@@ -103,12 +112,18 @@ def _tiled(BN: int):
                                 c3 = fma(a[a3 + k], bk, c3)
                                 c4 = fma(a[a4 + k], bk, c4)
                                 c5 = fma(a[a5 + k], bk, c5)
+                                if REG == 8:       # a constant: rows 6 and 7 of an 8-row block
+                                    c6 = fma(a[a6 + k], bk, c6)
+                                    c7 = fma(a[a7 + k], bk, c7)
                             acc[s] = c0
                             acc[s + 1] = c1
                             acc[s + 2] = c2
                             acc[s + 3] = c3
                             acc[s + 4] = c4
                             acc[s + 5] = c5
+                            if REG == 8:
+                                acc[s + 6] = c6
+                                acc[s + 7] = c7
             barrier()
         for qo in range(np_):
             own = j0 + qo * BN                     # the first column this panel stores
@@ -121,8 +136,8 @@ def _tiled(BN: int):
     return matmul
 
 
-matmul = _tiled(16)      # 8-lane registers (AVX2, and the 8-lane packet on any machine)
-matmul32 = _tiled(32)    # 16-lane registers (AVX-512): two packets of 16 side by side
+matmul = _tiled(16, REGS[16])      # 8-lane registers (AVX2, and the 8-lane packet on any machine)
+matmul32 = _tiled(32, REGS[32])    # 16-lane registers (AVX-512): two packets of 16 side by side
 
 
 WIDE = 256   # the "wide" form: columns per thread (a block's row panel is 4096 columns wide)
@@ -149,29 +164,49 @@ def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K
     acc = private(f32, WIDE)
     for q0 in range(WIDE):
         acc[q0] = 0.0
-    for k in range(K):
-        ak = a[i * K + k]
+    # four k per pass over the sums: a quarter of the private array's loads and stores, and
+    # four rows of b streamed side by side (each sum still one chain in ascending k)
+    for k in range(0, K - 3, 4):
+        ak0 = a[i * K + k]
+        ak1 = a[i * K + k + 1]
+        ak2 = a[i * K + k + 2]
+        ak3 = a[i * K + k + 3]
         for q in range(WIDE):
-            acc[q] = fma(ak, b[k * N + j0 + q * BW + t], acc[q])
+            j = j0 + q * BW + t
+            s = fma(ak1, b[(k + 1) * N + j], fma(ak0, b[k * N + j], acc[q]))
+            acc[q] = fma(ak3, b[(k + 3) * N + j], fma(ak2, b[(k + 2) * N + j], s))
+    for k1 in range(K - K % 4, K):
+        ak = a[i * K + k1]
+        for q1 in range(WIDE):
+            acc[q1] = fma(ak, b[k1 * N + j0 + q1 * BW + t], acc[q1])
     for q2 in range(WIDE):
         j = j0 + q2 * BW + t
         if j >= own:
             c[i * N + j] = acc[q2]
 
 
-def tiled_form(tgt=None) -> str:
-    """The tiled form for a machine: "tiled32" (blocks of 32 columns) where vector registers
-    hold 16 floats (AVX-512), else "tiled" (16 columns). Both keep 12 vector accumulators of
-    the machine's width per register block (docs/README.md, 'matmul at the FMA limit')."""
+def tiled_form(lanes=None, tgt=None) -> str:
+    """The tiled form for packets of `lanes` on a machine (default: the current target, and
+    packets as wide as its registers): "tiled32" (blocks of 32 columns, 8-row register
+    blocks: 16 accumulators) where a packet fills a 16-float register (AVX-512 at lanes=16),
+    else "tiled" (16 columns, 6 rows: 12 accumulators of 8 lanes; at 8 lanes tiled32's 32
+    accumulators would spill). docs/README.md, 'matmul at the FMA limit'."""
     from ...backend import target
-    return "tiled32" if (tgt or target.current()).vector_bits >= 512 else "tiled"
+    bits = (tgt or target.current()).vector_bits
+    lanes = bits // 32 if lanes is None else lanes
+    return "tiled32" if bits >= 512 and lanes >= 16 else "tiled"
 
 
-def form_for(shape, tgt=None) -> str:
-    """The form a launch of `shape` runs best in on `tgt` (default: the current target):
-    "wide" for fewer rows than a register block of a b at least PANEL columns wide
-    (measured: benchmarks/bench_coop.py), else tiled_form(tgt). All give the same bits."""
-    return "wide" if shape[0] < REG and shape[2] >= PANEL else tiled_form(tgt)
+WIDE_ROWS = 2   # at most this many rows run the wide form (it streams b once per row)
+
+
+def form_for(shape, lanes=None, tgt=None) -> str:
+    """The form a launch of `shape` runs best in, in packets of `lanes` on `tgt` (tiled_form's
+    defaults): "wide" for at most WIDE_ROWS rows of a b at least PANEL columns wide, else
+    tiled_form (streams b once for up to ROWS rows; measured with benchmarks/bench_coop.py:
+    at 4x4096x4096 the tiled form ran 1.7x the wide form's rate, at 2x4096x4096 0.85x).
+    All give the same bits."""
+    return "wide" if shape[0] <= WIDE_ROWS and shape[2] >= PANEL else tiled_form(lanes, tgt)
 
 
 def wide_launch(s):
@@ -182,7 +217,8 @@ def wide_launch(s):
 def blocks(s, bn: int = 16) -> int:
     """Blocks of the tiled form with bn columns per panel (the kernel's geometry)."""
     m, _, n = s
-    rb = min(ROWS, (m + REG - 1) // REG * REG)
+    reg = REGS[bn]
+    rb = min(ROWS, (m + reg - 1) // reg * reg)
     cols = min(COLS // bn, (n + bn - 1) // bn) * bn
     return ((m + rb - 1) // rb) * ((n + cols - 1) // cols)
 
