@@ -112,19 +112,28 @@ def host_lanes() -> int:
     return max(4, min(16, target.host().vector_bits // 32))
 
 
-def fma_peak_gflops() -> float:
+class FmaPeak:
     """One thread's FMA rate in full-width registers: 6 independent fma chains per lane, two
     packets of the host's width side by side (12 vector chains: more than two FMA units x
-    4 cycles of latency need)."""
-    from cohort.backend.compiler import compile_kernel
-    lanes = host_lanes()
-    n = 2 * lanes * 64
-    ck = compile_kernel(_fma_chains(2 * lanes), {}, f"packet,lanes={lanes}", n=n)
-    x = np.full(n + 2 * lanes, 0.5, np.float32)
-    p = ck.prepare(n, {"x": x, "y": np.zeros(n, np.float32)})
-    p.run()
-    best = min(timed(p.run, 5) for _ in range(5))
-    return n * 6 * 2000 * 2 / best / 1e9
+    4 cycles of latency need). `run(reps)` is a timed column like the others, so the peak is
+    measured in the same rounds as matmul (the clock moves with the load on the other core
+    and with the vector width in use)."""
+
+    def __init__(self):
+        from cohort.backend.compiler import compile_kernel
+        lanes = host_lanes()
+        n = 2 * lanes * 64
+        ck = compile_kernel(_fma_chains(2 * lanes), {}, f"packet,lanes={lanes}", n=n)
+        x = np.full(n + 2 * lanes, 0.5, np.float32)
+        self.p = ck.prepare(n, {"x": x, "y": np.zeros(n, np.float32)})
+        self.p.run()
+        self.flop = n * 6 * 2000 * 2
+
+    def gflops(self, seconds: float) -> float:
+        return self.flop / seconds / 1e9
+
+    def best(self) -> float:
+        return self.gflops(min(timed(self.p.run, 5) for _ in range(5)))
 
 
 def run_case(name, shape, args, variant):
@@ -168,10 +177,13 @@ def run_case(name, shape, args, variant):
         t1 = timed(ours, 1)
         reps = max(1, min(200, int(0.2 / max(t1, 1e-7))))
         cols = {"cohort": ours, "eager": eager, "inductor": comp}
+        if args.peak:        # the FMA probe as a fourth column, as long per round as cohort's
+            preps = max(1, round(t1 * reps / timed(args.peak.p.run, 20)))
+            cols["peak"] = lambda: [args.peak.p.run() for _ in range(preps)]
         times = {c: [] for c in cols}
         order = list(cols)
         for r in range(args.rounds):
-            for c in order[r % 3:] + order[:r % 3]:
+            for c in order[r % len(order):] + order[:r % len(order)]:
                 times[c].append(timed(cols[c], reps))
     med = {c: statistics.median(t) for c, t in times.items()}
     ratios = [times["cohort"][i] / min(times["eager"][i], times["inductor"][i]) for i in range(args.rounds)]
@@ -182,9 +194,14 @@ def run_case(name, shape, args, variant):
         flop = 2.0 * shape[0] * shape[1] * shape[2]
         rate = [times["eager"][i] / times["cohort"][i] for i in range(args.rounds)]   # cohort's rate / torch's
         line += (f"  GFLOP/s cohort {flop / med['cohort'] / 1e9:6.1f} eager {flop / med['eager'] / 1e9:6.1f}"
-                 + (f" ({flop / med['cohort'] / 1e9 / args.peak:.0%}, {flop / med['eager'] / 1e9 / args.peak:.0%} "
-                    f"of peak)" if args.peak else "")
                  + f"  rate/eager {statistics.median(rate):.2f} [{min(rate):.2f}, {max(rate):.2f}]")
+        if args.peak:        # each round's rate against the FMA peak measured in that round
+            pk = [args.peak.gflops(times["peak"][i] / preps) for i in range(args.rounds)]
+            ours_f = [flop / times["cohort"][i] / 1e9 / pk[i] for i in range(args.rounds)]
+            eager_f = [flop / times["eager"][i] / 1e9 / pk[i] for i in range(args.rounds)]
+            line += (f"  of peak ({statistics.median(pk):.0f} GFLOP/s [{min(pk):.0f}, {max(pk):.0f}]): cohort "
+                     f"{statistics.median(ours_f):.0%} [{min(ours_f):.0%}, {max(ours_f):.0%}] eager "
+                     f"{statistics.median(eager_f):.0%} [{min(eager_f):.0%}, {max(eager_f):.0%}]")
     else:
         nbytes = sum(a.nbytes for a in inputs.values()) + out.nbytes
         line += f"  GB/s cohort {nbytes / med['cohort'] / 1e9:6.2f} eager {nbytes / med['eager'] / 1e9:6.2f}"
@@ -208,9 +225,10 @@ def main():
     variant = args.variant + (f",workers={args.workers},grain=0" if args.workers > 1 else "")
     print(f"# {target.host().summary()}; torch {torch.__version__}, {args.workers} thread(s); cohort {variant}; "
           f"load {os.getloadavg()[0]:.1f}")
-    args.peak = fma_peak_gflops() if "matmul" in args.ops and args.workers == 1 else 0.0
+    args.peak = FmaPeak() if "matmul" in args.ops and args.workers == 1 else None
     if args.peak:
-        print(f"# FMA peak, one thread (12 chains of {host_lanes()}-lane fma): {args.peak:.1f} GFLOP/s")
+        print(f"# FMA peak, one thread (12 chains of {host_lanes()}-lane fma), best of 5 before the cases: "
+              f"{args.peak.best():.1f} GFLOP/s; each matmul case times it again in its rounds")
     for name in args.ops.split(","):
         # an operator without sizes of its own here runs at its seed sizes
         for shape in (QUICK if args.quick else CASES).get(name, ops.get(name).seed_sizes):

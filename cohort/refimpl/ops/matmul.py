@@ -6,24 +6,26 @@ The tile sizes below are the schedule, not the definition: any tiling that
 keeps each chain in ascending k gives the same bits.
 
 The schedule is a CPU GEMM in GPU form, written once (`_tiled`) and built for
-two block widths BN: 16 columns for 8-lane registers and 32 for 16-lane ones
-(`tiled_form`, chosen by the target's vector width). A block owns a tile of up
-to ROWS rows by PANELS panels of BN columns (one column per thread in each
-panel). For each step of kt along k it stages b's kt x (PANELS x BN) slab in
-shared memory once (the packing of a GEMM: b is read with stride N, row by row;
-the shared copy holds each panel's kt x BN rows contiguously; kt = KT with every
-panel in use, more when b has fewer columns, so the slab's size is fixed), then runs, panel
-by panel (the panel stays in the L1 cache), every register block of REG rows:
-REG accumulators per thread - REG rows x BN columns, 2 x REG vector
-accumulators at either width, enough independent fma chains to cover the FMA
-latency of two units - reading a's rows in place as broadcasts. Running sums
-live in a private array between steps. The k loops stop at K (no padding in k);
-the last row tile computes its rows rounded up to a register block (rows past
-M a copy of the last row, never stored); the last panel of columns is shifted
-left to end at column N - 1 when N >= BN (its columns shared with the panel
-before are stored by that panel: the same fma chains, the same bits), and a
-b narrower than BN reads zeros past N. The "wide" form (matrix-vector
-products) is below.
+two register shapes: blocks of BN = 16 columns with register blocks of 6 rows
+("tiled": 12 accumulators of 8 lanes) and of 32 columns with 8 rows ("tiled32":
+16 accumulators of 16 lanes, for AVX-512 at lanes=16); `tiled_form` chooses by
+the target's vector width and the packet's lanes. A block owns a tile of up to
+ROWS rows by PANELS panels of BN columns (one column per thread in each panel).
+For each step of kt along k it stages b's kt x (PANELS x BN) slab in shared
+memory once (the packing of a GEMM: b is read with stride N, row by row; the
+shared copy holds each panel's kt x BN rows contiguously; kt = KT with every
+panel in use and more when b has fewer columns, the slab's size fixed), then
+runs, panel by panel (a panel stays in the L1 cache), every register block:
+REG accumulators per thread, REG rows x BN columns, enough independent fma
+chains to cover the latency of two FMA units, a's rows read in place as
+broadcasts. Running sums live in a private array between steps. The k loops
+stop at K (no padding in k); the last row tile computes its rows rounded up to
+a register block (rows past M a copy of the last row, never stored); the last
+panel of columns is shifted left to end at column N - 1 when N >= BN (its
+columns shared with the panel before are stored by that panel: the same fma
+chains, the same bits), and a b narrower than BN reads zeros past N. The
+"wide" form (matrix-vector products) is below. Measured: docs/README.md,
+'matmul at the FMA limit'.
 """
 import numpy as np
 
@@ -54,7 +56,7 @@ def _tiled(BN: int, REG: int):
         t = thread_id()
         bid = block_id()
         # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
-        # (a matrix-vector product computes 6 rows, not 192); panels per block likewise
+        # (a matrix-vector product computes one register block, not 192 rows); panels likewise
         rb = min(ROWS, (M + REG - 1) // REG * REG)
         np_ = min(PANELS, (N + BN - 1) // BN)
         tiles_m = (M + rb - 1) // rb
@@ -65,9 +67,9 @@ def _tiled(BN: int, REG: int):
         j0 = bj * np_ * BN
         # the panels holding a column below N; the last one is shifted left to end at N - 1
         panels = min(np_, (N - j0 + BN - 1) // BN)
-        # k per staged step: the slab holds KT x COLS floats, so fewer panels stage more k
-        # (b 32 columns wide: 1024 k per step on 16 lanes, a's rows read 4 KiB at a time)
-        # (spelled out, not through np_: a literal after specialisation, as the bounds proof's % needs)
+        # k per staged step: the slab holds KT x COLS floats, so fewer panels stage more k (b 32
+        # columns wide: 1024 k per step in tiled32, a's rows read 4 KiB at a time). Spelled out,
+        # not through np_: a literal after specialisation, as the bounds proof's % needs.
         kt = KT * (PANELS // min(PANELS, (N + BN - 1) // BN))
         sb = shared(f32, KT * COLS)
         acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
