@@ -17,7 +17,7 @@ at 1024^3 on the znver3 VM).
 
     python benchmarks/bench_coop.py [--ops matmul,cumsum,histogram,transpose] [--rounds 7]
         (--ops defaults to the operators tagged cooperative)
-        [--workers 1] [--variant packet] [--quick]
+        [--workers 1] [--variant packet] [--quick] [--shapes 1024x1040x1024,...]
 """
 import argparse
 import os
@@ -215,6 +215,7 @@ def main():
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--variant", default="packet")
     ap.add_argument("--quick", action="store_true", help="small sizes only")
+    ap.add_argument("--shapes", default=None, help="sizes to run instead of the cases, e.g. 1024x1040x1024,64x64x64")
     args = ap.parse_args()
     import torch
 
@@ -231,7 +232,9 @@ def main():
               f"{args.peak.best():.1f} GFLOP/s; each matmul case times it again in its rounds")
     for name in args.ops.split(","):
         # an operator without sizes of its own here runs at its seed sizes
-        for shape in (QUICK if args.quick else CASES).get(name, ops.get(name).seed_sizes):
+        shapes = ([ops.get(name).parse_shape(t) for t in args.shapes.split(",")] if args.shapes
+                  else (QUICK if args.quick else CASES).get(name, ops.get(name).seed_sizes))
+        for shape in shapes:
             run_case(name, shape, args, variant)
     print(f"# load at the end {os.getloadavg()[0]:.1f}")
 
