@@ -145,8 +145,9 @@ def run_case(name, shape, args, variant):
     from cohort.refimpl import ops
     op = ops.get(name)
     if name == "matmul":                  # the form cohort.torch.matmul picks for this shape
+        from cohort.backend import target
         from cohort.refimpl.ops.matmul import form_for
-        op = op.with_form(form_for(shape, parse_variant(variant).lanes))
+        op = op.with_form(form_for(shape, parse_variant(variant).lanes, target.host().vector_bits))
     inputs = {n: line_aligned(np.ascontiguousarray(a)) for n, a in op.make_inputs(shape, 0).items()}
     launch = op.launch(shape)
     v = parse_variant(variant)

@@ -133,8 +133,11 @@ def test_every_variant_matches_the_interpreter(name, shape):
 
 @pytest.mark.parametrize("shape", [(1, 37, 4096), (2, 20, 4100)], ids=ops.fmt_shape)
 def test_matmul_wide_form_gives_the_tiled_forms_bits(shape):
+    from cohort.backend import target
     from cohort.refimpl.ops.matmul import form_for, tiled_form
-    assert form_for(shape) == "wide" and form_for((3, 20, 5000)) == form_for((1, 20, 100)) == tiled_form()
+    bits = target.host().vector_bits
+    assert form_for(shape, 8, bits) == "wide"
+    assert form_for((3, 20, 5000), 8, bits) == form_for((1, 20, 100), 8, bits) == tiled_form(8, bits) == "tiled"
     inputs = ops.get("matmul").make_inputs(shape, 4)
     tiled, _ = _run("matmul", shape, inputs, "packet")
     assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", "wide"), shape, inputs)), _bits(tiled))
@@ -150,17 +153,14 @@ def test_matmul_tiled_form_follows_the_targets_vector_width():
     from cohort.backend import target
     from cohort.refimpl.ops.matmul import form_for, tiled_form
     x86 = "x86_64-unknown-linux-gnu"
-    avx512 = target.from_triple(x86, "skylake-avx512", "+avx2,+fma,+avx512f")
-    avx2 = target.from_triple(x86, "haswell", "+avx2,+fma")
-    assert avx512.vector_bits == 512 and tiled_form(16, avx512) == tiled_form(None, avx512) == "tiled32"
+    avx512 = target.from_triple(x86, "skylake-avx512", "+avx2,+fma,+avx512f").vector_bits
+    assert avx512 == 512 and tiled_form(16, avx512) == "tiled32"
     assert tiled_form(8, avx512) == tiled_form(1, avx512) == "tiled"          # 8-lane packets: 256-bit registers
-    for t in (avx2, target.from_triple(x86), target.from_triple("aarch64-unknown-linux-gnu")):
-        assert t.vector_bits < 512 and tiled_form(16, t) == tiled_form(None, t) == "tiled", t
-    with target.use(avx512):
-        assert form_for((64, 64, 64)) == form_for((64, 64, 64), 16) == "tiled32"
-        assert form_for((64, 64, 64), 8) == "tiled" and form_for((1, 64, 4096), 16) == "wide"
-    with target.use(avx2):
-        assert form_for((64, 64, 64)) == form_for((64, 64, 64), 16) == "tiled"
+    for t in (target.from_triple(x86, "haswell", "+avx2,+fma"), target.from_triple(x86),
+              target.from_triple("aarch64-unknown-linux-gnu")):
+        assert t.vector_bits < 512 and tiled_form(16, t.vector_bits) == "tiled", t
+    assert form_for((64, 64, 64), 16, avx512) == "tiled32" and form_for((64, 64, 64), 8, avx512) == "tiled"
+    assert form_for((1, 64, 4096), 16, avx512) == "wide" and form_for((64, 64, 64), 16, 256) == "tiled"
     assert ops.get("matmul", "tiled32").kernel.block == 32 and ops.get("matmul", "tiled").kernel.block == 16
 
 

@@ -24,6 +24,7 @@ import math
 import torch
 from torch import Tensor
 
+from ..backend import target
 from ..refimpl import ops as registry
 from ..refimpl.ops import matmul as matmul_op
 from . import checks
@@ -61,7 +62,7 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     if K == 0:
         return out.zero_()
     a, b = a.contiguous(), b.contiguous()
-    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N), current_variant().lanes)]
+    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N), current_variant().lanes, target.current().vector_bits)]
     launch = op.launch((M, K, N))
     build(kernel_for(op.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out

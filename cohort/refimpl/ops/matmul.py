@@ -8,7 +8,7 @@ keeps each chain in ascending k gives the same bits.
 The schedule is a CPU GEMM in GPU form, written once (`_tiled`) and built for
 two register shapes: blocks of BN = 16 columns with register blocks of 6 rows
 ("tiled": 12 accumulators of 8 lanes) and of 32 columns with 8 rows ("tiled32":
-16 accumulators of 16 lanes, for AVX-512 at lanes=16); `tiled_form` chooses by
+16 accumulators of 16 lanes, for 512-bit registers at lanes=16); `tiled_form` chooses by
 the target's vector width and the packet's lanes. A block owns a tile of up to
 ROWS rows by PANELS panels of BN columns (one column per thread in each panel).
 For each step of kt along k it stages b's kt x (PANELS x BN) slab in shared
@@ -192,28 +192,25 @@ def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K
             c[i * N + j] = acc[q2]
 
 
-def tiled_form(lanes=None, tgt=None) -> str:
-    """The tiled form for packets of `lanes` on a machine (default: the current target, and
-    packets as wide as its registers): "tiled32" (blocks of 32 columns, 8-row register
-    blocks: 16 accumulators) where a packet fills a 16-float register (AVX-512 at lanes=16),
-    else "tiled" (16 columns, 6 rows: 12 accumulators of 8 lanes; at 8 lanes tiled32's 32
-    accumulators would spill). docs/README.md, 'matmul at the FMA limit'."""
-    from ...backend import target
-    bits = (tgt or target.current()).vector_bits
-    lanes = bits // 32 if lanes is None else lanes
-    return "tiled32" if bits >= 512 and lanes >= 16 else "tiled"
+def tiled_form(lanes: int, vector_bits: int) -> str:
+    """The tiled form for packets of `lanes` on a machine whose vector registers are
+    `vector_bits` wide (the backend's Target.vector_bits): "tiled32" (blocks of 32 columns,
+    8-row register blocks: 16 accumulators) where a packet fills a 16-float register (512-bit
+    registers at lanes=16), else "tiled" (16 columns, 6 rows: 12 accumulators of 8 lanes; at
+    8 lanes tiled32's 32 accumulators would spill). docs/README.md, 'matmul at the FMA limit'."""
+    return "tiled32" if vector_bits >= 512 and lanes >= 16 else "tiled"
 
 
 WIDE_ROWS = 2   # at most this many rows run the wide form (it streams b once per row)
 
 
-def form_for(shape, lanes=None, tgt=None) -> str:
-    """The form a launch of `shape` runs best in, in packets of `lanes` on `tgt` (tiled_form's
-    defaults): "wide" for at most WIDE_ROWS rows of a b at least PANEL columns wide, else
-    tiled_form (streams b once for up to ROWS rows; measured with benchmarks/bench_coop.py:
-    at 4x4096x4096 the tiled form ran 1.7x the wide form's rate, at 2x4096x4096 0.85x).
-    All give the same bits."""
-    return "wide" if shape[0] <= WIDE_ROWS and shape[2] >= PANEL else tiled_form(lanes, tgt)
+def form_for(shape, lanes: int, vector_bits: int) -> str:
+    """The form a launch of `shape` runs best in, in packets of `lanes` with vector registers
+    of `vector_bits`: "wide" for at most WIDE_ROWS rows of a b at least PANEL columns wide,
+    else tiled_form (streams b once for up to ROWS rows; measured with
+    benchmarks/bench_coop.py: at 4x4096x4096 the tiled form ran 1.7x the wide form's rate, at
+    2x4096x4096 0.85x). All give the same bits."""
+    return "wide" if shape[0] <= WIDE_ROWS and shape[2] >= PANEL else tiled_form(lanes, vector_bits)
 
 
 def wide_launch(s):
