@@ -131,16 +131,87 @@ def test_every_variant_matches_the_interpreter(name, shape):
         assert verdict.ok, verdict.describe()
 
 
-@pytest.mark.parametrize("shape", [(1, 37, 4096), (3, 20, 4100)], ids=ops.fmt_shape)
+@pytest.mark.parametrize("shape", [(1, 37, 4096), (2, 20, 4100)], ids=ops.fmt_shape)
 def test_matmul_wide_form_gives_the_tiled_forms_bits(shape):
-    from cohort.refimpl.ops.matmul import form_for
-    assert form_for(shape) == "wide" and form_for((6, 20, 5000)) == form_for((1, 20, 100)) == "tiled"
+    from cohort.backend import target
+    from cohort.refimpl.ops.matmul import form_for, tiled_form
+    bits = target.host().vector_bits
+    assert form_for(shape, 8, bits) == "wide"
+    assert form_for((3, 20, 5000), 8, bits) == form_for((1, 20, 100), 8, bits) == tiled_form(8, bits) == "tiled"
     inputs = ops.get("matmul").make_inputs(shape, 4)
     tiled, _ = _run("matmul", shape, inputs, "packet")
     assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", "wide"), shape, inputs)), _bits(tiled))
     for v in ("whole", "packet", "lanes=4,predicated=off", "packet,workers=2,grain=1"):
         y, p = _run("matmul", shape, inputs, v, form="wide")
         assert np.array_equal(_bits(y), _bits(tiled)) and p.fallback is None, v
+
+
+def test_matmul_tiled_form_follows_the_targets_vector_width():
+    # blocks of 32 columns where a packet fills a 16-float register, 16 columns elsewhere
+    # (matmul.py: 16 and 12 vector accumulators, no spills); the choice is the target's and
+    # the variant's, never the host's alone
+    from cohort.backend import target
+    from cohort.refimpl.ops.matmul import form_for, tiled_form
+    x86 = "x86_64-unknown-linux-gnu"
+    avx512 = target.from_triple(x86, "skylake-avx512", "+avx2,+fma,+avx512f").vector_bits
+    assert avx512 == 512 and tiled_form(16, avx512) == "tiled32"
+    assert tiled_form(8, avx512) == tiled_form(1, avx512) == "tiled"          # 8-lane packets: 256-bit registers
+    for t in (target.from_triple(x86, "haswell", "+avx2,+fma"), target.from_triple(x86),
+              target.from_triple("aarch64-unknown-linux-gnu")):
+        assert t.vector_bits < 512 and tiled_form(16, t.vector_bits) == "tiled", t
+    assert form_for((64, 64, 64), 16, avx512) == "tiled32" and form_for((64, 64, 64), 8, avx512) == "tiled"
+    assert form_for((1, 64, 4096), 16, avx512) == "wide" and form_for((64, 64, 64), 16, 256) == "tiled"
+    assert ops.get("matmul", "tiled32").kernel.block == 32 and ops.get("matmul", "tiled").kernel.block == 16
+
+
+def _hot_loop(asm: str) -> list:
+    """The instructions of the basic block holding the most vector fmas."""
+    import re
+    blocks, cur = [], []
+    for line in asm.splitlines():
+        if re.match(r"^\.?LBB\d+_\d+:", line):
+            blocks.append(cur)
+            cur = []
+        elif line.startswith("\t") and not line.strip().startswith("."):
+            cur.append(line.strip())
+    blocks.append(cur)
+    return max(blocks, key=lambda b: sum(x.startswith("vfmadd") for x in b))
+
+
+@pytest.mark.parametrize("cpu,features,form,variant,fmas", [
+    ("haswell", "+avx2,+fma", "tiled", "packet", 12),
+    ("skylake-avx512", "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq", "tiled32", "lanes=16", 16),
+    ("skylake-avx512", "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq", "tiled", "packet", 12)])
+def test_matmul_register_block_stays_in_registers(cpu, features, form, variant, fmas):
+    # the inner k loop of the form tiled_form picks: one fma per accumulator, one broadcast
+    # per row of a, b's packets loaded once, nothing spilled to the stack
+    from cohort.backend import target
+    from cohort.backend.compiler import cross_compile
+    op = ops.get("matmul", form)
+    launch = op.launch((1024, 1024, 1024))
+    t = target.from_triple("x86_64-unknown-linux-gnu", cpu, features)
+    hot = _hot_loop(cross_compile(op.kernel, t, variant, launch.consts, kind="assembly", full_blocks=True))
+    rows = {"tiled": 6, "tiled32": 8}[form]
+    assert sum(x.startswith("vfmadd") for x in hot) == fmas
+    assert sum(x.startswith("vbroadcastss") for x in hot) == rows
+    assert not [x for x in hot if "rsp" in x], hot
+
+
+# edges of the tiled forms: one row, rows past a register block, two row tiles (192 rows each),
+# b narrower than a panel (masked), a last panel shifted left, two column blocks (256 each),
+# K past one staged step (128 k with every panel in use, more with fewer panels)
+TILED_EDGES = [(1, 1, 1), (7, 13, 17), (5, 33, 31), (37, 129, 70), (193, 40, 33), (13, 300, 300), (6, 1100, 40)]
+
+
+@pytest.mark.parametrize("shape", TILED_EDGES, ids=ops.fmt_shape)
+def test_matmul_tiled_forms_give_the_same_bits_in_every_variant(shape):
+    inputs = ops.get("matmul").make_inputs(shape, 7)
+    ref = ops.run_reference(ops.get("matmul"), shape, inputs)
+    assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", "tiled32"), shape, inputs)), _bits(ref))
+    for form in ("tiled", "tiled32"):
+        for v in VARIANTS:
+            y, p = _run("matmul", shape, inputs, v, form=form)
+            assert np.array_equal(_bits(y), _bits(ref)) and p.fallback is None, (form, v)
 
 
 def _special(shape, seed):
@@ -162,15 +233,17 @@ def test_special_values_bit_for_bit(name, shape):
 def test_the_bounds_proof_covers_every_index():
     # no access is checked one by one and no launch falls back to the checked build: shared
     # indices are proven against their arrays' sizes like buffer indices (bounds.py)
-    for name, shape in (("matmul", (37, 129, 70)), ("cumsum", (3, 37)), ("transpose", (2, 37, 70))):
-        op = ops.get(name)
+    for name, shape in (("matmul", (37, 129, 70)), ("matmul:tiled32", (37, 129, 70)), ("matmul:tiled32", (6, 1100, 40)),
+                        ("cumsum", (3, 37)), ("transpose", (2, 37, 70))):
+        name, _, form = name.partition(":")
+        op = ops.get(name, form or None)
         launch = op.launch(shape)
         for v in ("packet", "whole"):
             ck = compile_kernel(op.kernel, launch.consts, v, n=launch.n)
             c = ck.lowering_counts
             assert c["bounds_unprovable"] == 0 and c.get("bounds_checks", 0) == c.get("shared_checks", 0) == 0, \
                 (name, v, c)
-            _, p = _run(name, shape, op.make_inputs(shape, 0), v)
+            _, p = _run(name, shape, op.make_inputs(shape, 0), v, form=form or None)
             assert p.fallback is None, (name, v, p.fallback)
 
 

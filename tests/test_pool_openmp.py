@@ -42,7 +42,7 @@ if {load!r}:
 print("after", runtime.pool_host())
 bugs = {bugs!r}
 with inject_bug_TESTING_ONLY(*bugs):
-    for shape in [(1, 1, 1), (37, 53, 19), (96, 130, 70)]:
+    for shape in [(1, 1, 1), (37, 53, 270), (200, 130, 70)]:     # 1, 2 and 2 blocks (256 columns, 192 rows each)
         op = ops.get("matmul")
         L = op.launch(shape)
         inputs = op.make_inputs(shape, 1)

@@ -24,15 +24,16 @@ import math
 import torch
 from torch import Tensor
 
+from ..backend import target
 from ..refimpl import ops as registry
 from ..refimpl.ops import matmul as matmul_op
 from . import checks
 from .binding import OpBinding, TorchOp, bind, register
 from .checks import FLOATS
 from .dtypes import kernel_for
-from .launch import build
+from .launch import build, current_variant
 
-_MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "wide")}
+_MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "tiled32", "wide")}   # matmul_op.form_for
 _CUMSUM = registry.get("cumsum")
 _HIST = registry.get("histogram")
 _TRANSPOSE = registry.get("transpose")
@@ -61,7 +62,7 @@ def _matmul(a: Tensor, b: Tensor) -> Tensor:
     if K == 0:
         return out.zero_()
     a, b = a.contiguous(), b.contiguous()
-    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N))]
+    op = _MATMUL_FORMS[matmul_op.form_for((M, K, N), current_variant().lanes, target.current().vector_bits)]
     launch = op.launch((M, K, N))
     build(kernel_for(op.kernel, a.dtype), launch.consts)(launch.n, (a, b, out), ())
     return out

@@ -5,97 +5,154 @@ starting from +0.0 - acc = fma(a[i, k], b[k, j], acc) for k = 0, 1, ..., K-1.
 The tile sizes below are the schedule, not the definition: any tiling that
 keeps each chain in ascending k gives the same bits.
 
-The schedule is a CPU GEMM micro-kernel in GPU form. A block owns a tile of up
-to ROWS rows by BN columns (one column per thread). For each step of KT along k
-it stages b's KT x BN panel in shared memory (the packing of a GEMM: b is read
-with stride N, the shared copy is contiguous; a's rows are read in place, each
-a contiguous stream of broadcasts), then each thread runs REG rows at a time
-with REG accumulators in registers - a register block of REG rows x one packet
-of columns - and keeps its running sums in a private array between steps.
-The k loops stop at K (no padding in k); the last row tile computes its rows
-rounded up to a register block, rows past M a copy of the last row, columns
-past N read zeros, and neither is stored. The "wide" form
-(matrix-vector products) is below.
+The schedule is a CPU GEMM in GPU form, written once (`_tiled`) and built for
+two register shapes: blocks of BN = 16 columns with register blocks of 6 rows
+("tiled": 12 accumulators of 8 lanes) and of 32 columns with 8 rows ("tiled32":
+16 accumulators of 16 lanes, for 512-bit registers at lanes=16); `tiled_form` chooses by
+the target's vector width and the packet's lanes. A block owns a tile of up to
+ROWS rows by PANELS panels of BN columns (one column per thread in each panel).
+For each step of kt along k it stages b's kt x (PANELS x BN) slab in shared
+memory once (the packing of a GEMM: b is read with stride N, row by row; the
+shared copy holds each panel's kt x BN rows contiguously; kt = KT with every
+panel in use and more when b has fewer columns, the slab's size fixed), then
+runs, panel by panel (a panel stays in the L1 cache), every register block:
+REG accumulators per thread, REG rows x BN columns, enough independent fma
+chains to cover the latency of two FMA units, a's rows read in place as
+broadcasts. Running sums live in a private array between steps. The k loops
+stop at K (no padding in k); the last row tile computes its rows rounded up to
+a register block (rows past M a copy of the last row, never stored); the last
+panel of columns is shifted left to end at column N - 1 when N >= BN (its
+columns shared with the panel before are stored by that panel: the same fma
+chains, the same bits), and a b narrower than BN reads zeros past N. The
+"wide" form (matrix-vector products) is below. Measured: docs/README.md,
+'matmul at the FMA limit'.
 """
 import numpy as np
 
 from ... import Buffer, Const, barrier, block_id, f32, fma, kernel, private, shared, thread_id
 from .base import Launch, Operator, seeded_normal
 
-BN = 16      # columns per block: one per thread (two packets of 8 lanes, one of 16)
-REG = 6      # rows per register block: 6 rows x 16 columns = 12 vector accumulators
-ROWS = 48    # rows per block: the staged panel of b serves 8 register blocks
-KT = 128     # k per staged step: the panel is KT x BN floats (8 KiB)
+# rows per register block, by block width: 6 rows x 16 columns (12 vector accumulators of 8
+# lanes: with the b packets and a broadcast, 15 of AVX2's 16 registers) and 8 rows x 32 columns
+# (16 of 16 lanes, of AVX-512's 32 registers: 10 loads per 16 fma, and 32 rows a whole number)
+REGS = {16: 6, 32: 8}
+ROWS = 192   # rows per block: one staged slab of b serves 32 register blocks per panel
+KT = 128     # k per staged step with every panel in use (fewer panels: more k, the same slab)
+COLS = 256   # columns per block: PANELS = COLS // BN panels; the slab is KT x COLS floats (128 KiB)
 
 
-@kernel(block=BN)
-def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
-    # Every index below is written so that the launch's bounds proof (interval arithmetic,
-    # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
-    # positions, the panel's row is k % KT (k0 is a multiple of KT), rows past the edge are
-    # clamped to the last one and columns past it read 0 (computed, never stored). A
-    # clamped column index would be a gather: the guard keeps b's loads contiguous.
-    t = thread_id()
-    bid = block_id()
-    # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
-    # (a matrix-vector product computes 6 rows, not 48)
-    rb = min(ROWS, (M + REG - 1) // REG * REG)
-    tiles_m = (M + rb - 1) // rb
-    bj = bid // tiles_m                   # consecutive blocks share a column panel (kept in cache)
-    i0 = (bid - bj * tiles_m) * rb
-    # the rows this block computes: rb, or the last tile's rows rounded up to a register block
-    # (M = 64 computed 96 rows with rb for every tile); register blocks past them are skipped
-    rows = min(rb, (M - i0 + REG - 1) // REG * REG)
-    j = bj * BN + t
-    sb = shared(f32, KT * BN)
-    acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG))
-    for r0 in range(rb):
-        acc[r0] = 0.0
-    for k0 in range(0, K, KT):
-        kend = min(k0 + KT, K)
-        for kb in range(k0, kend):
-            sb[(kb % KT) * BN + t] = b[kb * N + j] if j < N else 0.0    # a masked vector load
-        barrier()
-        for r in range(0, rb, REG):
-            if r < rows:          # a constant trip count, rows past the end skipped block-uniformly
-                a0 = min(i0 + r, M - 1) * K
-                a1 = min(i0 + r + 1, M - 1) * K
-                a2 = min(i0 + r + 2, M - 1) * K
-                a3 = min(i0 + r + 3, M - 1) * K
-                a4 = min(i0 + r + 4, M - 1) * K
-                a5 = min(i0 + r + 5, M - 1) * K
-                c0 = acc[r]
-                c1 = acc[r + 1]
-                c2 = acc[r + 2]
-                c3 = acc[r + 3]
-                c4 = acc[r + 4]
-                c5 = acc[r + 5]
-                for k in range(k0, kend):
-                    bk = sb[(k % KT) * BN + t]
-                    c0 = fma(a[a0 + k], bk, c0)
-                    c1 = fma(a[a1 + k], bk, c1)
-                    c2 = fma(a[a2 + k], bk, c2)
-                    c3 = fma(a[a3 + k], bk, c3)
-                    c4 = fma(a[a4 + k], bk, c4)
-                    c5 = fma(a[a5 + k], bk, c5)
-                acc[r] = c0
-                acc[r + 1] = c1
-                acc[r + 2] = c2
-                acc[r + 3] = c3
-                acc[r + 4] = c4
-                acc[r + 5] = c5
-        barrier()
-    for ro in range(rb):
-        row = i0 + ro
-        if row < M and j < N:
-            c[row * N + j] = acc[ro]
+def _tiled(BN: int, REG: int):
+    """The tiled matmul for blocks of BN threads (BN columns per panel) and register blocks of
+    REG rows (6 or 8)."""
+    PANELS = COLS // BN
+
+    @kernel(block=BN)
+    def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
+        # Every index below is written so that the launch's bounds proof (interval arithmetic,
+        # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
+        # positions, the slab's row is k % kt (k0 is a multiple of kt), rows past the edge are
+        # clamped to the last one and columns past it read 0 (computed, never stored). A
+        # clamped column index would be a gather: the guard keeps b's loads contiguous.
+        t = thread_id()
+        bid = block_id()
+        # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
+        # (a matrix-vector product computes one register block, not 192 rows); panels likewise
+        rb = min(ROWS, (M + REG - 1) // REG * REG)
+        np_ = min(PANELS, (N + BN - 1) // BN)
+        tiles_m = (M + rb - 1) // rb
+        bj = bid // tiles_m                   # consecutive blocks share a column slab (kept in cache)
+        i0 = (bid - bj * tiles_m) * rb
+        # the rows this block computes: rb, or the last tile's rows rounded up to a register block
+        rows = min(rb, (M - i0 + REG - 1) // REG * REG)
+        j0 = bj * np_ * BN
+        # the panels holding a column below N; the last one is shifted left to end at N - 1
+        panels = min(np_, (N - j0 + BN - 1) // BN)
+        # k per staged step: the slab holds KT x COLS floats, so fewer panels stage more k (b 32
+        # columns wide: 1024 k per step in tiled32, a's rows read 4 KiB at a time). Spelled out,
+        # not through np_: a literal after specialisation, as the bounds proof's % needs.
+        kt = KT * (PANELS // min(PANELS, (N + BN - 1) // BN))
+        sb = shared(f32, KT * COLS)
+        acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
+        for r0 in range(rb * np_):
+            acc[r0] = 0.0
+        for ks in range((K + kt - 1) // kt):
+            k0 = ks * kt
+            kend = min(k0 + kt, K)
+            for kb in range(k0, kend):
+                kr = kb % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))     # the slab's row: kb - k0
+                for qs in range(np_):
+                    if qs < panels:
+                        js = max(min(j0 + qs * BN, N - BN), 0) + t
+                        sb[(qs * kt + kr) * BN + t] = b[kb * N + js] if js < N else 0.0    # masked if N < BN
+            barrier()
+            for q in range(np_):
+                if q < panels:    # constant trip counts, panels and rows past the end skipped block-uniformly
+                    for r in range(0, rb, REG):
+                        if r < rows:
+                            # a's rows, clamped on both sides: with both bounds LLVM proves that
+                            # the i32 offsets a0 + k do not wrap and steps one address per row
+                            # (clamped above only, each k recomputed six sign-extended offsets:
+                            # 35 instructions per k instead of 24 in the 6-row block)
+                            a0 = max(min(i0 + r, M - 1), 0) * K
+                            a1 = max(min(i0 + r + 1, M - 1), 0) * K
+                            a2 = max(min(i0 + r + 2, M - 1), 0) * K
+                            a3 = max(min(i0 + r + 3, M - 1), 0) * K
+                            a4 = max(min(i0 + r + 4, M - 1), 0) * K
+                            a5 = max(min(i0 + r + 5, M - 1), 0) * K
+                            s = q * rb + r
+                            c0 = acc[s]
+                            c1 = acc[s + 1]
+                            c2 = acc[s + 2]
+                            c3 = acc[s + 3]
+                            c4 = acc[s + 4]
+                            c5 = acc[s + 5]
+                            # (at REG = 6 these name rows 4 and 5 again, and go unused)
+                            a6 = max(min(i0 + r + REG - 2, M - 1), 0) * K
+                            a7 = max(min(i0 + r + REG - 1, M - 1), 0) * K
+                            c6 = acc[s + REG - 2]
+                            c7 = acc[s + REG - 1]
+                            for k in range(k0, kend):
+                                bk = sb[(q * kt + k % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))) * BN + t]
+                                c0 = fma(a[a0 + k], bk, c0)
+                                c1 = fma(a[a1 + k], bk, c1)
+                                c2 = fma(a[a2 + k], bk, c2)
+                                c3 = fma(a[a3 + k], bk, c3)
+                                c4 = fma(a[a4 + k], bk, c4)
+                                c5 = fma(a[a5 + k], bk, c5)
+                                if REG == 8:       # a constant: rows 6 and 7 of an 8-row block
+                                    c6 = fma(a[a6 + k], bk, c6)
+                                    c7 = fma(a[a7 + k], bk, c7)
+                            acc[s] = c0
+                            acc[s + 1] = c1
+                            acc[s + 2] = c2
+                            acc[s + 3] = c3
+                            acc[s + 4] = c4
+                            acc[s + 5] = c5
+                            if REG == 8:
+                                acc[s + 6] = c6
+                                acc[s + 7] = c7
+            barrier()
+        for qo in range(np_):
+            own = j0 + qo * BN                     # the first column this panel stores
+            j = max(min(own, N - BN), 0) + t
+            for ro in range(rb):
+                row = i0 + ro
+                if row < M and j < N and j >= own:
+                    c[row * N + j] = acc[qo * rb + ro]
+
+    return matmul
+
+
+matmul = _tiled(16, REGS[16])      # 8-lane registers (AVX2, and the 8-lane packet on any machine)
+matmul32 = _tiled(32, REGS[32])    # 16-lane registers (AVX-512): two packets of 16 side by side
 
 
 WIDE = 256   # the "wide" form: columns per thread (a block's row panel is 4096 columns wide)
-PANEL = BN * WIDE
+BW = 16      # the wide form's block: threads side by side in one row
+PANEL = BW * WIDE
 
 
-@kernel(block=BN)
+@kernel(block=BW)
 def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
     # For a few rows (a matrix-vector product, decoding) of a wide b (N >= PANEL): one row
     # per block and a panel of PANEL columns, so that each k reads 16 KiB of b's row k front
@@ -114,32 +171,64 @@ def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K
     acc = private(f32, WIDE)
     for q0 in range(WIDE):
         acc[q0] = 0.0
-    for k in range(K):
-        ak = a[i * K + k]
+    # four k per pass over the sums: a quarter of the private array's loads and stores, and
+    # four rows of b streamed side by side (each sum still one chain in ascending k)
+    for k in range(0, K - 3, 4):
+        ak0 = a[i * K + k]
+        ak1 = a[i * K + k + 1]
+        ak2 = a[i * K + k + 2]
+        ak3 = a[i * K + k + 3]
         for q in range(WIDE):
-            acc[q] = fma(ak, b[k * N + j0 + q * BN + t], acc[q])
+            j = j0 + q * BW + t
+            s = fma(ak1, b[(k + 1) * N + j], fma(ak0, b[k * N + j], acc[q]))
+            acc[q] = fma(ak3, b[(k + 3) * N + j], fma(ak2, b[(k + 2) * N + j], s))
+    for k1 in range(K - K % 4, K):
+        ak = a[i * K + k1]
+        for q1 in range(WIDE):
+            acc[q1] = fma(ak, b[k1 * N + j0 + q1 * BW + t], acc[q1])
     for q2 in range(WIDE):
-        j = j0 + q2 * BN + t
+        j = j0 + q2 * BW + t
         if j >= own:
             c[i * N + j] = acc[q2]
 
 
-def form_for(shape) -> str:
-    """The form a launch of `shape` runs best in: "wide" for fewer rows than a register
-    block of a b at least PANEL columns wide (measured: benchmarks/bench_coop.py), else
-    "tiled". Both give the same bits."""
-    return "wide" if shape[0] < REG and shape[2] >= PANEL else "tiled"
+def tiled_form(lanes: int, vector_bits: int) -> str:
+    """The tiled form for packets of `lanes` on a machine whose vector registers are
+    `vector_bits` wide (the backend's Target.vector_bits): "tiled32" (blocks of 32 columns,
+    8-row register blocks: 16 accumulators) where a packet fills a 16-float register (512-bit
+    registers at lanes=16), else "tiled" (16 columns, 6 rows: 12 accumulators of 8 lanes; at
+    8 lanes tiled32's 32 accumulators would spill). docs/README.md, 'matmul at the FMA limit'."""
+    return "tiled32" if vector_bits >= 512 and lanes >= 16 else "tiled"
+
+
+WIDE_ROWS = 2   # at most this many rows run the wide form (it streams b once per row)
+
+
+def form_for(shape, lanes: int, vector_bits: int) -> str:
+    """The form a launch of `shape` runs best in, in packets of `lanes` with vector registers
+    of `vector_bits`: "wide" for at most WIDE_ROWS rows of a b at least PANEL columns wide,
+    else tiled_form (streams b once for up to ROWS rows; measured with
+    benchmarks/bench_coop.py: at 4x4096x4096 the tiled form ran 1.7x the wide form's rate, at
+    2x4096x4096 0.85x). All give the same bits."""
+    return "wide" if shape[0] <= WIDE_ROWS and shape[2] >= PANEL else tiled_form(lanes, vector_bits)
 
 
 def wide_launch(s):
     m, k, n = s
-    return Launch(m * ((n + PANEL - 1) // PANEL) * BN, {"M": m, "K": k, "N": n}, {})
+    return Launch(m * ((n + PANEL - 1) // PANEL) * BW, {"M": m, "K": k, "N": n}, {})
 
 
-def blocks(s) -> int:
+def blocks(s, bn: int = 16) -> int:
+    """Blocks of the tiled form with bn columns per panel (the kernel's geometry)."""
     m, _, n = s
-    rb = min(ROWS, (m + REG - 1) // REG * REG)
-    return ((m + rb - 1) // rb) * ((n + BN - 1) // BN)
+    reg = REGS[bn]
+    rb = min(ROWS, (m + reg - 1) // reg * reg)
+    cols = min(COLS // bn, (n + bn - 1) // bn) * bn
+    return ((m + rb - 1) // rb) * ((n + cols - 1) // cols)
+
+
+def tiled_launch(bn: int):
+    return lambda s: Launch(blocks(s, bn) * bn, {"M": s[0], "K": s[1], "N": s[2]}, {})
 
 
 def oracle(inp):
@@ -150,7 +239,7 @@ OP = Operator(
     name="matmul", kernel=matmul, dims=("M", "K", "N"),
     buffer_shapes=lambda s: {"a": (s[0], s[1]), "b": (s[1], s[2]), "c": (s[0], s[2])},
     output="c",
-    launch=lambda s: Launch(blocks(s) * BN, {"M": s[0], "K": s[1], "N": s[2]}, {}),
+    launch=tiled_launch(16),
     make_inputs=lambda s, seed: {"a": seeded_normal(seed, "matmul", "a", (s[0], s[1])),
                                  "b": seeded_normal(seed, "matmul", "b", (s[1], s[2]))},
     oracle=oracle,
@@ -162,5 +251,5 @@ OP = Operator(
     tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
-    forms=(("wide", matmul_wide, wide_launch),),
+    forms=(("tiled32", matmul32, tiled_launch(32)), ("wide", matmul_wide, wide_launch)),
 )
