@@ -238,3 +238,22 @@ def test_a_nan_against_a_number_is_still_a_mismatch():
     assert list(native._nan(a.flat, Dt.F32) & native._nan(b.flat, Dt.F32)) == [True, False]
     bf = np.array([0x7FC0, 0xFFC1, 0x7F80, 0x3F80], np.uint16)         # NaN, NaN, +inf, 1.0
     assert list(native._nan(bf, Dt.BF16)) == [True, True, False, False]
+
+
+@triton.jit
+def scalar_stores(x, out, flag):
+    pid = tl.program_id(0)
+    tl.store(out + pid, tl.load(x) + pid)               # x: read by every program, written by none
+    tl.store(flag, 1)                                   # one element, every program
+
+
+def test_scalar_accesses_and_unwritten_inputs():
+    from cohort.triton import launch, racecheck
+    x, out, flag = torch.ones(1), torch.zeros(4), torch.zeros(1, dtype=torch.int32)
+    with pytest.raises(ct.KernelRuntimeError, match=r"program \(1, 0, 0\): store to argument `flag` offset 0 races "
+                       r"with the store by program \(0, 0, 0\)"):
+        _check(scalar_stores, (4,), x, out, flag)
+    bound = launch.bind(scalar_stores, (x, out, flag), {})
+    params, consts, _, _ = launch.specialise(scalar_stores, bound)
+    prog = launch.build(scalar_stores, params, consts)
+    assert racecheck.written_arguments(prog) == {"out", "flag"}      # x gets no records

@@ -27,7 +27,7 @@ from .errors import CheckMismatch, KernelRuntimeError, UnsupportedConstruct, whe
 from .interp import Buffer, Interpreter
 from .native_lower import Lowering, abi
 from .native_ops import NativeUnsupported, exact_config
-from .racecheck import RaceCheck
+from .racecheck import RaceCheck, written_arguments
 
 _compiled: dict = {}
 _lock = threading.Lock()
@@ -235,7 +235,7 @@ def run_check(prog: tir.Program, buffers: dict, scalars: dict, grid: tuple) -> N
     probe (undefined.py), native on the tensors, every storage compared bit for bit, and what
     tl.device_print printed: the reference's lines are printed once, native's must be the same."""
     ref = _copies(buffers)
-    first = Interpreter(prog, ref, scalars, grid, race=RaceCheck(ref, grid))
+    first = Interpreter(prog, ref, scalars, grid, race=RaceCheck(ref, grid, written_arguments(prog)))
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):

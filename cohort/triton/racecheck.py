@@ -25,6 +25,8 @@ one is not reported. A missed report is possible there; a false one is not.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 
 from .errors import TritonError
@@ -35,11 +37,11 @@ MAX_CLOCK_BYTES = 512 << 20      # the atomics' clock vectors (one per element a
 
 
 class _Slots:
-    """Two kept accesses per element: program (-1: none), clock, line, way."""
+    """Two kept accesses per element: program (-1: none), clock, line, way (26 bytes)."""
 
     def __init__(self, n: int):
-        self.pid = np.full((2, n), -1, np.int64)
-        self.clk = np.zeros((2, n), np.int64)
+        self.pid = np.full((2, n), -1, np.int32)
+        self.clk = np.zeros((2, n), np.int32)
         self.line = np.zeros((2, n), np.int32)
         self.way = np.zeros((2, n), np.int8)
 
@@ -68,19 +70,60 @@ class _Storage:
         self.reads = _Slots(n)
 
 
-class RaceCheck:
-    """The detector for one launch of `nprograms` programs over `buffers` (name -> interp.Buffer)."""
+def written_arguments(prog) -> Optional[set]:
+    """The pointer arguments a program stores to or updates (through any pointer variable), or
+    None when a pointer's argument cannot be told (then every argument counts as written)."""
+    from .tir import K
+    bases: dict = {}
 
-    def __init__(self, buffers: dict, grid: tuple):
+    def base(n):
+        while True:
+            if n.op is K.PARAM:
+                return n.arg
+            if n.op is K.VAR:
+                return bases.get(n.arg)
+            if not n.srcs:
+                return None
+            n = n.srcs[0]
+
+    written: set = set()
+
+    def walk(stmts) -> bool:
+        for st in stmts:
+            name = type(st).__name__
+            if name == "Let" and st.value.type.is_ptr:
+                b = base(st.value)
+                if b is None or bases.setdefault(st.var, b) != b:
+                    return False
+            elif name in ("Store", "Atomic"):
+                b = base(st.ptr)
+                if b is None:
+                    return False
+                written.add(b)
+            for f in ("body", "then", "orelse", "cond_body"):
+                if hasattr(st, f) and not walk(getattr(st, f)):
+                    return False
+        return True
+
+    return written if walk(prog.body) else None
+
+
+class RaceCheck:
+    """The detector for one launch of `nprograms` programs over `buffers` (name -> interp.Buffer).
+    Only storages some argument the program writes lies in are watched (`written`: those
+    arguments' names, None for all): two loads never race. Their records are made at the
+    first access (26 bytes per element for the writers, as much for the readers)."""
+
+    def __init__(self, buffers: dict, grid: tuple, written: Optional[set] = None):
         self.grid = grid
         self.nprograms = grid[0] * grid[1] * grid[2]
         self.storages = {}
         self.key_of = {}
+        self.size_of = {}
         for name, buf in buffers.items():
-            key = (buf.flat.__array_interface__["data"][0], buf.flat.nbytes)
-            self.key_of[name] = key
-            if key not in self.storages:
-                self.storages[key] = _Storage(buf.flat.size)
+            self.key_of[name] = (buf.flat.__array_interface__["data"][0], buf.flat.nbytes)
+            self.size_of[self.key_of[name]] = buf.flat.size
+        self.watched = {self.key_of[n] for n in buffers if written is None or n in written}
         self.vc = np.zeros(self.nprograms, np.int64)     # the running program's vector
         self.released: dict = {}                         # (storage, element) -> clock vector
         self.q, self.synced = 0, False
@@ -96,6 +139,19 @@ class RaceCheck:
         self.q = pid[0] + self.grid[0] * (pid[1] + self.grid[1] * pid[2])
         self.vc[self.q] = 1
 
+    def storage(self, name: str, written: bool = False) -> Optional[_Storage]:
+        """The records of the storage argument `name` lies in (None: not watched). A write
+        watches its storage whatever written_arguments said."""
+        key = self.key_of[name]
+        if key not in self.watched:
+            if not written:
+                return None
+            self.watched.add(key)
+        st = self.storages.get(key)
+        if st is None:
+            st = self.storages[key] = _Storage(self.size_of[key])
+        return st
+
     def _ordered(self, p, c):
         return self.vc[np.where(p < 0, 0, p)] >= c
 
@@ -109,7 +165,9 @@ class RaceCheck:
         at = np.asarray(idx).reshape(-1)[np.asarray(active).reshape(-1)]
         if at.size == 0:
             return
-        st = self.storages[self.key_of[name]]
+        st = self.storage(name, way == STORE)
+        if st is None:
+            return
         self._conflicts(interp, name, buf, st.writes, at, way, atomics_too=True)
         if way == STORE:
             self._conflicts(interp, name, buf, st.reads, at, way, atomics_too=True)
@@ -130,7 +188,7 @@ class RaceCheck:
             if got is not None:
                 np.maximum(self.vc, got, out=self.vc)
                 self.synced = True
-        st = self.storages[self.key_of[name]]
+        st = self.storage(name, True)
         at = np.array([element], np.int64)
         self._conflicts(interp, name, buf, st.writes, at, ATOMIC, atomics_too=False)
         if wrote:

@@ -47,7 +47,7 @@ def _run(prog, buffers, scalars, grid, copies, fill_at):
     """The reference on fresh copies with `fill_at(load, elem)` in the masked-off lanes:
     (buffers, race record), or the error the run raised."""
     alt = copies(buffers)
-    race = RaceCheck(alt, grid)
+    race = RaceCheck(alt, grid)             # every argument watched: it names who stored an element
     try:
         Interpreter(prog, alt, scalars, grid, race=race, undefined=fill_at).run()
     except KernelRuntimeError as e:
@@ -73,7 +73,7 @@ def probe(prog, buffers: dict, ref: dict, scalars: dict, grid: tuple, loads: lis
             got = _difference(prog, ref, alt)
             if got is not None:
                 name, k = got
-                st = race.storages[race.key_of[name]]
+                st = race.storage(name, True)
                 writer = int(st.writes.pid[0, k])
                 who = f"program {race._pid(writer)} stored it" if writer >= 0 else "no program stored it"
                 raise KernelRuntimeError(
