@@ -18,7 +18,7 @@ from . import values
 from .errors import KernelRuntimeError, where
 from .interp import Interpreter
 from .native_lower import abi
-from .racecheck import RaceCheck
+from .racecheck import RaceCheck, written_arguments
 from .tir import Dt
 
 
@@ -47,7 +47,7 @@ def _run(prog, buffers, scalars, grid, copies, fill_at):
     """The reference on fresh copies with `fill_at(load, elem)` in the masked-off lanes:
     (buffers, race record), or the error the run raised."""
     alt = copies(buffers)
-    race = RaceCheck(alt, grid)             # every argument watched: it names who stored an element
+    race = RaceCheck(alt, grid, written_arguments(prog))     # it names who stored an element
     try:
         Interpreter(prog, alt, scalars, grid, race=race, undefined=fill_at).run()
     except KernelRuntimeError as e:
