@@ -145,6 +145,9 @@ def _dot(k: int, rng: random.Random, blocks: tuple, uses: set) -> Piece:
     acc = rng.choice(("acc", "plus"))
     update = f"acc{k} = tl.dot(a{k}{cast}, b{k}{cast}, acc{k})" if acc == "acc" else \
         f"acc{k} += tl.dot(a{k}{cast}, b{k}{cast})"
+    # an operand recomputed at its uses (a cheap pure value: native_lower's `inline`), which
+    # native once read from an array it never wrote (tests/test_fuzz_tiles.py test_found_*)
+    scaled = rng.random() < 0.3
     lines = (f"acc{k} = tl.zeros((BM, BN), dtype=tl.float32)",
              "for k0 in range(0, K, BK):",
              "    rk = k0 + tl.arange(0, BK)",
@@ -152,9 +155,10 @@ def _dot(k: int, rng: random.Random, blocks: tuple, uses: set) -> Piece:
              "other=0.0)",
              f"    b{k} = tl.load(xd + rk[:, None] * N + rn[None, :] + 7, mask=(rk[:, None] < K) & mn[None, :], "
              "other=0.0)",
+             *([f"    a{k} = a{k} * 0.5 + 1.0"] if scaled else []),
              f"    {update}",
              f"tl.store({o} + off, acc{k}, mask=m2)")
-    uses |= {f"dot:{cast or 'f32'}:{acc}"}
+    uses |= {f"dot:{cast or 'f32'}:{acc}" + (":computed" if scaled else "")}
     return Piece("dot", lines, (Out(o, "f32", "tile"),), frozenset(uses))
 
 
