@@ -257,3 +257,17 @@ def test_scalar_accesses_and_unwritten_inputs():
     params, consts, _, _ = launch.specialise(scalar_stores, bound)
     prog = launch.build(scalar_stores, params, consts)
     assert racecheck.written_arguments(prog) == {"out", "flag"}      # x gets no records
+
+
+@triton.jit
+def masked_max_int(x, y, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(y, tl.max(tl.load(x + offs, mask=offs < N), axis=0))
+
+
+def test_an_integer_max_over_undefined_lanes_is_reported():
+    # the lanes hold 0 in the reference: all-negative inputs make the max 0, which the probe's
+    # other values change
+    x = -torch.arange(1, 11, dtype=torch.int32)
+    with pytest.raises(ct.KernelRuntimeError, match=r"argument `y` offset 0 depends on the masked-off lanes"):
+        _check(masked_max_int, (1,), x, torch.zeros(1, dtype=torch.int32), 10, BLOCK=16)
