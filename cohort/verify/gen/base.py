@@ -197,13 +197,21 @@ class Core:
     def aim(self, *shapes):
         """One of the missing shapes among `shapes` (steer.SHAPE_WEIGHTS: the rarest by chance
         likelier), or None."""
-        from .steer import SHAPE_WEIGHTS, UNMADE_BOOST
+        from .steer import FORM_TIMES, SHAPE_FORMS, SHAPE_WEIGHTS, UNMADE_BOOST
         missing = self.aims(*shapes)
         # never made before made once (a shape counts as covered after two programs): every shape
         # first within 30 steered programs (tests/test_gen_shapes.py)
         missing = [s for s in missing if self.steer.boost(f"shape:{s}") >= UNMADE_BOOST] or missing
         missing = sorted(missing, key=lambda s: -SHAPE_WEIGHTS.get(s, 1))   # (Hypothesis: the first)
-        return self.weighted([(SHAPE_WEIGHTS.get(s, 1), s) for s in missing]) if missing else None
+
+        def weight(s):
+            # a shape of several forms needs FORM_TIMES programs a form, the others about two:
+            # aimed at in proportion to the programs it still needs (six spellings drawn at a
+            # one-past shape's share were made about once in 40 programs: docs/fuzzing.md)
+            forms = SHAPE_FORMS.get(s, ())
+            left = FORM_TIMES * len(forms) - self.steer.times_made(f"shape:{s}") if forms else 2
+            return SHAPE_WEIGHTS.get(s, 1) * max(1, left) // 2
+        return self.weighted([(max(1, weight(s)), s) for s in missing]) if missing else None
 
     def sw(self, weight: int, *categories) -> int:
         """A table weight, steered."""
