@@ -375,3 +375,23 @@ def test_the_default_build_has_no_global_checks():
     ck = compile_kernel(neighbour, {}, "packet", verify="never")
     assert ck.code.lowering_counts.get("globalchecks", 0) == 0
     assert compile_kernel(neighbour, {}, "packet", verify="never").prepare(24, _f32()()).sanitized is None
+
+
+@kernel(block=8)
+def one_op_from_every_block(x: Buffer[i32], y: Buffer[i32]):
+    g = global_id()
+    atomic_max(y, g % 2, x[g])                   # every block updates y[0] and y[1] with one operation
+
+
+def test_one_operation_from_blocks_running_at_once_is_not_a_race():
+    # pool workers update one element at the same time: a worker that sees another's range
+    # must see its operation too (published first), or it reads "no operation" as another one
+    # (two blocks a launch, one on each worker: each launch starts both updates at once)
+    n = 16
+    x = np.arange(n, dtype=np.int32)
+    for v in ("whole,grain=1,workers=2,sanitize=on", "packet,grain=1,workers=2,sanitize=on"):
+        ck = compile_kernel(one_op_from_every_block, {}, v, verify="never")
+        for _ in range(3000):
+            y = np.zeros(2, np.int32)
+            ck.launch(n, {"x": x, "y": y})
+            assert y.tolist() == [n - 2, n - 1], v

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..refimpl.ir import AtomicOp, Barrier, For, If, Kernel, ParamKind, walk_stmts, written_name
 
-SHADOW_WORDS = 7            # per element: (launch range, phase range) per way, the last update's op
+SHADOW_WORDS = 7            # per element: (launch range, phase range) per way, the first update's op
 OTHER = 4                   # the error record's word naming a global race's other access
 WAYS = ("write", "read", "atomic")
 _OPS = list(AtomicOp)

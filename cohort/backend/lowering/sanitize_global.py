@@ -18,7 +18,7 @@ it in its error record):
                      and highest thread of the block (ids in the block) in that phase, as
                      phase << 32 | lowest << 16 | highest; phases count from 1 at the start
                      of each block, +1 at each barrier or collective
-    the atomic operation of the last update
+    the atomic operation of the first update (+ 1; 0: none), set before its range
 
 Each active lane of an access, in lane order, records itself in its way's launch range
 (compare-exchange), then checks the ways its way conflicts with (its own as it was before it):
@@ -32,8 +32,9 @@ thread 4 in this launch", "write conflict: threads 0 and 1 both store to y[0]") 
 names the second access in its lock-step order; a build runs threads packet after packet, so
 it names the pair in the order it ran them (a load before the other thread's store is
 reported at the store), and when several pairs race, possibly another pair. One shadow word
-for the atomic operation (not one range per operation) can name a thread that made the same
-update as the one reported, where another thread made a different one; the race is real.
+for the atomic operation (the first update's, not one range per operation) can name a thread
+that made the same update as the one reported, where another thread made a different one; the
+race is real.
 
 Barrier divergence. The validator proves every barrier's `if` and `for` block-uniform
 (spec.BlockUniform); a build evaluates such a condition or loop's bounds for the block's
@@ -186,8 +187,23 @@ class GlobalSanitizer:
         g64, t64, ph64 = b.zext(gid, I64), b.zext(tid, I64), b.zext(phase, I64)
         blk = b.udiv(g64, B)
         base = b.sub(g64, t64)
-        op64 = b.zext(op, I64)
-        last_op = load(word(6))
+        # the atomic operation word: the first update's operation + 1 (0: none yet), published
+        # by compare-exchange before the update records its range, so that whoever sees the
+        # range sees the operation (read before it was written, a zero read as atomic_add: a
+        # race reported between two atomic_max updates on the pool, tests/test_sanitize_global.py)
+        op1 = b.add(b.zext(op, I64), c64(1))
+        pre_op = b.block
+        publish = fn.append_basic_block("op.publish")
+        published = fn.append_basic_block("op.published")
+        b.cbranch(b.icmp_unsigned("==", mine, c32(2)), publish, published)
+        b.position_at_end(publish)
+        was = b.extract_value(b.cmpxchg(word(6), c64(0), op1, "seq_cst", "seq_cst"), 0)
+        first_op = b.select(b.icmp_unsigned("==", was, c64(0)), op1, was)
+        b.branch(published)
+        b.position_at_end(published)
+        seen_op = b.phi(I64)
+        seen_op.add_incoming(op1, pre_op)
+        seen_op.add_incoming(first_op, publish)
         # First this access's launch range, by a sequentially consistent compare-exchange, then
         # the other ways' ranges by sequentially consistent loads: of two accesses from blocks
         # that pool workers run at the same time, the later of the two sees the other (as in
@@ -223,8 +239,8 @@ class GlobalSanitizer:
                 conflicts = b.icmp_unsigned("!=", mine, c32(1))                 # loads with loads: no
                 code = c64(1)
             else:                                                               # one op's updates commute
-                conflicts = b.not_(b.and_(b.icmp_unsigned("==", mine, c32(2)), b.icmp_unsigned("==", last_op, op64)))
-                code = b.add(last_op, c64(2))
+                conflicts = b.not_(b.and_(b.icmp_unsigned("==", mine, c32(2)), b.icmp_unsigned("==", seen_op, op1)))
+                code = b.add(fenced(word(6)), c64(1))
             span = b.select(b.icmp_unsigned("==", mine, c32(w)), prev, fenced(word(2 * w)))
             top = b.lshr(span, c64(32))
             lo = b.sub(c64(0xFFFFFFFF), b.and_(span, c64(0xFFFFFFFF)))
@@ -250,8 +266,6 @@ class GlobalSanitizer:
         nlo = b.select(fresh, t64, b.select(b.icmp_unsigned("<", t64, plo), t64, plo))
         nhi = b.select(fresh, t64, b.select(b.icmp_unsigned(">", t64, phi), t64, phi))
         store(b.or_(b.or_(b.shl(ph64, c64(32)), b.shl(nlo, c64(16))), nhi), ph_p)
-        with b.if_then(b.icmp_unsigned("==", mine, c32(2))):
-            store(op64, word(6))
         b.ret(c64(0))
         return fn
 
