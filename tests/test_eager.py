@@ -19,8 +19,13 @@ def _bits(a):
 @pytest.mark.parametrize("name", sorted(ops.OPERATORS))
 def test_the_native_eager_code_is_its_python_twin_bit_for_bit(name):
     # eager_entry.cpp restates each OpBinding's eager code in C++; the same ATen calls give
-    # the same bits, so any drift between the two shows here (two sizes: the first and the last)
+    # the same bits, so any drift between the two shows here (two sizes: the first and the last).
+    # An operator without a twin has no native eager cell, and says why.
     op = ops.get(name)
+    if name not in eager.operators():
+        with pytest.raises(eager.EagerUnavailable, match=f"has no {name} .*eager_entry.cpp"):
+            eager.EagerEntry(name, op.seed_sizes[0], op.make_inputs(op.seed_sizes[0], 3))
+        return
     for shape in (op.seed_sizes[0], op.seed_sizes[-1]):
         if int(np.prod(shape)) > 1 << 21:
             continue
@@ -33,8 +38,10 @@ def test_the_native_eager_code_is_its_python_twin_bit_for_bit(name):
         e.close()
 
 
-def test_every_operator_has_an_eager_entry():
-    assert set(eager.operators()) == set(ops.OPERATORS)
+def test_every_eager_entry_is_an_operator():
+    # a twin is optional (DESIGN §1: adding an operator touches five files without it); the
+    # entry names no operator that does not exist
+    assert set(eager.operators()) <= set(ops.OPERATORS)
 
 
 def test_the_entry_runs_from_the_native_timer_and_each_call_writes_its_output():

@@ -105,7 +105,9 @@ def library() -> ctypes.CDLL:
 
 
 def operators() -> list:
-    """The operators the eager entry has (by name)."""
+    """The operators the eager entry has (by name). A twin is optional: an operator without one
+    gets no native eager cell (EagerUnavailable names the file to add it to), and the tables'
+    best peer is Inductor alone there; every twin is held to its Python code by a test."""
     return library().cohort_eager_ops().decode().split(",")
 
 
@@ -123,7 +125,7 @@ class EagerEntry:
         lib = library()
         self.op = ops.get(op_name)
         if op_name not in operators():
-            raise EagerUnavailable(f"the eager entry has no {op_name}")
+            raise EagerUnavailable(f"the eager entry has no {op_name} (no C++ twin in audit/eager_entry.cpp)")
         self.op_name, self.shape = op_name, tuple(int(s) for s in shape)
         if threads is not None:
             torch.set_num_threads(int(threads))
