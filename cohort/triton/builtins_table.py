@@ -17,12 +17,6 @@ REFUSED = {
     "dot_scaled": "scaled (microscaling) dot products",
     "extern_elementwise": "external (libdevice) calls other than the listed functions",
     "map_elementwise": "tl.map_elementwise",
-    "gather": "tl.gather",
-    "histogram": "tl.histogram",
-    "interleave": "tl.interleave",
-    "sort": "tl.sort",
-    "flip": "tl.flip",
-    "topk": "tl.topk",
 }
 
 LIBDEVICE = {
@@ -155,6 +149,43 @@ def table(B) -> dict:
 
     reg(tl.join, join)
     reg(tl.split, split)
+
+    def gather(src, index, axis):
+        # triton.language.semantic.gather's rules; an index outside the axis is an error when
+        # the program runs (the GPU's result there is undefined)
+        src, index, axis = B.tile(src), B.tile(index), unwrap(axis)
+        if not (isinstance(index.elem, Dt) and index.elem.is_int and index.elem is not Dt.I1):
+            raise fe.type_error(f"tl.gather: the index must be an integer tile, not {index.elem!r}")
+        rank = len(src.shape)
+        if len(index.shape) != rank or not rank:
+            raise fe.type_error(f"tl.gather: source {list(src.shape)} and index {list(index.shape)} need one rank")
+        if not isinstance(axis, int) or not -rank <= axis < rank:
+            raise fe.type_error(f"tl.gather: axis {axis!r} outside the source's rank {rank}")
+        axis %= rank
+        if any(x != y for d, (x, y) in enumerate(zip(src.shape, index.shape)) if d != axis):
+            raise fe.type_error(f"tl.gather: index {list(index.shape)} must match source {list(src.shape)} "
+                                f"off axis {axis}")
+        return Node(K.GATHER, TT(src.elem, index.shape), (src, index), axis)
+
+    def histogram(input, num_bins, mask=None):
+        # semantic.histogram's rules; values outside 0..num_bins-1 are not counted (the GPU drops them)
+        x, bins = B.tile(input), unwrap(num_bins)
+        if len(x.shape) != 1:
+            raise fe.type_error(f"tl.histogram takes a 1-D tile, not {list(x.shape)}")
+        if x.elem not in (Dt.I32, Dt.U32):
+            raise fe.type_error(f"tl.histogram takes 32-bit integers, not {x.elem!r}")
+        if not isinstance(bins, int) or bins < 1 or bins & (bins - 1):
+            raise fe.type_error(f"tl.histogram: num_bins must be a power of two, not {bins!r}")
+        srcs = (x,)
+        if unwrap(mask) is not None:
+            m = B.broadcast_to(B.tile(mask), x.shape)
+            if m.elem is not Dt.I1:
+                raise fe.type_error(f"tl.histogram: the mask must be int1, not {m.elem!r}")
+            srcs += (m,)
+        return Node(K.HISTOGRAM, TT(Dt.I32, (bins,)), srcs, bins)
+
+    reg(tl.gather, gather)
+    reg(tl.histogram, histogram)
 
     # ---------------------------------------------------------- casts
     reg(tl.cast, lambda x, dtype, fp_downcast_rounding=None, bitcast=False:

@@ -422,6 +422,18 @@ class Frontend(ControlFlow):
         except Exception as ex:
             raise self.type_error(f"`{ast.unparse(e)}`: {ex}") from None
 
+    def e_Slice(self, e, env, src):
+        """A slice of a compile-time tuple or list (`x.shape[:-1]`, as Triton's standard library
+        writes); its bounds must be compile-time values (a tile is indexed by `:` and `None` only,
+        e_Subscript)."""
+        parts = []
+        for part in (e.lower, e.upper, e.step):
+            v = None if part is None else unwrap(self.expr(part, env, src))
+            if isinstance(v, Node):
+                raise self.unsupported("a slice with a runtime bound")
+            parts.append(v)
+        return slice(*parts)
+
     def e_JoinedStr(self, e, env, src):
         parts = []
         for v in e.values:

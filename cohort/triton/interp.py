@@ -347,8 +347,28 @@ class Interpreter:
         if op is K.COMBINE:
             return self._combine(n, s)
         if op is K.DOT:
+            if len(t.shape) == 3:      # a batch of independent products, each as a 2-D dot
+                return np.stack([_dot(a, b, c, t.elem) for a, b, c in
+                                 zip(*(np.broadcast_to(x, sh) for x, sh in zip(s, (n.srcs[0].shape, n.srcs[1].shape,
+                                                                                     t.shape))))])
             return _dot(s[0], s[1], s[2], t.elem)
+        if op is K.GATHER:
+            return self._gather(n, s)
+        if op is K.HISTOGRAM:
+            v = np.asarray(s[0]).astype(np.int64)
+            keep = (v >= 0) & (v < n.arg)
+            if len(s) > 1:
+                keep &= np.asarray(s[1], bool)
+            return np.bincount(v[keep], minlength=n.arg).astype(np.int32)
         raise self.fail(f"no evaluation for {op.name}")
+
+    def _gather(self, n, s):
+        src, index = np.asarray(s[0]), np.asarray(s[1]).astype(np.int64)
+        size = n.srcs[0].shape[n.arg]
+        bad = (index < 0) | (index >= size)
+        if bad.any():
+            raise self.fail(f"tl.gather index {int(index[bad].flat[0])} outside 0..{size - 1} of axis {n.arg}")
+        return np.take_along_axis(np.broadcast_to(src, n.srcs[0].shape), index, axis=n.arg)
 
     def _combine(self, n, s):
         kind, axis, region, which, reverse = n.arg

@@ -197,6 +197,9 @@ def failure(c: Compiled, buffers, pid: int, site: int, value: int, grid) -> Kern
         msg = f"integer {'division' if s.kind == 'div' else 'remainder'} by zero "
     elif s.kind == "shift":
         msg = f"shift amount {value} outside 0..{s.info.bits - 1} for {s.info!r} "
+    elif s.kind == "gather":
+        axis, size = s.info
+        msg = f"tl.gather index {value} outside 0..{size - 1} of axis {axis}"
     elif s.kind == "assert":
         msg = f"device_assert failed: {s.info}"
     else:

@@ -294,14 +294,14 @@ def _self_copy(st) -> bool:
 
 
 # ---------------------------------------------------------------- whole-tile nodes
-_WHOLE = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT)         # whole-tile nodes that cannot fail
+_WHOLE = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT, K.HISTOGRAM)   # whole-tile nodes that cannot fail
 
 
 def _may_fail(n: Node, seen: set) -> bool:
     if id(n) in seen:
         return False
     seen.add(id(n))
-    if n.op is K.COMBINE or (n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL, Bin.SHR)
+    if n.op is K.COMBINE or n.op is K.GATHER or (n.op is K.BINARY and n.arg in (Bin.IDIV, Bin.MOD, Bin.SHL, Bin.SHR)
                              and isinstance(n.elem, Dt) and n.elem.is_int):
         return True
     return any(_may_fail(s, seen) for s in n.srcs)

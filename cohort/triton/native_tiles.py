@@ -20,7 +20,7 @@ from .native_ops import F32T, I32T, I64T, NativeUnsupported, i64, reg_type
 from .native_ops import const_of as _const_of
 from .tir import Bin, Dt, K, Node
 
-MATERIAL = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT, K.COMBINE)
+MATERIAL = (K.REDUCE, K.ARGREDUCE, K.SCAN, K.DOT, K.COMBINE, K.GATHER, K.HISTOGRAM)
 
 
 def _numel(shape) -> int:
@@ -65,6 +65,10 @@ class TileLowering:
             self.mat[id(n)] = self.dot(n)
         elif n.op is K.COMBINE:
             self.mat[id(n)] = self.combine_node(n)
+        elif n.op is K.GATHER:
+            self.mat[id(n)] = self.gather_node(n)
+        elif n.op is K.HISTOGRAM:
+            self.mat[id(n)] = self.histogram(n)
         else:
             self.mat[id(n)] = self.checked_binary(n)
 
@@ -99,6 +103,40 @@ class TileLowering:
                     self.fail("shift", self._to64(y, d), d)
             self.write(arr, d, self.flat(idx, n.shape), self.ops.binary(n.arg, d, x, y))
         return self._row_major(arr)
+
+    def gather_node(self, n: Node):
+        """interp._gather: out[..i..] = src[..index[..i..]..] along the axis, elements in row-major
+        order, the first index outside the axis reported (as the reference)."""
+        b = self.b
+        src_n, index_n = n.srcs
+        axis, size = n.arg, src_n.shape[n.arg]
+        src = self._tile_array(src_n)
+        out = self.alloca(n.type)
+        with self.loops(n.shape) as idx:
+            j = self._to64(self.ev(index_n, idx, {}), index_n.elem)
+            with b.if_then(b.icmp_unsigned(">=", j, i64(size)), likely=False):    # negatives included
+                self.fail("gather", j, (axis, size))
+            at = idx[:axis] + (j,) + idx[axis + 1:]
+            self.write(out, n.elem, self.flat(idx, n.shape), self.read(src, n.elem, self.flat(at, src_n.shape)))
+        return self._row_major(out)
+
+    def histogram(self, n: Node):
+        """interp: counts of the values in 0..bins-1 (of those the mask keeps), as i32."""
+        b = self.b
+        bins = n.arg
+        out = self.alloca(n.type)
+        with self.loops((bins,)) as (i,):
+            self.write(out, Dt.I32, i, ir.Constant(I32T, 0))
+        with self.loops(n.srcs[0].shape) as idx:
+            memo = {}
+            v = self.ev(n.srcs[0], idx, memo)
+            take = b.icmp_unsigned("<", v, ir.Constant(v.type, bins))    # negatives are not counted
+            if len(n.srcs) > 1:
+                take = b.and_(take, self.ev(n.srcs[1], idx, memo))
+            with b.if_then(take):
+                at = b.zext(v, I64T)
+                self.write(out, Dt.I32, at, b.add(self.read(out, Dt.I32, at), ir.Constant(I32T, 1)))
+        return self._row_major(out)
 
     def _split(self, shape, axis):
         return _numel(shape[:axis]), shape[axis], _numel(shape[axis + 1:])
@@ -260,10 +298,11 @@ class TileLowering:
         return (bufs[which], lambda idx: self._reduced_flat(idx, n.shape, axis, r, inner))
 
     def dot(self, n: Node):
-        """interp._dot: c[i, j] = fma(a[i, k], b[k, j], c[i, j]) for k ascending."""
+        """interp._dot: c[i, j] = fma(a[i, k], b[k, j], c[i, j]) for k ascending; a 3-D dot is
+        its batch of 2-D products, one after another."""
         a_n, b_n, c_n = n.srcs
-        m, kk = a_n.shape
-        nn = b_n.shape[1]
+        *batch, m, kk = a_n.shape
+        nn = b_n.shape[-1]
         d = n.elem
         a, bm = self._tile_array(a_n), self._tile_array(b_n)
         target, value = self.let_target or (None, None)
@@ -273,16 +312,20 @@ class TileLowering:
         else:
             c = self.alloca(n.type)
             self.store_tile(c_n, c)
-        if d is Dt.F32:
-            self._dot_f32(a, bm, c, m, kk, nn)
-        elif d is Dt.I32:
-            b = self.b
+        if d not in (Dt.F32, Dt.I32):
+            raise NativeUnsupported(f"line {self.line}: tl.dot accumulating in {d!r}")
+        b = self.b
+        mty = F32T if d is Dt.F32 else I32T
+        for q in range(batch[0] if batch else 1):
+            aq, bq, cq = (b.gep(x, [i64(q * size)], source_etype=mty) if q else x
+                          for x, size in ((a, m * kk), (bm, kk * nn), (c, m * nn)))
+            if d is Dt.F32:
+                self._dot_f32(aq, bq, cq, m, kk, nn)
+                continue
             with self.loops((m, kk, nn)) as (i, k, j):
                 ci = b.add(b.mul(i, i64(nn)), j)
-                p = b.mul(self.read(a, d, b.add(b.mul(i, i64(kk)), k)), self.read(bm, d, b.add(b.mul(k, i64(nn)), j)))
-                self.write(c, d, ci, b.add(self.read(c, d, ci), p))
-        else:
-            raise NativeUnsupported(f"line {self.line}: tl.dot accumulating in {d!r}")
+                p = b.mul(self.read(aq, d, b.add(b.mul(i, i64(kk)), k)), self.read(bq, d, b.add(b.mul(k, i64(nn)), j)))
+                self.write(cq, d, ci, b.add(self.read(cq, d, ci), p))
         return self._row_major(c)
 
     def _dot_f32(self, a, bm, c, m, kk, nn):

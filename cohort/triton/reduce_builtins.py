@@ -167,9 +167,9 @@ def register(B, reg, tl):
     def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
             out_dtype=tl.float32):
         a, b = B.tile(input), B.tile(other)
-        if len(a.shape) != 2 or len(b.shape) != 2:
-            raise fe.unsupported(f"tl.dot of shapes {list(a.shape)} x {list(b.shape)}", "2-D tiles only")
-        if a.shape[1] != b.shape[0]:
+        if len(a.shape) != len(b.shape) or len(a.shape) not in (2, 3):
+            raise fe.type_error(f"tl.dot of shapes {list(a.shape)} x {list(b.shape)}: two 2-D or two 3-D tiles")
+        if a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
             raise fe.type_error(f"tl.dot of shapes {list(a.shape)} x {list(b.shape)}")
         out = B.dt_of(out_dtype)
         floats = (Dt.F32, Dt.F16, Dt.BF16)
@@ -184,7 +184,7 @@ def register(B, reg, tl):
             a, b = B.convert(a, Dt.I32), B.convert(b, Dt.I32)
         else:
             raise fe.unsupported(f"tl.dot of {a.elem!r} x {b.elem!r}", "f32, f16, bf16 or int8 operands")
-        shape = (a.shape[0], b.shape[1])
+        shape = a.shape[:-2] + (a.shape[-2], b.shape[-1])
         c = B.const(0, out, shape) if unwrap(acc) is None else B.tile(acc)
         if c.shape != shape or c.elem != out:
             raise fe.type_error(f"tl.dot accumulator {c.type!r}, expected {TT(out, shape)!r}")

@@ -142,11 +142,13 @@ class K(enum.Enum):
     ARGREDUCE = enum.auto()    # arg: (axis, is_max); int32 indices
     SCAN = enum.auto()         # arg: (axis, Red, reverse)
     COMBINE = enum.auto()      # user reduce/scan: arg: (kind, axis, Region, result index, reverse)
-    DOT = enum.auto()          # srcs: a [M,K], b [K,N], acc [M,N] (f32 unless out int)
+    DOT = enum.auto()          # srcs: a [(B,)M,K], b [(B,)K,N], acc [(B,)M,N] (f32 unless out int)
     PHILOX = enum.auto()       # srcs: seed, offset; arg: (rounds, output index 0..3)
     JOIN = enum.auto()         # two tiles stacked on a new last axis of size 2
     SPLIT = enum.auto()        # arg: 0 or 1, the half of the last axis (size 2)
     UMULHI = enum.auto()
+    GATHER = enum.auto()       # srcs: src, index (integers); arg: axis; index's shape, src's type
+    HISTOGRAM = enum.auto()    # srcs: values (1-D, 32-bit integers)[, mask]; i32 [bins]: counts of 0..bins-1
 
 
 class Un(enum.Enum):
@@ -393,9 +395,21 @@ def check_node(n: Node) -> None:
             bad = "a last axis of 2"
     elif n.op is K.DOT:
         a, b, c = s
-        if not (len(a.shape) == len(b.shape) == 2 and a.shape[1] == b.shape[0]
-                and c.shape == (a.shape[0], b.shape[1]) == t.shape and c.elem == t.elem == a.elem == b.elem):
-            bad = "[M,K] x [K,N] + [M,N], one element type"
+        batch = a.shape[:-2]
+        if not (len(a.shape) == len(b.shape) in (2, 3) and b.shape[:-2] == batch and a.shape[-1] == b.shape[-2]
+                and c.shape == batch + (a.shape[-2], b.shape[-1]) == t.shape and c.elem == t.elem == a.elem == b.elem):
+            bad = "[(B,)M,K] x [(B,)K,N] + [(B,)M,N], one element type"
+    elif n.op is K.GATHER:
+        src, index = s
+        a = n.arg
+        if not (0 <= a < len(src.shape) == len(index.shape) and isinstance(index.elem, Dt) and index.elem.is_int
+                and all(x == y for d, (x, y) in enumerate(zip(src.shape, index.shape)) if d != a)
+                and t.shape == index.shape and t.elem == src.elem):
+            bad = "an integer index of the source's rank, equal to it off the axis; the index's shape"
+    elif n.op is K.HISTOGRAM:
+        if not (len(s[0].shape) == 1 and s[0].elem in (Dt.I32, Dt.U32) and t == TT(Dt.I32, (n.arg,))
+                and (len(s) == 1 or (s[1].shape == s[0].shape and s[1].elem is Dt.I1))):
+            bad = "1-D 32-bit integer values (and an int1 mask of their shape); i32 [bins]"
     if bad:
         raise VerifyError(f"{n.op.name} node of type {t!r}: expected {bad}")
 
