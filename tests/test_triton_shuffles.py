@@ -159,3 +159,29 @@ def test_bit_for_bit_against_triton_interpreter(tmp_path):
         ours = _run_all()
     for k, (a, b) in enumerate(zip(theirs, ours)):
         assert torch.equal(a, b), k
+
+
+@triton.jit
+def _sum_and_max(a0, a1, b0, b1):
+    return a0 + b0, tl.maximum(a1, b1)
+
+
+@triton.jit
+def tuple_scan_kernel(x_ptr, s_ptr, m_ptr, r_ptr, R: tl.constexpr, C: tl.constexpr):
+    o = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    x = tl.load(x_ptr + o)
+    s, m = tl.associative_scan((x, -x), 1, _sum_and_max)
+    tl.store(s_ptr + o, s)
+    tl.store(m_ptr + o, m)
+    r0, r1 = tl.reduce((x, x), 1, _sum_and_max)
+    tl.store(r_ptr + tl.arange(0, R), r0 * 1000 + r1)
+
+
+def test_a_scan_of_a_tuple_with_a_user_combine(mode):
+    # two tiles scanned together: the native lowering keeps one phi per tile at its block's head
+    x = torch.randint(-50, 50, (4, 32), dtype=torch.int32, generator=torch.Generator().manual_seed(3))
+    s, m = torch.empty_like(x), torch.empty_like(x)
+    r = torch.empty(4, dtype=torch.int32)
+    tuple_scan_kernel[(1,)](x, s, m, r, R=4, C=32)
+    assert torch.equal(s, x.cumsum(1).int()) and torch.equal(m, (-x).cummax(1).values)
+    assert torch.equal(r, x.sum(1).int() * 1000 + x.max(1).values)

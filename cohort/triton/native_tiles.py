@@ -244,10 +244,12 @@ class TileLowering:
                 with b.if_then(take):
                     c = fn([self.read(a, e, other) for a, e in zip(cur, elems)], here)
                     got = b.block
-                for arr, e, h, v in zip(nxt, elems, here, c):
-                    ph = b.phi(reg_type(e))
-                    ph.add_incoming(v, got)
-                    ph.add_incoming(h, pre)
+                phis = []                     # every phi first: a block's phis lead it
+                for e, h, v in zip(elems, here, c):
+                    phis.append(b.phi(reg_type(e)))
+                    phis[-1].add_incoming(v, got)
+                    phis[-1].add_incoming(h, pre)
+                for arr, e, ph in zip(nxt, elems, phis):
                     self.write(arr, e, f, ph)
             cur, nxt = nxt, cur
             dist *= 2
