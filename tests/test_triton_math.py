@@ -40,3 +40,24 @@ def test_special_values():
     assert np.isnan(lg[0]) and lg[1] == inf and lg[2] == -inf and lg[3] == -inf and np.isnan(lg[4]) and lg[5] == 0
     r = math_f32("rsqrt", np.array([4.0, 0.0, inf, -1.0], np.float32))
     assert r[0] == 0.5 and r[1] == inf and r[2] == 0.0 and np.isnan(r[3])
+
+
+def test_log1p_and_expm1_within_2_5_ulp_and_their_special_values():
+    rng = np.random.default_rng(2)
+    x = np.concatenate([np.linspace(-0.999999, 10, 200001), rng.uniform(-1e-3, 1e-3, 100000),
+                        np.exp(rng.uniform(-100, 88, 100000)), -np.exp(rng.uniform(-100, -1e-7, 100000))])
+    x = x[x > -1].astype(np.float32)
+    ref = np.log1p(x.astype(np.float64))
+    live = np.abs(ref) > 2.0 ** -126
+    assert _ulps(math_f32("log1p", x)[live], ref[live]).max() <= 2.5
+    x = np.concatenate([np.linspace(-90, 88, 200001), rng.uniform(-1e-3, 1e-3, 100000)]).astype(np.float32)
+    ref = np.expm1(x.astype(np.float64))
+    live = (np.abs(ref) > 2.0 ** -126) & (np.abs(ref) < 3.4e38)
+    assert _ulps(math_f32("expm1", x)[live], ref[live]).max() <= 2.5
+    nan, inf = float("nan"), float("inf")
+    sp = np.array([nan, inf, -inf, 0.0, -0.0, -1.0, -2.0, 1e-30, -1e-45], np.float32)
+    lp, em = math_f32("log1p", sp), math_f32("expm1", sp)
+    assert np.isnan(lp[[0, 2, 6]]).all() and lp[1] == inf and lp[5] == -inf
+    assert np.array_equal(lp[[3, 4, 7, 8]].view(np.uint32), sp[[3, 4, 7, 8]].view(np.uint32))   # x where 1 + x is 1
+    assert np.isnan(em[0]) and em[1] == inf and em[2] == -1.0
+    assert np.array_equal(em[[3, 4, 7, 8]].view(np.uint32), sp[[3, 4, 7, 8]].view(np.uint32))

@@ -6,11 +6,13 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="cohort.triton needs torch (pip install -e '.[triton]')")
 triton = pytest.importorskip("triton", reason="cohort.triton needs triton (pip install -e '.[triton]')")
 import triton.language as tl  # noqa: E402
+from triton.language.extra import libdevice  # noqa: E402
 
 import cohort.triton as ct  # noqa: E402
 
@@ -185,3 +187,24 @@ def test_a_scan_of_a_tuple_with_a_user_combine(mode):
     tuple_scan_kernel[(1,)](x, s, m, r, R=4, C=32)
     assert torch.equal(s, x.cumsum(1).int()) and torch.equal(m, (-x).cummax(1).values)
     assert torch.equal(r, x.sum(1).int() * 1000 + x.max(1).values)
+
+
+@triton.jit
+def softplus_kernel(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
+    # Mamba's softplus: log1p(exp(x)) below 20, x above
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + o, mask=o < n)
+    tl.store(y_ptr + o, tl.where(x <= 20.0, libdevice.log1p(tl.exp(x)), x), mask=o < n)
+    tl.store(z_ptr + o, libdevice.expm1(x * 0.01), mask=o < n)
+
+
+def test_log1p_and_expm1_run_natively_with_the_references_bits(mode):
+    # check mode holds native to the reference's bits; against torch, the bounds DESIGN §10
+    # states (2.5 ulp each; exp's own 1 ulp moves log1p(exp(x)) by less than one more)
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(5)) * 30
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    softplus_kernel[(8,)](x, y, z, 1000, BLOCK=128)
+    for got, want, ulps in ((y, torch.where(x <= 20, torch.log1p(torch.exp(x.double())), x.double()), 3.5),
+                            (z, torch.expm1((x * 0.01).double()), 2.5)):
+        err = (got.double() - want).abs() / torch.from_numpy(np.spacing(want.float().abs().numpy())).double()
+        assert err.max() <= ulps, err.max()

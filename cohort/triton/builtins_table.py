@@ -23,7 +23,7 @@ LIBDEVICE = {
     "tanh": "tanh", "erf": "erf", "exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2",
     "sqrt": "sqrt", "sqrt_rn": "sqrt", "rsqrt": "rsqrt", "rsqrt_rn": "rsqrt", "sin": "sin", "cos": "cos",
     "fast_expf": "exp", "fast_logf": "log", "fast_sinf": "sin", "fast_cosf": "cos", "fast_tanhf": "tanh",
-    "fast_log2f": "log2", "fast_exp2f": "exp2",
+    "fast_log2f": "log2", "fast_exp2f": "exp2", "log1p": "log1p", "expm1": "expm1",
 }
 
 

@@ -1,4 +1,4 @@
-"""Math functions of tile programs: cohort's math library, and the three it lacks.
+"""Math functions of tile programs: cohort's math library, and the five it lacks.
 
 exp, log, sin, cos, tanh, erf come from cohort.refimpl.mathlib (the same
 sequences the backend lowers). exp2, log2 and rsqrt are defined here in the
@@ -16,6 +16,8 @@ tests/test_triton_math.py re-measures them on a dense sample):
   e + log(m) * log2(e) with log2(e) split in two f32 parts, two fmas; exact
   for powers of two.
 - rsqrt(x) = 1 / sqrt(x): two correctly rounded operations.
+- log1p(x), expm1(x): Goldberg's and Kahan's corrections over log and exp (their
+  docstrings; bounds in DESIGN §10).
 - sigmoid(x) = 1 / (1 + exp(-x)), as triton.language.standard defines it.
 """
 from __future__ import annotations
@@ -63,7 +65,28 @@ def log2_(x: Expr) -> Expr:
                   select(binary(Op.EQ, x, c(0.0)), c(-M.INF), c(float("nan"))))
 
 
-_OWN = {"exp2": exp2_, "log2": log2_}
+def log1p_(x: Expr) -> Expr:
+    """log(1 + x) without 1 + x's rounding (Goldberg): u = 1 + x, then log(u) * (x / (u - 1)),
+    whose two roundings leave the error of log(u) at most a few ulps; x itself where u is 1."""
+    c = M.c
+    u = c(1.0) + x
+    d = u - c(1.0)
+    y = M.log_(u) * (x / d)
+    return select(binary(Op.EQ, d, c(0.0)), x, select(binary(Op.EQ, u, c(M.INF)), u, y))
+
+
+def expm1_(x: Expr) -> Expr:
+    """exp(x) - 1 without the cancellation (Kahan): u = exp(x), then (u - 1) * (x / log(u));
+    x itself where u is 1, -1 where u - 1 is, +inf where u is."""
+    c = M.c
+    u = M.exp_(x)
+    d = u - c(1.0)
+    y = d * (x / M.log_(u))
+    return select(binary(Op.EQ, u, c(1.0)), x,
+                  select(binary(Op.EQ, d, c(-1.0)), d, select(binary(Op.EQ, u, c(M.INF)), u, y)))
+
+
+_OWN = {"exp2": exp2_, "log2": log2_, "log1p": log1p_, "expm1": expm1_}
 
 
 @lru_cache(maxsize=None)

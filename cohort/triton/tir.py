@@ -193,7 +193,7 @@ class Red(enum.Enum):
     PROD = "prod"
 
 
-MATH_FNS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid")
+MATH_FNS = ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "log1p", "expm1")
 
 
 @dataclass(frozen=True, eq=False)
