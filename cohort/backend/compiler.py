@@ -38,7 +38,7 @@ from ..refimpl.ir import Kernel, walk_stmts
 from ..refimpl.launch_check import check_args, check_n
 from ..refimpl.printer import format_kernel
 from ..refimpl.specialize import specialize
-from . import codegen, inject, jit, runtime, sanitize_record, target
+from . import codegen, jit, runtime, sanitize_record, target
 from .claims import LaneClaims
 from .context import (
     ERR_BARRIER_DIVERGENCE,
@@ -502,7 +502,7 @@ def compile_kernel(kernel, consts: Optional[dict] = None, variant=None, n: Optio
         if hit is not None:
             return hit
     ck = _compile_kernel(kernel, consts, config, n, verify)
-    if hkey is not None and hkey[-1].bugs == inject.key():   # no bug switched on or off meanwhile
+    if hkey is not None:     # built from hkey's config alone (its planted bugs too): the handle matches its key
         with _cache_lock:
             ck = _handles.setdefault(hkey, ck)
     return ck
@@ -579,7 +579,7 @@ def scratch_memory(nbytes: int) -> np.ndarray:
 def _build(k: Kernel, config: codegen.CodegenConfig, key: str) -> NativeCode:
     t0 = time.perf_counter()
     full_blocks = config.full_blocks
-    _, scratch = private_layout(k)
+    _, scratch = private_layout(k, config)
     if scratch > MAX_SCRATCH_BYTES:
         raise KernelError(k.name, None, f"private and shared arrays need {scratch} bytes per block of "
                                         f"{k.block} threads; "

@@ -27,7 +27,6 @@ from collections import Counter
 from llvmlite import ir
 
 from ...refimpl.ir import DType, Expr, Kernel, ParamKind, Private, Shared, defined_var, walk_stmts
-from .. import inject
 from ..bounds import Bounds
 from ..claims import LaneClaim
 from ..context import (
@@ -96,8 +95,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         self.k, self.B = kernel, kernel.block
         # the default build is safe: affine indices proven per launch in the prologue,
         # the others checked per access; `unsafe` builds check nothing
-        self.bounds = None if variant.checked or variant.unsafe else Bounds(kernel)
-        self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave)
+        self.bounds = None if variant.checked or variant.unsafe else Bounds(kernel, config.bugs)
+        self.interleave = 1 if lanes == 1 else choose_interleave(kernel, lanes, variant.interleave, config.bugs)
         self.W = lanes * self.interleave
         # only launches of whole blocks are accepted; a cooperative kernel runs whole blocks at any n
         self.full_blocks = full_blocks and variant.full_packet and not kernel.cooperative
@@ -105,7 +104,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         # private arrays element-major across the cohort ("cohort") or thread-major; one thread
         # at a time (width 1) has its arrays side by side, thread-major, whatever the knob says
         self.private_order = variant.private if self.W > 1 else "thread"
-        self.shapes = ShapeAnalysis(kernel, self.W) if self.W > 1 else None
+        self.shapes = ShapeAnalysis(kernel, self.W, config.bugs) if self.W > 1 else None
         self.fn_attributes, self.tuning = self.llvm_settings()
         self.module = ir.Module(name=kernel.name)
         self.fn = ir.Function(self.module, ir.FunctionType(VOID, [PTR]), symbol)
@@ -131,6 +130,11 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
     @property
     def variant(self):
         return self.config.variant
+
+    def planted(self, bug: str) -> bool:
+        """Whether deliberate bug `bug` (inject.BUGS) is in this build: asked of its
+        configuration, whose key is the compile key, never of the process's switches."""
+        return self.config.planted(bug)
 
     @property
     def checked(self) -> bool:
@@ -232,9 +236,9 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
                        for n in sorted(self.plan.cross)}
         self.privates = {}
         # arrays every thread writes whole before reading: no zeroing (private_init.py)
-        self.constant_of = (self.bounds or Bounds(k)).constant    # i32 values known at compile time
+        self.constant_of = (self.bounds or Bounds(k, self.config.bugs)).constant    # i32 values known at compile time
         self.no_zeroing = written_before_read(k, self.constant_of)
-        offsets, self.scratch_bytes = private_layout(k)
+        offsets, self.scratch_bytes = private_layout(k, self.config)
         if offsets:
             scratch = b.inttoptr(slot(SLOT_SCRATCH), PTR)
             # too little scratch (a misused entry) is an error, never a write past it
@@ -271,9 +275,9 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             # test), its one partial block the masked body: swiglu 17x65 (one partial block in
             # 35) ran 20% slower than 17x64 when every block tested every packet
             nfull = b.trunc(b.udiv(self.live64, self.i64(self.B)), I32T)
-            if inject.active("full_packet_always"):
+            if self.planted("full_packet_always"):
                 nfull = nblocks
-            mid = nfull if inject.active("whole_block_past_task") else b.select(b.icmp_signed("<", end, nfull), end, nfull)
+            mid = nfull if self.planted("whole_block_past_task") else b.select(b.icmp_signed("<", end, nfull), end, nfull)
             mid = b.select(b.icmp_signed("<", mid, begin), begin, mid)
             self.whole_block = True
             self.counted_loop(begin, mid, self.block_body, "block")
@@ -292,7 +296,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         else:
             left = b.sub(self.live32, base)
             active = b.select(b.icmp_signed("<", left, self.i32(self.B)), left, self.i32(self.B))
-            npk = b.udiv(active if inject.active("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
+            npk = b.udiv(active if self.planted("partial_packets_floor") else b.add(active, self.i32(W - 1)), self.i32(W))
         self.zero_privates()
         self.clear_written()
         self.emit_regions(self.plan.regions, base, npk)
@@ -308,8 +312,8 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
             self.packet_body(stmts, coll, None)
             return
         # the launch's partial block (or every block, full_packet off): masked throughout
-        launch_mask = b.icmp_signed("<=" if inject.active("tail_mask") else "<",
-                                    self.tid if inject.active("launch_mask_tid") else self.gid,
+        launch_mask = b.icmp_signed("<=" if self.planted("tail_mask") else "<",
+                                    self.tid if self.planted("launch_mask_tid") else self.gid,
                                     self.splat(self.live32, DType.I32))
         self.packet_body(stmts, coll, launch_mask)
 
@@ -337,7 +341,7 @@ class Lowering(ExprLowering, StmtLowering, LoopLowering, MemoryLowering, Collect
         for name, (ptr, size, dt) in self.privates.items():
             if name in self.no_zeroing:
                 continue
-            nbytes = size * (self.W if inject.active("private_zero_packet") else self.B) * (1 if dt is DType.BOOL else 4)
+            nbytes = size * (self.W if self.planted("private_zero_packet") else self.B) * (1 if dt is DType.BOOL else 4)
             self.counted_loop(self.i32(0), self.i32(nbytes // 32), lambda c, ptr=ptr: b.store(
                 zero, b.gep(ptr, [b.mul(b.zext(c, I64), self.i64(32))], source_etype=I8), align=32), "zero")
             for k in range(nbytes // 32 * 32, nbytes):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...refimpl.ir import DType, For, Op
-from .. import inject, jit
+from .. import jit
 from ..context import I32T, I64
 from ..shapes import Access
 
@@ -78,7 +78,7 @@ class LoopLowering:
         if carried is not None:
             v = b.phi(carried.type)
             v.add_incoming(carried, pre)
-        lanes = self.W - 1 if inject.active("lane_loop_short") else self.W
+        lanes = self.W - 1 if self.planted("lane_loop_short") else self.W
         b.cbranch(b.icmp_unsigned("<", lane, self.i32(lanes)), step, done)
         b.position_at_end(step)
         out = body(lane, v)
@@ -94,7 +94,7 @@ class LoopLowering:
         (literals, or variables set once at the top level to them), else -1."""
         start, stop = self.constant_of(s.start), self.constant_of(s.stop)
         step = int(s.step.arg)
-        if inject.active("const_trips_unit_step") and Op.VAR in (s.start.op, s.stop.op):
+        if self.planted("const_trips_unit_step") and Op.VAR in (s.start.op, s.stop.op):
             step = 1                                 # planted: a bound through a variable, the step lost
         return -1 if start is None or stop is None else len(range(start, stop, step))
 
@@ -174,14 +174,14 @@ class LoopLowering:
             stop = b.sext(self.lane0(stop_v), I64)
             kmax = self.scalar_trips(first, stop, step)
             # the last lane starts stride*(W-1) past the first: it runs the fewest iterations
-            last = self.i64((1 if inject.active("prefix_loop_stride") else stride) * (W - 1))
+            last = self.i64((1 if self.planted("prefix_loop_stride") else stride) * (W - 1))
             kmin = self.scalar_trips(b.add(first, last), stop, step)
             iterate(self.i64(0), kmin)
 
             def prefix(k):
                 # lane l runs iteration k iff first + stride*l + k*step < stop
                 room = b.sub(b.sub(stop, first), b.mul(k, self.i64(step)))
-                up = 0 if inject.active("prefix_lanes_floor") else stride - 1     # planted: rounds down
+                up = 0 if self.planted("prefix_lanes_floor") else stride - 1     # planted: rounds down
                 lanes = b.sdiv(b.add(room, self.i64(up)), self.i64(stride))
                 lanes = b.select(b.icmp_signed("<", lanes, self.i64(0)), self.i64(0), lanes)
                 lanes = b.select(b.icmp_signed(">", lanes, self.i64(W)), self.i64(W), lanes)

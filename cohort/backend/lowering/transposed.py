@@ -45,7 +45,6 @@ from ...refimpl.ir import (
     written_name,
 )
 from ...refimpl.opdefs import OPDEFS
-from .. import inject
 from ..context import I1, I32T, I64, mem_type, vector_const
 
 # iterations a prologue covers: its scratch is ceil(T / W) * W * W elements (8 KiB at W 32)
@@ -215,7 +214,7 @@ class TransposedReads:
             lo = vector_const(ir.VectorType(I32T, P), [j if not j & h else P + j - h for j in range(P)])
             hi = vector_const(ir.VectorType(I32T, P), [j + h if not j & h else P + j for j in range(P)])
             for r in range(P):
-                if not r & h and not (h == 1 and inject.active("transposed_last_stage")):
+                if not r & h and not (h == 1 and self.planted("transposed_last_stage")):
                     a, c = rows[r], rows[r + h]
                     rows[r], rows[r + h] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
                     self.counts["shuffles"] += 2
