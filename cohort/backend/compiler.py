@@ -587,8 +587,8 @@ def _build(k: Kernel, config: codegen.CodegenConfig, key: str) -> NativeCode:
     symbol = f"cohort_{k.name}_{key[:12]}" + ("_full_blocks" if full_blocks else "")
     lowering = Lowering(k, symbol, config)
     module = lowering.lower()
-    text = _with_function_attributes(str(module), symbol, target.host().entry_attributes(lowering.fn_attributes))
-    linked = jit.compile_module(text, [symbol], lowering.tuning, config.level)
+    text = _with_function_attributes(str(module), symbol, target.host().entry_attributes(lowering.facts.fn_attributes))
+    linked = jit.compile_module(text, [symbol], lowering.facts.tuning, config.level)
     # full_blocks as the lowering honours it (a cooperative kernel's blocks are whole at any n)
     built = config if lowering.full_blocks == config.full_blocks else replace(config, full_blocks=lowering.full_blocks)
     ck = NativeCode(k, built, symbol, linked.addresses[symbol], linked, lowering.stmt_table,
@@ -621,7 +621,7 @@ def cross_compile(kernel, tgt: "target.Target", variant=None, consts: Optional[d
         symbol = f"cohort_{k.name}_{cache_key(k, config)[:12]}"
         lowering = Lowering(k, symbol, replace(config, full_blocks=full_blocks))
         module = lowering.lower()
-        text = _with_function_attributes(str(module), symbol, tgt.entry_attributes(lowering.fn_attributes))
+        text = _with_function_attributes(str(module), symbol, tgt.entry_attributes(lowering.facts.fn_attributes))
     if kind == "ir":
         return text
-    return jit.emit(text, tgt, kind, lowering.tuning)
+    return jit.emit(text, tgt, kind, lowering.facts.tuning)

@@ -31,14 +31,14 @@ class AtomicLowering:
         memo = {}
         idx = self.ev(s.index, memo)
         val = self.ev(s.value, memo)
-        if s.target in self.shared_arrays:
+        if s.target in self.storage.shared_arrays:
             base, _, idx64 = self.shared_index(s.target, idx, s.index, s, s)
             self.check_written(s.target, idx64, s, s)        # an update reads the slot (sanitize.py)
             self.check_race(s.target, idx64, s.op.value, s, s)
         else:
-            base = self.bufs[s.target]
+            base = self.entry.bufs[s.target]
             idx64 = self.index64(idx, s.index.dtype)
-            self.check_lanes(idx64, self.lens[s.target], ERR_STORE_OOB, s, key=s)
+            self.check_lanes(idx64, self.entry.lens[s.target], ERR_STORE_OOB, s, key=s)
             self.check_global(s.target, idx64, s.op.value, s, s)    # sanitize builds (sanitize_global.py)
         self.annotate(s, "atomic", s.target, Access("scatter"), "per-lane")
         self.counts["atomics"] += 1
@@ -52,7 +52,7 @@ class AtomicLowering:
             self.scatter(new, ptrs, I32T)
             return
         lane_at, lane_on = self.lanes_in_memory(idx64)
-        if s.target in self.shared_arrays:
+        if s.target in self.storage.shared_arrays:
             # A block's shared array is touched only by the worker running the block (a task is
             # whole blocks), so its lanes update it with a plain load, the op and a store, in
             # lane order: exact, and no locked instruction.
@@ -71,7 +71,7 @@ class AtomicLowering:
             else:
                 with b.if_then(on):
                     self.atomic_one(s.op, dt, ptr, v)
-        with b.if_else(self.whole_launch) as (alone, with_others):
+        with b.if_else(self.entry.whole_launch) as (alone, with_others):
             with alone:
                 self.plain_updates(s.op, dt, base, bits, lane_at, lane_on, spare_element=False)
             with with_others:

@@ -42,38 +42,38 @@ class CollectiveLowering:
     # A value living across a collective is kept per thread; when its shape is
     # uniform or affine only lane 0 is stored, and the lanes rebuilt from it.
     def load_cross(self, n: str):
-        b, dt = self.b, self.types[n]
+        b, dt = self.b, self.facts.types[n]
         shape = self.shape_of_var(n)
         if shape is None or shape.stride is None or dt is DType.BOOL:
-            return self.load_lanes(self.arrays[n], self.t0, dt)
-        v0 = b.load(self.elem(self.arrays[n], self.t0, dt), typ=self.sx.ty(dt), align=4)
+            return self.load_lanes(self.storage.arrays[n], self.now.t0, dt)
+        v0 = b.load(self.elem(self.storage.arrays[n], self.now.t0, dt), typ=self.sx.ty(dt), align=4)
         v = self.splat(v0, dt)
         if shape.stride:
             v = b.add(v, vector_const(self.cx.ty(dt), [shape.stride * l for l in range(self.W)]))
         return v
 
     def store_cross(self, n: str, v):
-        dt = self.types[n]
+        dt = self.facts.types[n]
         shape = self.shape_of_var(n)
         if shape is None or shape.stride is None or dt is DType.BOOL:
-            return self.store_lanes(v, self.arrays[n], self.t0, dt)
-        self.b.store(self.lane0(v), self.elem(self.arrays[n], self.t0, dt), align=4)
+            return self.store_lanes(v, self.storage.arrays[n], self.now.t0, dt)
+        self.b.store(self.lane0(v), self.elem(self.storage.arrays[n], self.now.t0, dt), align=4)
 
     def contribute(self, coll: Collective):
         """This packet's values of the collective into the block's tree (inactive lanes: the identity)."""
         b, dt = self.b, coll.value.dtype
-        self.cur = coll
+        self.now.cur = coll
         v = self.ev(coll.value, {})
         if self.mask is not None:
             v = b.select(self.mask, v, self.cx.const(dt, identity(coll, self.config.bugs)))
-        self.store_lanes(v, self.scratch[id(coll)], self.t0, dt)
+        self.store_lanes(v, self.storage.trees[id(coll)], self.now.t0, dt)
 
     def collective(self, c: Collective, npk):
         """Packets that ran are in the scratch array; the others contribute the
         identity. Then the fixed tree: whole packets while s >= W, lanes after
         (none at width 1); the result goes to every thread."""
         b, W, dt = self.b, self.W, c.value.dtype
-        tree = self.scratch[id(c)]
+        tree = self.storage.trees[id(c)]
         ident = self.sx.const(dt, identity(c, self.config.bugs))
         self.counted_loop(b.mul(npk, self.i32(W)), self.i32(self.B),
                           lambda t: b.store(ident, self.elem(tree, t, dt)), "identity")
@@ -95,7 +95,7 @@ class CollectiveLowering:
             # operand on a tie or a NaN, so the order is part of the result (DESIGN §3)
             v = LOWER[op](self.cx, dt, *((moved, v) if self.planted("packet_tree_operands") else (v, moved)))
         r = self.splat(self.lane0(v), dt)
-        arr = self.arrays[c.name]
+        arr = self.storage.arrays[c.name]
         self.counted_loop(self.i32(0), self.i32(self.B // W),
                           lambda qq: b.store(r, self.elem(arr, b.mul(qq, self.i32(W)), dt), align=4),
                           "broadcast")

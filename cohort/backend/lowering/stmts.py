@@ -68,7 +68,7 @@ class StmtLowering:
         i = 0
         while i < len(body):
             s = body[i]
-            self.cur = s
+            self.now.cur = s
             group = self.interleaved_group(body, i) if isinstance(s, Store) else None
             if group:
                 self.interleaved_store(group)
@@ -88,9 +88,9 @@ class StmtLowering:
     def assign(self, name: str, v):
         """Lanes whose control flow is off keep their old value (cmask, lanes.py)."""
         if self.cmask is not None:
-            old = self.b.load(self.slots[name], typ=v.type)
+            old = self.b.load(self.storage.slots[name], typ=v.type)
             v = self.b.select(self.cmask, v, old)
-        self.b.store(v, self.slots[name])
+        self.b.store(v, self.storage.slots[name])
 
     def if_(self, s: If):
         b = self.b
@@ -145,7 +145,7 @@ class StmtLowering:
             a = self.ev(s1.value, dict(memo))
         with self.masked(b.not_(c), merge=False):
             v = self.ev(s2.value, dict(memo))
-        self.cur = s1
+        self.now.cur = s1
         self.counts["either_side_stores"] += 1
         self.buffer_store(s1, idx, b.select(c, a, v))
         # each side's store runs on some of the lanes only: never claimed unmasked-only
@@ -162,7 +162,7 @@ class StmtLowering:
         vectors) AMD's cores microcode them, and transpose's `if cc < C` copy loop ran at
         1.1 ns per element through them. Only from unmasked code, so a nest of such ifs
         grows the code linearly."""
-        if self.W == 1 or self.mask is not None or not self.variant.full_packet or self.tail_path:
+        if self.W == 1 or self.mask is not None or not self.variant.full_packet or self.now.tail_path:
             with self.masked_if_any(cond):
                 self.stmts(body)
             return
@@ -205,10 +205,10 @@ class StmtLowering:
         elem = mem_type(dt)
         vals, idx0 = [], None
         for s in group:
-            self.cur = s
+            self.now.cur = s
             memo = {}
             idx = self.index64(self.ev(s.index, memo), s.index.dtype)
-            self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+            self.check_lanes(idx, self.entry.lens[s.buf], ERR_STORE_OOB, s, key=s)
             self.check_global(s.buf, idx, "write", s, s)              # sanitize builds (sanitize_global.py)
             v = self.ev(s.value, memo)
             if dt.is_storage:                      # bf16/f16: rounded as buffer_store rounds
@@ -227,7 +227,7 @@ class StmtLowering:
         inter = b.shuffle_vector(wide, self.zero(wide.type), vector_const(ir.VectorType(I32T, k * W), order))
         self.counts["shuffles"] += 1
         self.counts["interleaved_stores"] += 1
-        ptr = b.gep(self.bufs[first.buf], [idx0], source_etype=elem)
+        ptr = b.gep(self.entry.bufs[first.buf], [idx0], source_etype=elem)
         if self.mask is None:
             b.store(inter, ptr, align=1)
             return

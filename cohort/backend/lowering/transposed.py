@@ -148,7 +148,7 @@ class TransposedReads:
         blocks of P x P, P the hardware packet's lanes (W is P x interleave): P rows of P
         fit the registers, W rows of W would not."""
         b, W, P = self.b, self.W, self.packet
-        ptr, size, dt = self.shared_arrays[e.arg]
+        ptr, size, dt = self.storage.shared_arrays[e.arg]
         elem = mem_type(dt)
         # the lanes' indices at the first iteration: the index with the variable at its start
         at_start = {id(n): start_v for n in walk_expr(e.src[0]) if n.op is Op.VAR and n.arg == var}
