@@ -1,6 +1,7 @@
 """Planted bugs (backend/inject.py) are asked of the build's CodegenConfig, whose key is the
 compile key: a plant switched on or off in the process while a build runs reaches neither its
-code nor its key. Runtime plants (read at launch) go through inject.runtime_planted alone."""
+code nor its key. Runtime plants (read at launch) go through inject.runtime_planted alone.
+The codegen modules are the backend's and the Triton tile lowering's."""
 import ast
 import pathlib
 import threading
@@ -15,12 +16,12 @@ from cohort.backend.variant import parse_variant
 from cohort.refimpl.interpreter import interpret
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-BACKEND = ROOT / "cohort" / "backend"
+CODEGEN = (ROOT / "cohort" / "backend", ROOT / "cohort" / "triton")
 RUNTIME_MODULES = {"runtime.py", "launch_plan.py", "pool_ir.py"}    # launch time, or the pool's build
 
 
-def _backend_files():
-    return [p for p in sorted(BACKEND.rglob("*.py")) if p.name != "inject.py"]
+def _codegen_files():
+    return [p for d in CODEGEN for p in sorted(d.rglob("*.py")) if p.name != "inject.py"]
 
 
 def _calls(tree, attr: str):
@@ -34,11 +35,13 @@ def _calls(tree, attr: str):
                 yield node.lineno, arg.value if isinstance(arg, ast.Constant) else None
 
 
-def test_no_backend_module_asks_the_process_switches():
+def test_no_codegen_module_asks_the_process_switches():
     """The codegen modules ask their build (config.planted, or the bugs an analysis was
-    given); inject.active, the process's switches now, is never read by the backend."""
+    given), never the process's switches now: inject has no `active` to ask, and nobody
+    brings one back."""
+    assert not hasattr(inject, "active")
     offenders = []
-    for path in _backend_files():
+    for path in _codegen_files():
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and node.attr == "active" and isinstance(node.value, ast.Name)
@@ -52,9 +55,9 @@ def test_no_backend_module_asks_the_process_switches():
 
 def test_runtime_plants_are_read_at_launch_only():
     """runtime_planted names a runtime plant, from a runtime module; planted() names a codegen
-    plant; every backend plant is read somewhere (none is dead)."""
+    plant; every plant is read somewhere (none is dead)."""
     bad, seen = [], set()
-    for path in _backend_files():
+    for path in _codegen_files():
         tree = ast.parse(path.read_text())
         where = lambda line: f"{path.relative_to(ROOT)}:{line}"
         for line, name in _calls(tree, "runtime_planted"):
@@ -65,9 +68,8 @@ def test_runtime_plants_are_read_at_launch_only():
                 bad.append(f"{where(line)}: planted({name!r})")
         seen |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in BUGS}
     assert not bad, "\n".join(bad)
-    backend_plants = {b for b in BUGS if not b.startswith("triton_")}
-    assert backend_plants - seen == set()
-    assert RUNTIME_PLANTS <= backend_plants
+    assert set(BUGS) - seen == set()
+    assert RUNTIME_PLANTS <= set(BUGS)
 
 
 def test_planted_refuses_an_unknown_name():

@@ -7,12 +7,12 @@ served to a clean run or the other way round.
         ...   # every compile in here carries the bug
 
 Who reads the switches. A build takes the set once, when its configuration is resolved
-(`key()`, codegen.resolve), and every codegen-time question asks that record
-(codegen.CodegenConfig.planted, or the `bugs` an analysis was given): a switch toggled on
-another thread during a compile reaches neither the code nor the cache key of that build
-(tests/test_planted_config.py). The plants in RUNTIME_PLANTS act at launch or when the
-process builds its worker pool, not in a kernel's code; they are read through
-`runtime_planted` alone.
+(`key()`, codegen.resolve), and every codegen-time question - the backend's lowering and
+analyses, the Triton tile lowering - asks that record (codegen.CodegenConfig.planted, or the
+`bugs` an analysis was given): a switch toggled on another thread during a compile reaches
+neither the code nor the cache key of that build (tests/test_planted_config.py). The plants
+in RUNTIME_PLANTS act at launch or when the process builds its worker pool, not in a
+kernel's code; they are read through `runtime_planted` alone.
 """
 from __future__ import annotations
 
@@ -177,13 +177,6 @@ RUNTIME_PLANTS = frozenset({"pool_partial_task", "pool_rerun_unchecked", "launch
 
 _active: set = set()
 _lock = threading.Lock()
-
-
-def active(name: str) -> bool:
-    """Whether plant `name` is switched on in the process now. Only the Triton tile lowering
-    (cohort/triton) still asks this; the backend asks its build's configuration
-    (tests/test_planted_config.py fails if a backend module calls this)."""
-    return name in _active
 
 
 def runtime_planted(name: str) -> bool:

@@ -17,8 +17,11 @@ refuses any other launch. At width 1 no packet is ever partial.
 Statements (stmts.py), expressions (exprs.py, one rule per Op), loops
 (loops.py), memory access classes (memory.py), collectives (collectives.py)
 and safety checks (checks.py) are written once, each module one part of the
-`Lowering` class, all reading the state set up here; lanes.py holds the few
-helpers that differ at width 1 (where they are the identity) and the mask.
+`Lowering` class; lanes.py holds the few helpers that differ at width 1 (where
+they are the identity) and the mask. They share the state records of state.py,
+which this module makes: the build's facts at construction, the entry's
+arguments and storage in `lower`'s prologue, and the one mutable record,
+`now`, where the emission is.
 """
 from __future__ import annotations
 
