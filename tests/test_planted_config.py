@@ -66,6 +66,12 @@ def test_runtime_plants_are_read_at_launch_only():
         for line, name in _calls(tree, "planted"):
             if name is not None and (name not in BUGS or name in RUNTIME_PLANTS):
                 bad.append(f"{where(line)}: planted({name!r})")
+        for node in ast.walk(tree):        # `"name" in bugs`, as the analyses ask their build's plants
+            if (isinstance(node, ast.Compare) and isinstance(node.ops[0], ast.In)
+                    and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str)
+                    and "bugs" in ast.unparse(node.comparators[0])
+                    and (node.left.value not in BUGS or node.left.value in RUNTIME_PLANTS)):
+                bad.append(f"{where(node.lineno)}: {ast.unparse(node)}")
         seen |= {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and n.value in BUGS}
     assert not bad, "\n".join(bad)
     assert set(BUGS) - seen == set()
