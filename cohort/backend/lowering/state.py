@@ -21,8 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from llvmlite import ir
+
 from ...refimpl.ir import Kernel, defined_var, walk_stmts
 from ..bounds import Bounds
+from ..codegen import CodegenConfig
 from ..context import private_layout
 from ..private_init import written_before_read
 from ..region_plan import RegionPlan, plan_regions
@@ -36,7 +39,7 @@ def var_types(kernel: Kernel) -> dict:
 @dataclass(frozen=True)
 class BuildFacts:
     kernel: Kernel               # specialised
-    config: Any                  # the build's codegen.CodegenConfig: every choice not the kernel's
+    config: CodegenConfig        # every choice not the kernel's (codegen.py)
     B: int                       # threads of a block
     interleave: int              # packets side by side (1 for `whole`)
     W: int                       # lanes the lowering works in: lanes x interleave
@@ -54,7 +57,7 @@ class BuildFacts:
     tuning: dict                 # the pass pipeline's switches (jit.py)
 
     @classmethod
-    def of(cls, kernel: Kernel, config) -> "BuildFacts":
+    def of(cls, kernel: Kernel, config: CodegenConfig) -> "BuildFacts":
         variant = config.variant
         lanes = variant.lanes
         if lanes > 1 and (kernel.block < lanes or kernel.block % lanes):
@@ -95,16 +98,16 @@ def llvm_settings(W: int, lanes: int):
 
 @dataclass(frozen=True)
 class EntryArgs:
-    n64: Any                     # n, the launch's threads (i64)
-    n32: Any
-    live64: Any                  # the threads that exist: n, or every thread of a cooperative launch's blocks
-    live32: Any
-    err_ptr: Any                 # the error record (int64[4]*)
+    n64: ir.Value                # n, the launch's threads (i64)
+    n32: ir.Value
+    live64: ir.Value             # the threads that exist: n, or every thread of a cooperative launch's blocks
+    live32: ir.Value
+    err_ptr: ir.Value            # the error record (int64[4]*)
     bufs: dict                   # buffer -> data pointer
     lens: dict                   # buffer -> length (i64)
     scalars: dict                # scalar parameter -> its value (f32 or i32)
     scalar_bits: dict            # scalar parameter -> its 32 bits (i32)
-    whole_launch: Any            # this call runs every block of the launch (i1): no other thread of it exists
+    whole_launch: ir.Value       # this call runs every block of the launch (i1): no other thread of it exists
 
 
 @dataclass(frozen=True)
