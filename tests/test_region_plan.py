@@ -34,7 +34,7 @@ def test_the_lowering_emits_the_plan_and_the_build_keeps_it():
         L = Lowering(TREE, "entry", codegen.resolve(parse_variant(variant)))
         L.lower()
         assert L.plan == plan_regions(TREE)
-        assert list(L.block_slots) == ["k"]
+        assert list(L.storage.block_slots) == ["k"]
     ck = compile_kernel(tree_sum, {"LOG": 3}, "packet", n=64)
     assert ck.region_plan == plan_regions(ck.kernel) and ck.regions == ck.region_plan.outline()
 

@@ -62,7 +62,6 @@ from ..refimpl.ir import (
     written_name,
 )
 from ..refimpl.opdefs import OPDEFS
-from . import inject
 
 I64 = ir.IntType(64)
 RANGE = {DType.I32: (-(2 ** 31), 2 ** 31 - 1), DType.U32: (0, 2 ** 32 - 1)}
@@ -86,10 +85,13 @@ def const_int(e: Expr):
 
 
 class Bounds:
-    """The static part: every buffer access of a kernel and whether its index is boundable."""
+    """The static part: every buffer access of a kernel and whether its index is boundable;
+    `bugs`: the build's planted bugs (inject.py, codegen.CodegenConfig.bugs), none for a
+    clean proof. The launch-time half (bounds_emit.py) asks `planted` too."""
 
-    def __init__(self, kernel: Kernel):
+    def __init__(self, kernel: Kernel, bugs: tuple = ()):
         self.k = kernel
+        self.bugs = frozenset(bugs)
         self.defs = defaultdict(list)        # variable -> its definitions (Expr, For, or None: opaque)
         for s in walk_stmts(kernel.body):
             name = defined_name(s)
@@ -110,6 +112,10 @@ class Bounds:
         self._visit_stmts(kernel.body, ())
         self.proven = {id(key) for key, _, index in self.accesses
                        if self.boundable(index) or self.boundable(index, self.two_sided(key))}
+
+    def planted(self, bug: str) -> bool:
+        """Whether deliberate bug `bug` (inject.BUGS) is in the build this proof is for."""
+        return bug in self.bugs
 
     # ------------------------------------------------------------ guards
     # A guard is (cond, polarity, names assigned inside the guarded region): an `if`'s
@@ -177,7 +183,7 @@ class Bounds:
         sides = defaultdict(set)
         for name, side, _, _ in (self.data_facts(key) if facts is None else facts):
             sides[name].add(side)
-        one = inject.active("bounds_clamp_one_side")
+        one = self.planted("bounds_clamp_one_side")
         return frozenset(n for n, x in sides.items() if x == {"lo", "hi"} or (one and x))
 
     def clamp_facts(self, cond: Expr, polarity: bool, arm: Expr):
@@ -190,7 +196,7 @@ class Bounds:
             return None
         facts = [f for f in self._facts(cond, polarity, frozenset(), any_var=True) if f[0] == arm.arg]
         sides = {f[1] for f in facts}
-        if inject.active("bounds_clamp_one_side"):
+        if self.planted("bounds_clamp_one_side"):
             return facts or None
         return facts if sides == {"lo", "hi"} else None
 
@@ -198,7 +204,7 @@ class Bounds:
         """The bounds of a side no guard gives (only a planted one-sided clamp leaves one
         open): the type's, or, planted, 0 below (as if indices could not be negative)."""
         lo, hi = RANGE[dtype]
-        return (0 if inject.active("bounds_clamp_one_side") else lo), hi
+        return (0 if self.planted("bounds_clamp_one_side") else lo), hi
 
     def _facts(self, cond: Expr, polarity: bool, assigned, any_var: bool = False) -> list:
         if cond.op is Op.NOT and cond.dtype is DType.BOOL:
@@ -227,7 +233,7 @@ class Bounds:
                 continue
             o = _FLIPPED[op] if flip else op        # as `v o other`
             # planted bounds_not_flip: a negated, reversed `<` (not (K < v)) narrows v to K - 1
-            slip = inject.active("bounds_le_guard") or (inject.active("bounds_not_flip") and flip and not polarity)
+            slip = self.planted("bounds_le_guard") or (self.planted("bounds_not_flip") and flip and not polarity)
             if o is Op.LT:
                 out.append((v.arg, "hi", other, -1))
             elif o is Op.LE:

@@ -7,7 +7,6 @@ from llvmlite import ir
 
 from ..refimpl.ir import DType, Expr, For, Op
 from ..refimpl.opdefs import OPDEFS
-from . import inject
 from .bounds import I64, RANGE, Bounds, const_int
 
 _GLOBAL_ID = Expr(Op.GLOBAL_ID, DType.I32)
@@ -79,7 +78,7 @@ class _Emitter:
             lo, hi = self.guarded(key).interval(index)
             length = self.c(self.bd.shared[buf]) if buf in self.bd.shared else self.lens[buf]
             inside = b.and_(b.icmp_signed(">=", lo, self.c(0)),
-                            b.icmp_signed("<=" if inject.active("bounds_len_inclusive") else "<", hi, length))
+                            b.icmp_signed("<=" if self.bd.planted("bounds_len_inclusive") else "<", hi, length))
             ok = b.and_(ok, b.or_(inside, b.icmp_signed(">", lo, hi)))
         for bad in self.bad:
             ok = b.and_(ok, b.not_(bad))
@@ -256,7 +255,7 @@ class _Emitter:
     def block_ids(self):
         """The launch's block ids: [0, ceil(n / B) - 1] (empty for n = 0)."""
         b = self.b
-        blocks = self.n if inject.active("bounds_block_floor") else b.add(self.n, self.c(self.B - 1))
+        blocks = self.n if self.bd.planted("bounds_block_floor") else b.add(self.n, self.c(self.B - 1))
         return self.c(0), b.sub(b.udiv(blocks, self.c(self.B)), self.c(1))
 
     def fold(self, f, values):
@@ -286,7 +285,7 @@ class _Emitter:
         b = self.b
         inside = b.and_(b.icmp_signed(">", lo, self.c(-m)), b.icmp_signed("<", hi, self.c(m)))
         rlo = b.select(b.icmp_signed(">=", lo, self.c(0)), self.c(0),
-                       self.c(0 if inject.active("bounds_mod_nonneg") else -(m - 1)))
+                       self.c(0 if self.bd.planted("bounds_mod_nonneg") else -(m - 1)))
         rhi = b.select(b.icmp_signed("<=", hi, self.c(0)), self.c(0), self.c(m - 1))
         return b.select(inside, lo, rlo), b.select(inside, hi, rhi)
 
@@ -321,7 +320,7 @@ class _Emitter:
                 if isinstance(d, For):
                     (slo, shi), (tlo, thi) = self.interval(d.start), self.interval(d.stop)
                     step = int(d.step.arg)
-                    parts.append((slo, self.b.sub(tlo if inject.active("bounds_loop_stop_lo") else thi, self.c(1)))
+                    parts.append((slo, self.b.sub(tlo if self.bd.planted("bounds_loop_stop_lo") else thi, self.c(1)))
                                  if step > 0 else
                                  (self.b.add(tlo, self.c(1)), shi))
                 else:

@@ -57,8 +57,14 @@ class CodegenConfig:
         return f"{self.variant.compile_key}\n{self.bugs}\n{self.fma}{self.f16}{self.masked_store}{quick}"
 
     def planted(self, bug: str) -> bool:
-        """Whether deliberate bug `bug` (inject.BUGS) is compiled into this build."""
-        return bug in self.bugs
+        """Whether deliberate bug `bug` (inject.BUGS) is compiled into this build: every
+        codegen-time question about plants asks here (or the `bugs` an analysis was given),
+        never the process's switches, which another thread may toggle during the build."""
+        if bug in self.bugs:
+            return True
+        if bug not in inject.BUGS:
+            raise ValueError(f"unknown planted bug {bug!r}; known: {sorted(inject.BUGS)}")
+        return False
 
     def with_variant(self, variant: Variant) -> "CodegenConfig":
         """The same build choices for another variant (the checked twin, the general build)."""

@@ -31,7 +31,6 @@ import struct
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Kernel, ParamKind, Private, Shared
-from . import inject
 
 I64 = ir.IntType(64)
 I32T = ir.IntType(32)
@@ -55,14 +54,15 @@ SCRATCH_ALIGN = 64
 MAX_SCRATCH_BYTES = 256 << 20
 
 
-def private_layout(kernel: Kernel) -> tuple:
+def private_layout(kernel: Kernel, config) -> tuple:
     """({private or shared array name: byte offset in scratch}, total bytes) for one block
-    of B threads: a private array has an element per thread, a shared one per block."""
+    of B threads: a private array has an element per thread, a shared one per block (in a
+    build of CodegenConfig `config`: a planted bug changes that)."""
     offsets, total = {}, 0
     for s in kernel.body:
         if isinstance(s, (Private, Shared)):
             offsets[s.name] = total
-            per = kernel.block if isinstance(s, Private) or inject.active("shared_per_packet") else 1
+            per = kernel.block if isinstance(s, Private) or config.planted("shared_per_packet") else 1
             nbytes = array_bytes(s, per)
             total += -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
     return offsets, total

@@ -5,6 +5,14 @@ served to a clean run or the other way round.
 
     with inject_bug_TESTING_ONLY("tree_order"):
         ...   # every compile in here carries the bug
+
+Who reads the switches. A build takes the set once, when its configuration is resolved
+(`key()`, codegen.resolve), and every codegen-time question - the backend's lowering and
+analyses, the Triton tile lowering - asks that record (codegen.CodegenConfig.planted, or the
+`bugs` an analysis was given): a switch toggled on another thread during a compile reaches
+neither the code nor the cache key of that build (tests/test_planted_config.py). The plants
+in RUNTIME_PLANTS act at launch or when the process builds its worker pool, not in a
+kernel's code; they are read through `runtime_planted` alone.
 """
 from __future__ import annotations
 
@@ -162,15 +170,23 @@ BUGS = {
                             "(native_ops.from_f32)",
 }
 
+# read at launch (runtime.py, launch_plan.py) or when the process first builds its pool
+# (pool_ir.py), through runtime_planted; every other plant changes a kernel's code
+RUNTIME_PLANTS = frozenset({"pool_partial_task", "pool_rerun_unchecked", "launch_nblocks_floor",
+                            "runtime_caller_one_task", "openmp_publish_late"})
+
 _active: set = set()
 _lock = threading.Lock()
 
 
-def active(name: str) -> bool:
+def runtime_planted(name: str) -> bool:
+    """Whether runtime plant `name` (RUNTIME_PLANTS) is switched on now: the one read of the
+    switches at launch time (tests/test_planted_config.py checks every caller names one)."""
     return name in _active
 
 
 def key() -> tuple:
+    """The plants switched on now, sorted: what a build resolves once (codegen.resolve)."""
     return tuple(sorted(_active))
 
 

@@ -448,7 +448,7 @@ class LaunchPlan:
 
     def _put_launch(self, p, n: int):
         """n, the block range [0, nblocks) and a bounds proof to redo (context.py)."""
-        nblocks = n // self.block if inject.active("launch_nblocks_floor") else -(-n // self.block)
+        nblocks = n // self.block if inject.runtime_planted("launch_nblocks_floor") else -(-n // self.block)
         mv = p._mv
         mv[SLOT_N] = n
         mv[SLOT_BEGIN] = 0

@@ -16,7 +16,6 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..refimpl.ir import DType, Op
-from . import inject
 from .context import vector_const
 
 F32, I32, U32, BOOL = DType.F32, DType.I32, DType.U32, DType.BOOL
@@ -29,7 +28,7 @@ def _fflags(cx):
     # kernels rely on infinities (a running max starts at -inf, exp(-inf) = 0).
     if cx.fast_math:
         return ("contract", "reassoc")
-    return ("contract",) if inject.active("fma_contract") else ()
+    return ("contract",) if cx.config.planted("fma_contract") else ()
 
 
 def _int_div(cx, dt, a, b, rem: bool):
@@ -42,7 +41,7 @@ def _int_div(cx, dt, a, b, rem: bool):
         bad = bld.or_(zero, ovf)
     safe = bld.select(bad, cx.const(dt, 1), b)
     k = _pow2_constant(b) if dt is I32 else None
-    if k and inject.active("rem_pow2_mask" if rem else "div_pow2_shift"):   # planted: sign ignored
+    if k and cx.config.planted("rem_pow2_mask" if rem else "div_pow2_shift"):   # planted: sign ignored
         return bld.and_(a, cx.const(I32, k - 1)) if rem else bld.ashr(a, cx.const(I32, k.bit_length() - 1))
     if dt is I32:
         return bld.srem(a, safe) if rem else bld.sdiv(a, safe)
@@ -78,9 +77,9 @@ def _abs(cx, dt, a):
 def _cmp(op):
     def lower(cx, dt, a, b):
         if dt is F32:
-            if op is Op.NE and not inject.active("ne_ordered"):
+            if op is Op.NE and not cx.config.planted("ne_ordered"):
                 return cx.b.fcmp_unordered("!=", a, b, flags=_fflags(cx))
-            if op is Op.LE and inject.active("le_unordered"):      # planted: not (a > b)
+            if op is Op.LE and cx.config.planted("le_unordered"):      # planted: not (a > b)
                 return cx.b.not_(cx.b.fcmp_ordered(">", a, b, flags=_fflags(cx)))
             return cx.b.fcmp_ordered(_FCMP.get(op, "!="), a, b, flags=_fflags(cx))
         if dt is I32:
@@ -91,7 +90,7 @@ def _cmp(op):
 
 def _minmax_cmp(cx, dt, sym, a, b):
     """min: a if a < b else b (ordered: NaN compares false), as x86 minps."""
-    if dt is F32 and inject.active("minmax_nan"):
+    if dt is F32 and cx.config.planted("minmax_nan"):
         return cx.b.fcmp_unordered(sym, a, b)
     return _cmp(Op.LT if sym == "<" else Op.GT)(cx, dt, a, b)
 
@@ -99,7 +98,7 @@ def _minmax_cmp(cx, dt, sym, a, b):
 def _minmax(sym):
     def lower(cx, dt, a, b):
         r = cx.b.select(_minmax_cmp(cx, dt, sym, a, b), a, b)
-        if dt is F32 and not inject.active("minmax_unfenced"):
+        if dt is F32 and not cx.config.planted("minmax_unfenced"):
             # LLVM's InstCombine (foldSPFofSPF) folds min(min(a, b), b) to min(a, b)
             # for fcmp+select min/max even without fast-math flags, which is wrong when
             # NaN or a zero of the other sign decides the outer select (DESIGN §3). The
@@ -125,7 +124,7 @@ def _arith(fop, iop):
 def _fma(cx, dt, a, b, c):
     # No fast-math flags on either form: reassociation would undo the TwoSum below.
     if cx.config.fma == "hardware":
-        return cx.intrinsic("llvm.fma", [F32], [a, c, b] if inject.active("fma_operand_order") else [a, b, c])
+        return cx.intrinsic("llvm.fma", [F32], [a, c, b] if cx.config.planted("fma_operand_order") else [a, b, c])
     return _fma_software(cx, a, b, c)
 
 
@@ -136,7 +135,7 @@ def _fma_software(cx, a, b, c):
 
     def k(ty, scalar_ty, v):
         return ir.Constant(scalar_ty, v) if n == 1 else vector_const(ty, v)
-    if inject.active("fma_software_order"):                      # planted: a*c + b
+    if cx.config.planted("fma_software_order"):                      # planted: a*c + b
         b, c = c, b
     p = bld.fmul(bld.fpext(a, d64), bld.fpext(b, d64))          # exact: 48 significant bits
     c64 = bld.fpext(c, d64)
@@ -197,7 +196,7 @@ def convert(cx, a, src: DType, dst: DType):
     if dst is F32:
         return b.sitofp(a, cx.ty(F32)) if src is I32 else b.uitofp(a, cx.ty(F32))
     # f32 -> int: truncate, saturate, NaN -> 0 (plain fptosi is poison out of range)
-    if inject.active("fptosi_unsat"):
+    if cx.config.planted("fptosi_unsat"):
         return b.fptosi(a, cx.ty(dst)) if dst is I32 else b.fptoui(a, cx.ty(dst))
     return cx.intrinsic("llvm.fptosi.sat" if dst is I32 else "llvm.fptoui.sat", [dst, F32], [a])
 

@@ -409,7 +409,7 @@ def ir(tgt) -> str:
     from . import inject
     # planted runtime_caller_one_task: built once per process, live when the pool is first built
     text = _IR.replace("WAIT_WAKE", tgt.wait_wake_ir())
-    if inject.active("openmp_publish_late"):    # the generation stored after the team has run
+    if inject.runtime_planted("openmp_publish_late"):    # the generation stored after the team has run
         text = text.replace(_TEAM_PUBLISH + _TEAM_FORK, _TEAM_FORK + _TEAM_PUBLISH)
-    return text.replace("store i64 %nb, ptr %e\n", "store i64 %g, ptr %e\n") if inject.active(
+    return text.replace("store i64 %nb, ptr %e\n", "store i64 %g, ptr %e\n") if inject.runtime_planted(
         "runtime_caller_one_task") else text

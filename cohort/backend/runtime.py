@@ -158,9 +158,9 @@ class WorkerPool:
                 self.scratch_base = self.scratch.ctypes.data
             base = self.scratch_base + (-self.scratch_base) % 64
             r = self.launch_record()
-            r[2] = entry or (prepared.origin.entry if inject.active("pool_rerun_unchecked") else prepared.entry)
+            r[2] = entry or (prepared.origin.entry if inject.runtime_planted("pool_rerun_unchecked") else prepared.entry)
             r[4] = max(1, int(grain))
-            r[3] = prepared.nblocks - (prepared.nblocks % r[4] if inject.active("pool_partial_task") else 0)
+            r[3] = prepared.nblocks - (prepared.nblocks % r[4] if inject.runtime_planted("pool_partial_task") else 0)
             r[8] = participants
             r[9] = base
             r[10] = per

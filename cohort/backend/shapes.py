@@ -34,7 +34,6 @@ from ..refimpl.ir import (
     walk_stmts,
 )
 from ..refimpl.opdefs import OPDEFS
-from . import inject
 
 BIG_ALIGN = 1 << 30
 
@@ -73,10 +72,12 @@ def join(a: Optional[Shape], b: Optional[Shape]) -> Optional[Shape]:
 
 
 class ShapeAnalysis:
-    """Shapes of every expression node and variable of a specialised kernel."""
+    """Shapes of every expression node and variable of a specialised kernel; `bugs`: the
+    build's planted bugs (inject.py, codegen.CodegenConfig.bugs), none for a clean analysis."""
 
-    def __init__(self, kernel: Kernel, lanes: int):
+    def __init__(self, kernel: Kernel, lanes: int, bugs: tuple = ()):
         self.k, self.W = kernel, lanes
+        self.bugs = frozenset(bugs)
         self.vars: dict = {}
         self.defs: dict = {}           # variable -> its definitions (Expr, or For for a loop variable)
         for s in walk_stmts(kernel.body):
@@ -122,12 +123,12 @@ class ShapeAnalysis:
             elif isinstance(s, For):
                 start, stop = self.shape(s.start), self.shape(s.stop)
                 # the loop variable is start + k*step in every lane, k shared
-                if inject.active("loop_stride_unit") and start.stride:    # planted: stride taken as 1
+                if "loop_stride_unit" in self.bugs and start.stride:    # planted: stride taken as 1
                     start = Shape(1, start.align)
                 # ... and a multiple of what divides start and step alike (not of start's
                 # divisor alone: range(0, C) takes 1, 2, ...)
                 step = abs(s.step.arg) if s.step.op is Op.CONST else 1
-                if inject.active("loop_align_start"):      # planted: the start's divisor kept
+                if "loop_align_start" in self.bugs:      # planted: the start's divisor kept
                     step = 0
                 var = Shape(start.stride, gcd(start.align, step)) if start.stride is not None else VARYING
                 self._assign(s.var, var, True)
@@ -189,7 +190,7 @@ class ShapeAnalysis:
                 return Shape(a.stride << const_b, a.align << const_b)
             return UNIFORM if a.uniform and b.uniform else VARYING
         if op in (Op.DIV, Op.MOD):
-            if a.uniform and b.uniform or op is Op.DIV and const_b and inject.active("div_uniform"):
+            if a.uniform and b.uniform or op is Op.DIV and const_b and "div_uniform" in self.bugs:
                 return UNIFORM
             # base + l for l < W never crosses a multiple of c when both base and
             # c are multiples of W and base >= 0 (C division truncates: for base < 0
@@ -246,10 +247,11 @@ class Access:
         return f"strided({self.stride})" if self.kind == "strided" else self.kind
 
 
-def classify(shape: Shape, store: bool) -> Access:
+def classify(shape: Shape, store: bool, bugs=()) -> Access:
+    """How an access at an index of `shape` is lowered; `bugs`: the build's planted bugs."""
     if shape.uniform and not store:
         return Access("uniform")
-    if shape.stride == 1 or shape.stride == 2 and inject.active("stride_as_contiguous"):
+    if shape.stride == 1 or shape.stride == 2 and "stride_as_contiguous" in bugs:
         return Access("contiguous", 1)
     if not store and shape.stride in (2, 3, 4):
         return Access("strided", shape.stride)
@@ -259,13 +261,14 @@ def classify(shape: Shape, store: bool) -> Access:
 _RANK = {"uniform": 0, "contiguous": 1, "strided": 2, "gather": 3, "scatter": 3}
 
 
-def access_profile(kernel: Kernel, width: int) -> dict:
-    """How every access and `if` of a kernel would be lowered at a vector width."""
-    sa = ShapeAnalysis(kernel, width)
+def access_profile(kernel: Kernel, width: int, bugs: tuple = ()) -> dict:
+    """How every access and `if` of a kernel would be lowered at a vector width (in a build
+    with planted bugs `bugs`)."""
+    sa = ShapeAnalysis(kernel, width, bugs)
     prof = {}
     for s in walk_stmts(kernel.body):
         if isinstance(s, Store):
-            prof[id(s)] = _RANK[classify(sa.shape(s.index), True).kind]
+            prof[id(s)] = _RANK[classify(sa.shape(s.index), True, sa.bugs).kind]
         elif isinstance(s, PStore):
             prof[id(s)] = 0 if sa.shape(s.index).uniform else 3
         elif isinstance(s, If):
@@ -273,17 +276,18 @@ def access_profile(kernel: Kernel, width: int) -> dict:
         for e in stmt_exprs(s):
             for node in walk_expr(e):
                 if node.op is Op.LOAD:
-                    prof[id(node)] = _RANK[classify(sa.shape(node.src[0]), False).kind]
+                    prof[id(node)] = _RANK[classify(sa.shape(node.src[0]), False, sa.bugs).kind]
                 elif node.op is Op.PLOAD:
                     prof[id(node)] = 0 if sa.shape(node.src[0]).uniform else 3
     return prof
 
 
-def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
+def choose_interleave(kernel: Kernel, lanes: int, requested, bugs: tuple = ()) -> int:
     """How many packets of a cohort to run side by side (the `interleave` knob of
     DESIGN §5: DESIGN §3 orders only each thread's own operations, so a cohort's
     packets may run in any order). `auto`: the most that lowers every access and
-    `if` as well as one packet does (g // 16 is uniform over 8 lanes, not 32)."""
+    `if` as well as one packet does (g // 16 is uniform over 8 lanes, not 32), in a build
+    with planted bugs `bugs`."""
     most = kernel.block // lanes
     if requested != "auto":
         if requested > most:
@@ -294,10 +298,10 @@ def choose_interleave(kernel: Kernel, lanes: int, requested) -> int:
         # an atomic update is one scalar step per lane: side-by-side packets gain nothing
         # there and multiply its code (a block of 256 at 32 packets: 256 lanes of it)
         return 1
-    base = access_profile(kernel, lanes)
+    base = access_profile(kernel, lanes, bugs)
     i = most
     while i > 1:
-        wide = access_profile(kernel, lanes * i)
+        wide = access_profile(kernel, lanes * i, bugs)
         if all(wide[k] <= v for k, v in base.items()):
             return i
         i //= 2

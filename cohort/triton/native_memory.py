@@ -18,7 +18,6 @@ import contextlib
 
 from llvmlite import ir
 
-from ..backend import inject
 from . import tir
 from .native_ops import F64T, I1T, I32T, I64T, PTR, const, from_mem, i64, kc, like_i1, mem_type, reg_type, to_mem
 from .native_ops import const_of as _const_of
@@ -240,7 +239,7 @@ class MemoryLowering:
         if w <= 1:
             return None
         aff = self.affine(ptr, idx, memo)
-        if aff is not None and aff[1] > 1 and inject.active("triton_stride_as_contiguous"):
+        if aff is not None and aff[1] > 1 and self.config.planted("triton_stride_as_contiguous"):
             aff = (aff[0], 1, aff[2])
         if aff is None or aff[1] != 1:
             return None
@@ -534,7 +533,7 @@ class MemoryLowering:
         vt = ir.VectorType(mty, v.type.count)
         p = self.elem_ptr(data, elem, g0)
         v = to_mem(b, v, elem)
-        if on is not None and inject.active("triton_masked_store_whole"):
+        if on is not None and self.config.planted("triton_masked_store_whole"):
             on = None
         if on is None:
             b.store(v, b.bitcast(p, ir.PointerType(vt)), align=self._align(mty).constant)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from ..backend import codegen, inject
+from ..backend import codegen
 from ..backend import context as bctx
 from ..backend.lower_ops import LOWER, narrow, widen
 from ..backend.lower_ops import bitcast as t_bitcast
@@ -148,7 +148,7 @@ class Ops:
         return widen(self.cx_for(v), v, _STORE16[d]) if d in _STORE16 else v
 
     def from_f32(self, x, d: Dt):
-        if d is Dt.BF16 and inject.active("triton_bf16_truncate"):
+        if d is Dt.BF16 and self.config.planted("triton_bf16_truncate"):
             return planted.bf16_truncate(self.b, x)
         return narrow(self.cx_for(x), x, _STORE16[d]) if d in _STORE16 else x
 
@@ -253,7 +253,7 @@ class Ops:
                 return b.udiv(a, safe) if op is Bin.IDIV else b.urem(a, safe)
             neg1 = b.icmp_signed("==", safe, kc(a.type, -1))     # MIN // -1 wraps, MIN % -1 is 0
             safe = b.select(neg1, one, safe)
-            if op is Bin.IDIV and inject.active("triton_idiv_floor"):
+            if op is Bin.IDIV and self.config.planted("triton_idiv_floor"):
                 return planted.floor_div(b, a, safe, neg1)
             if op is Bin.IDIV:
                 return b.select(neg1, b.neg(a), b.sdiv(a, safe))
@@ -425,7 +425,7 @@ class Ops:
             sym = b.icmp_signed if d.is_signed else b.icmp_unsigned
             eq, gt, lt = sym("==", v1, v2), sym(">", v1, v2), sym("<", v1, v2)
         tie = b.and_(eq, b.icmp_signed("<", i1, i2))
-        if inject.active("triton_argmax_tie_last"):
+        if self.config.planted("triton_argmax_tie_last"):
             tie = b.and_(eq, b.icmp_signed(">", i1, i2))
         return b.or_(gt if is_max else lt, tie)
 

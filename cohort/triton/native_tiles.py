@@ -11,7 +11,6 @@ import math
 
 from llvmlite import ir
 
-from ..backend import inject
 from ..backend.context import Ctx
 from ..backend.lower_ops import LOWER
 from ..refimpl.ir import DType, Op
@@ -150,7 +149,7 @@ class TileLowering:
         if r & (r - 1):
             raise NativeUnsupported(f"line {self.line}: a reduction over a non-power-of-two axis")
         buf = self.alloca(src.type)
-        first = self._array_of(src) if r > 1 and not inject.active("triton_tree_order") else None
+        first = self._array_of(src) if r > 1 and not self.config.planted("triton_tree_order") else None
         if first is None:
             self.store_tile(src, buf)
         self._tree(buf, d, outer, r, inner, lambda a, x: self.ops.combine(red, d, a, x), first=first)
@@ -169,7 +168,7 @@ class TileLowering:
         With `first` (the operand's own array), the first step reads it, leaving it unchanged."""
         b = self.b
         steps = [r >> k for k in range(1, r.bit_length())]
-        if inject.active("triton_tree_order"):
+        if self.config.planted("triton_tree_order"):
             steps = steps[::-1]
         for s in steps:
             src = buf
@@ -364,7 +363,7 @@ class TileLowering:
                 phis.append(ph)
             b.cbranch(b.icmp_signed("<", k, i64(kk)), body, out)
             b.position_at_end(body)
-            kr = b.sub(i64(kk - 1), k) if inject.active("triton_dot_k_descending") else k
+            kr = b.sub(i64(kk - 1), k) if self.config.planted("triton_dot_k_descending") else k
             bvs = []
             for q in range(cols):
                 p = b.gep(bm, [b.add(b.mul(kr, i64(nn)), b.add(j0, i64(q * v)))], source_etype=F32T)

@@ -1,7 +1,7 @@
 """The wrong lowerings of the tile lowering's planted bugs (backend/inject.py, `triton_*`).
 
 Each is what a plausible mistake at one of the native lowering's risk points would emit; the
-lowering calls one of these only under `inject.active(name)`, so a clean build never reaches
+lowering calls one of these only under `config.planted(name)`, so a clean build never reaches
 this module. `cohort fuzz --family tiles --inject NAME` must find each (docs/fuzzing.md,
 tests/test_fuzz_tiles.py).
 """

@@ -16,7 +16,6 @@ from llvmlite import ir
 
 from ...refimpl.ir import Atomic, AtomicOp, DType
 from ...refimpl.semantics import CANONICAL_NAN_BITS
-from .. import inject
 from ..context import ERR_STORE_OOB, I1, I32T, I64, PTR
 from ..shapes import Access
 
@@ -32,28 +31,28 @@ class AtomicLowering:
         memo = {}
         idx = self.ev(s.index, memo)
         val = self.ev(s.value, memo)
-        if s.target in self.shared_arrays:
+        if s.target in self.storage.shared_arrays:
             base, _, idx64 = self.shared_index(s.target, idx, s.index, s, s)
             self.check_written(s.target, idx64, s, s)        # an update reads the slot (sanitize.py)
             self.check_race(s.target, idx64, s.op.value, s, s)
         else:
-            base = self.bufs[s.target]
+            base = self.entry.bufs[s.target]
             idx64 = self.index64(idx, s.index.dtype)
-            self.check_lanes(idx64, self.lens[s.target], ERR_STORE_OOB, s, key=s)
+            self.check_lanes(idx64, self.entry.lens[s.target], ERR_STORE_OOB, s, key=s)
             self.check_global(s.target, idx64, s.op.value, s, s)    # sanitize builds (sanitize_global.py)
         self.annotate(s, "atomic", s.target, Access("scatter"), "per-lane")
         self.counts["atomics"] += 1
         if dt is DType.F32 and s.op in (AtomicOp.MIN, AtomicOp.MAX):
             self.counts["f32_atomic_minmax"] += 1
         bits = b.bitcast(val, self.vty(I32T)) if dt is DType.F32 else val
-        if inject.active("atomic_lanes_collide") and self.W > 1:
+        if self.planted("atomic_lanes_collide") and self.W > 1:
             ptrs = self.lane_pointers(base, idx64, I32T)
             old = self.gather(ptrs, I32T)
             new = self.combine_lanes(s.op, dt, old, bits)
             self.scatter(new, ptrs, I32T)
             return
         lane_at, lane_on = self.lanes_in_memory(idx64)
-        if s.target in self.shared_arrays:
+        if s.target in self.storage.shared_arrays:
             # A block's shared array is touched only by the worker running the block (a task is
             # whole blocks), so its lanes update it with a plain load, the op and a store, in
             # lane order: exact, and no locked instruction.
@@ -72,7 +71,7 @@ class AtomicLowering:
             else:
                 with b.if_then(on):
                     self.atomic_one(s.op, dt, ptr, v)
-        with b.if_else(self.whole_launch) as (alone, with_others):
+        with b.if_else(self.entry.whole_launch) as (alone, with_others):
             with alone:
                 self.plain_updates(s.op, dt, base, bits, lane_at, lane_on, spare_element=False)
             with with_others:
@@ -93,7 +92,7 @@ class AtomicLowering:
                 at = lane_at(li)
                 if on is not None and spare_element:
                     at = b.select(on, at, ir.Constant(at.type, 0))
-                    if inject.active("shared_atomic_spare_update"):
+                    if self.planted("shared_atomic_spare_update"):
                         on = ir.Constant(I1, 1)        # planted: the off lane's update kept at element 0
                 ptr = b.gep(base, [at], source_etype=I32T)
 
@@ -151,7 +150,7 @@ class AtomicLowering:
     def atomic_one(self, op: AtomicOp, dt: DType, ptr, v):
         """One lane's update of the i32 at `ptr` by the 32 bits `v`."""
         b = self.b
-        if inject.active("atomic_plain"):      # planted: a load, the op, a store (updates lost);
+        if self.planted("atomic_plain"):      # planted: a load, the op, a store (updates lost);
             old = b.load_atomic(ptr, "monotonic", 4, typ=I32T)     # each access atomic, so LLVM
             b.atomic_rmw("xchg", ptr, self.combine(op, dt, old, v), "monotonic")   # keeps each
             return
@@ -192,10 +191,10 @@ class AtomicLowering:
             return b.select(cmp, v, old)
         f = ir.FloatType()
         nan = b.fcmp_unordered("uno", b.bitcast(old, f), b.bitcast(old, f))
-        if not inject.active("atomic_f32_nan_old"):      # planted: a NaN update value is not seen
+        if not self.planted("atomic_f32_nan_old"):      # planted: a NaN update value is not seen
             nan = b.or_(nan, b.fcmp_unordered("uno", b.bitcast(v, f), b.bitcast(v, f)))
         key = lambda x: b.xor(x, b.and_(b.ashr(x, ir.Constant(I32T, 31)), ir.Constant(I32T, 0x7FFFFFFF)))
         better = b.icmp_signed("<" if op is AtomicOp.MIN else ">", key(v), key(old))
-        if inject.active("atomic_f32_zero_equal"):        # planted: compared as floats, -0.0 == +0.0
+        if self.planted("atomic_f32_zero_equal"):        # planted: compared as floats, -0.0 == +0.0
             better = b.fcmp_ordered("<" if op is AtomicOp.MIN else ">", b.bitcast(v, f), b.bitcast(old, f))
         return b.select(nan, ir.Constant(I32T, CANONICAL_NAN_BITS), b.select(better, v, old))

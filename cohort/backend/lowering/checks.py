@@ -13,6 +13,7 @@ import hashlib
 
 from llvmlite import ir
 
+from ...refimpl.ir import ParamKind
 from ...refimpl.printer import format_kernel
 from ..bounds_emit import prologue
 from ..context import (
@@ -46,15 +47,15 @@ class Checks:
         """Whether the buffer access `key` (a Store or a LOAD node) is checked where it happens."""
         if self.checked:
             return True
-        return self.bounds is not None and id(key) not in self.bounds.proven
+        return self.facts.bounds is not None and id(key) not in self.facts.bounds.proven
 
     def bounds_prologue(self):
         """Safe builds: prove every affine index of the launch in bounds, or leave at once
         with ERR_UNPROVEN, having touched no buffer (bounds.py)."""
         b = self.b
-        proven = sum(1 for key, _, _ in self.bounds.accesses if id(key) in self.bounds.proven)
+        proven = sum(1 for key, _, _ in self.facts.bounds.accesses if id(key) in self.facts.bounds.proven)
         self.counts["bounds_proven"] = proven
-        self.counts["bounds_unprovable"] = len(self.bounds.accesses) - proven
+        self.counts["bounds_unprovable"] = len(self.facts.bounds.accesses) - proven
         if not proven:
             return
         # once per argument block: a block proven for this kernel carries the kernel's tag (pool
@@ -88,9 +89,9 @@ class Checks:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         args, slots = fn.args[0], abi_slots(self.k)
         slot = lambda i: load_slot(b, args, i)
-        lens = {name: slot(slots[name][1]) for name in self.lens}
+        lens = {p.name: slot(slots[p.name][1]) for p in self.k.params if p.kind is ParamKind.BUFFER}
         scalars = {p.name: b.trunc(slot(slots[p.name][0]), I32T) for p in self.k.scalars}
-        b.ret(prologue(self.bounds, b, slot(SLOT_N), self.B, lens, scalars))
+        b.ret(prologue(self.facts.bounds, b, slot(SLOT_N), self.B, lens, scalars))
         return fn
 
     def check_lanes(self, idx64, length, kind: int, stmt, key=None, always: bool = False):
@@ -111,7 +112,7 @@ class Checks:
         b.position_at_end(err_bb)
         lane = self.first_lane(bad)
         index = self.lane(idx64, lane)
-        self.record_error(kind, stmt, index, b.sext(self.lane(self.gid, lane), I64))
+        self.record_error(kind, stmt, index, b.sext(self.lane(self.now.gid, lane), I64))
         b.ret_void()
         b.position_at_end(ok_bb)
 
@@ -120,7 +121,7 @@ class Checks:
         b = self.b
         with b.if_then(self.claim_error(thread64)):
             for slot, v in enumerate((self.i64(self.stmt_id(stmt)), index64, thread64), start=1):
-                b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
+                b.store(v, b.gep(self.entry.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
             self.release_error(kind)
 
     def claim_error(self, key64):
@@ -128,11 +129,11 @@ class Checks:
         release_error. Of the errors of a launch the lowest thread's is kept: pool workers run
         blocks side by side and every task runs (stopping at its first failing block), so the
         report is the one a run block after block gives (tests/test_runtime.py)."""
-        return self.b.call(self.claim_function(), [self.err_ptr, key64])
+        return self.b.call(self.claim_function(), [self.entry.err_ptr, key64])
 
     def release_error(self, kind: int):
         # an exchange as the release store (llvmlite's store_atomic wants a typed pointer)
-        self.b.atomic_rmw("xchg", self.err_ptr, self.i64(kind), "release")
+        self.b.atomic_rmw("xchg", self.entry.err_ptr, self.i64(kind), "release")
 
     def claim_function(self) -> ir.Function:
         """i1 claim(ptr record, i64 thread): the record's kind word is a lock while a lane writes

@@ -70,16 +70,16 @@ def _select(L, e: Expr, memo: dict):
 EXPR_RULES = {
     # leaves
     Op.CONST:       lambda L, e, memo: L.cx.const(e.dtype, e.arg),
-    Op.PARAM:       lambda L, e, memo: L.splat(L.scalars[e.arg], e.dtype),
-    Op.VAR:         lambda L, e, memo: L.b.load(L.slots[e.arg], typ=L.cx.ty(e.dtype)),
+    Op.PARAM:       lambda L, e, memo: L.splat(L.entry.scalars[e.arg], e.dtype),
+    Op.VAR:         lambda L, e, memo: L.b.load(L.storage.slots[e.arg], typ=L.cx.ty(e.dtype)),
     Op.ARG:         lambda L, e, memo: memo[("arg", e.arg)],
     # built-ins
-    Op.THREAD_ID:   lambda L, e, memo: L.tid,
-    Op.BLOCK_ID:    lambda L, e, memo: L.splat(L.bid, DType.I32),
-    Op.GLOBAL_ID:   lambda L, e, memo: L.gid,
+    Op.THREAD_ID:   lambda L, e, memo: L.now.tid,
+    Op.BLOCK_ID:    lambda L, e, memo: L.splat(L.now.bid, DType.I32),
+    Op.GLOBAL_ID:   lambda L, e, memo: L.now.gid,
     Op.BLOCK_SIZE:  lambda L, e, memo: L.cx.const(DType.I32, L.B),
-    Op.NUM_THREADS: lambda L, e, memo: L.splat(L.n32, DType.I32),
-    Op.BUFLEN:      lambda L, e, memo: L.splat(L.b.trunc(L.lens[e.arg], I32T), DType.I32),
+    Op.NUM_THREADS: lambda L, e, memo: L.splat(L.entry.n32, DType.I32),
+    Op.BUFLEN:      lambda L, e, memo: L.splat(L.b.trunc(L.entry.lens[e.arg], I32T), DType.I32),
     # unary, binary arithmetic, bitwise, comparisons
     **{op: _alu for op in LOWER},
     # selection and conversion

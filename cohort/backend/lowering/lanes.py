@@ -27,6 +27,16 @@ from ..context import I1, I32T, I64, vector_const, zero_of
 class Lanes:
     W: int              # lanes the lowering works in: packets x interleave, 1 for `whole`
 
+    @property
+    def mask(self):
+        """The lanes whose effects happen now (None: every lane); set only by `masked`."""
+        return self.now.mask
+
+    @property
+    def cmask(self):
+        """The lanes whose control flow is live now (None: every lane); set only by `masked`."""
+        return self.now.cmask
+
     def vty(self, t):
         """The type of W lanes of element type t."""
         return t if self.W == 1 else ir.VectorType(t, self.W)
@@ -121,15 +131,16 @@ class Lanes:
         assignments in it merge with the old value; a lazy select arm assigns nothing,
         and lanes beyond the launch are dead. `narrowed`: the new mask, when the
         caller has it already (mask & cond)."""
-        saved = self.mask, self.cmask
+        now = self.now
+        saved = now.mask, now.cmask
         if cond is not None:
-            self.mask = narrowed if narrowed is not None else self.and_mask(self.mask, cond)
+            now.mask = narrowed if narrowed is not None else self.and_mask(now.mask, cond)
             if merge:
-                self.cmask = self.and_mask(self.cmask, cond)
+                now.cmask = self.and_mask(now.cmask, cond)
         try:
-            yield self.mask
+            yield now.mask
         finally:
-            self.mask, self.cmask = saved
+            now.mask, now.cmask = saved
 
     @contextmanager
     def masked_if_any(self, cond):

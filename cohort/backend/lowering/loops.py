@@ -23,7 +23,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...refimpl.ir import DType, For, Op
-from .. import inject, jit
+from .. import jit
 from ..context import I32T, I64
 from ..shapes import Access
 
@@ -78,7 +78,7 @@ class LoopLowering:
         if carried is not None:
             v = b.phi(carried.type)
             v.add_incoming(carried, pre)
-        lanes = self.W - 1 if inject.active("lane_loop_short") else self.W
+        lanes = self.W - 1 if self.planted("lane_loop_short") else self.W
         b.cbranch(b.icmp_unsigned("<", lane, self.i32(lanes)), step, done)
         b.position_at_end(step)
         out = body(lane, v)
@@ -92,9 +92,9 @@ class LoopLowering:
     def constant_trips(self, s: For) -> int:
         """range(start, stop, step)'s length when both bounds are known at compile time
         (literals, or variables set once at the top level to them), else -1."""
-        start, stop = self.constant_of(s.start), self.constant_of(s.stop)
+        start, stop = self.facts.constant_of(s.start), self.facts.constant_of(s.stop)
         step = int(s.step.arg)
-        if inject.active("const_trips_unit_step") and Op.VAR in (s.start.op, s.stop.op):
+        if self.planted("const_trips_unit_step") and Op.VAR in (s.start.op, s.stop.op):
             step = 1                                 # planted: a bound through a variable, the step lost
         return -1 if start is None or stop is None else len(range(start, stop, step))
 
@@ -102,7 +102,7 @@ class LoopLowering:
         """At most how many times a uniform loop runs, when that is known at compile time though
         its count may not be: a constant start and a stop whose value is at most a constant
         (`range(min(TS, C - c0))`, a partial tile's loop), else -1."""
-        start, step = self.constant_of(s.start), int(s.step.arg)
+        start, step = self.facts.constant_of(s.start), int(s.step.arg)
         top = self.upper_bound(s.stop)
         if start is None or top is None or step <= 0:
             return -1
@@ -111,7 +111,7 @@ class LoopLowering:
     def upper_bound(self, e, depth: int = 0):
         """A constant no smaller than the i32 expression's value, or None: its value when known,
         and min(a, b) at most either's bound."""
-        c = self.constant_of(e)
+        c = self.facts.constant_of(e)
         if c is not None or depth > 8 or e.op is not Op.MIN or e.dtype is not DType.I32:   # signed min only
             return c
         tops = [t for t in (self.upper_bound(x, depth + 1) for x in e.src) if t is not None]
@@ -126,19 +126,19 @@ class LoopLowering:
         if self.config.level != jit.FULL:
             return
         m = self.module
-        if self._unroll_full is None:
-            self._unroll_full = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.full")])
-        loop_id = ir.values.MDValue(m, [self._unroll_full], name=str(len(m.metadata)))
-        loop_id.operands = (loop_id, self._unroll_full)
+        if self.now.unroll_full is None:
+            self.now.unroll_full = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.full")])
+        loop_id = ir.values.MDValue(m, [self.now.unroll_full], name=str(len(m.metadata)))
+        loop_id.operands = (loop_id, self.now.unroll_full)
         latch.set_metadata("llvm.loop", loop_id)
 
     def loop(self, s: For):
         # a shared load read through a transposing prologue is this loop's (transposed.py):
         # loops nested in it, and other loops, read theirs as they are
-        outer = self.transposed
-        self.transposed = {}
+        outer = self.now.transposed
+        self.now.transposed = {}
         self.uniform_or_lane_loop(s)
-        self.transposed = outer
+        self.now.transposed = outer
 
     def uniform_or_lane_loop(self, s: For):
         b, W = self.b, self.W
@@ -158,7 +158,7 @@ class LoopLowering:
             if trips >= 0 and Op.VAR in (s.start.op, s.stop.op):
                 self.counts["constant_trips_var"] += 1     # bounds through variables (gen/steer.py PATHS)
             # (a sanitize build reads each shared load itself, to check it: sanitize.py)
-            self.transposed = {} if self.variant.sanitize else self.transposed_reads(
+            self.now.transposed = {} if self.variant.sanitize else self.transposed_reads(
                 s, start_v, trips if trips >= 0 else self.trips_bound(s))
             iterate(self.i64(0), self.i64(trips) if trips >= 0 else
                     self.scalar_trips(b.sext(self.lane0(start_v), I64), b.sext(self.lane0(stop_v), I64), step),
@@ -174,14 +174,14 @@ class LoopLowering:
             stop = b.sext(self.lane0(stop_v), I64)
             kmax = self.scalar_trips(first, stop, step)
             # the last lane starts stride*(W-1) past the first: it runs the fewest iterations
-            last = self.i64((1 if inject.active("prefix_loop_stride") else stride) * (W - 1))
+            last = self.i64((1 if self.planted("prefix_loop_stride") else stride) * (W - 1))
             kmin = self.scalar_trips(b.add(first, last), stop, step)
             iterate(self.i64(0), kmin)
 
             def prefix(k):
                 # lane l runs iteration k iff first + stride*l + k*step < stop
                 room = b.sub(b.sub(stop, first), b.mul(k, self.i64(step)))
-                up = 0 if inject.active("prefix_lanes_floor") else stride - 1     # planted: rounds down
+                up = 0 if self.planted("prefix_lanes_floor") else stride - 1     # planted: rounds down
                 lanes = b.sdiv(b.add(room, self.i64(up)), self.i64(stride))
                 lanes = b.select(b.icmp_signed("<", lanes, self.i64(0)), self.i64(0), lanes)
                 lanes = b.select(b.icmp_signed(">", lanes, self.i64(W)), self.i64(W), lanes)
@@ -198,7 +198,7 @@ class LoopLowering:
         live = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(0))
         kmax = self.intrinsic(f"llvm.vector.reduce.smax.v{W}i64", I64, [live])
         first = self.i64(0)
-        if self.variant.full_packet and not self.tail_path:
+        if self.variant.full_packet and not self.now.tail_path:
             # lanes beyond the launch never run: they must not shorten the full part
             full_lanes = trips if self.mask is None else b.select(self.mask, trips, self.vconst64(2 ** 62))
             kmin = self.intrinsic(f"llvm.vector.reduce.smin.v{W}i64", I64, [full_lanes])
@@ -220,8 +220,8 @@ class LoopLowering:
         b = self.b
         k32 = b.trunc(k, I32T)
         j = b.add(start_v, b.mul(self.splat(k32, DType.I32), self.cx.const(DType.I32, step)))
-        b.store(j, self.slots[s.var])
-        outer, self.loop_k = self.loop_k, k
+        b.store(j, self.storage.slots[s.var])
+        outer, self.now.loop_k = self.now.loop_k, k
         with self.masked(running):
             self.stmts(s.body)
-        self.loop_k = outer
+        self.now.loop_k = outer

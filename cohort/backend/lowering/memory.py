@@ -17,7 +17,6 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ...refimpl.ir import DType, Expr, PStore, SStore, Store
-from .. import inject
 from ..context import (
     ERR_LOAD_OOB,
     ERR_PRIVATE_OOB,
@@ -44,7 +43,7 @@ class MemoryLowering:
     def access_class(self, index: Expr, store: bool) -> Access:
         if self.W == 1:
             return Access("contiguous", 1) if store else Access("uniform")
-        return classify(self.shape(index), store=store)
+        return classify(self.shape(index), store, self.config.bugs)
 
     def effect_mode(self) -> str:
         """How an effect under the current mask is carried out (a lane claim's mode)."""
@@ -64,10 +63,10 @@ class MemoryLowering:
         acc = self.access_class(e.src[0], store=False)
         self.annotate(e, "load", e.arg, acc, self.effect_mode())
         elem = mem_type(st)
-        buf = self.bufs[e.arg]
+        buf = self.entry.bufs[e.arg]
         idx64 = self.index64(idx, e.src[0].dtype)
-        self.check_lanes(idx64, self.lens[e.arg], ERR_LOAD_OOB, self.cur, key=e)
-        self.check_global(e.arg, idx64, "read", e, self.cur)          # sanitize builds (sanitize_global.py)
+        self.check_lanes(idx64, self.entry.lens[e.arg], ERR_LOAD_OOB, self.now.cur, key=e)
+        self.check_global(e.arg, idx64, "read", e, self.now.cur)          # sanitize builds (sanitize_global.py)
         if acc.kind == "uniform":
             v = self.uniform_load(b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
             if dt is DType.BOOL:  # any nonzero byte is True, as in NumPy (not just its low bit)
@@ -90,14 +89,14 @@ class MemoryLowering:
                 # `x[j] if j < C`): a plain load, which streams from memory as a masked one
                 # does not (cumsum 1024x4096 at the native entry: 1.78-1.80 ms against
                 # 2.96-3.25 masked; DESIGN §5)
-                v = self.plain_or_masked(self.every(self.mask) if not inject.active("masked_load_all_on_any")
+                v = self.plain_or_masked(self.every(self.mask) if not self.planted("masked_load_all_on_any")
                                          else self.any(self.mask),
                                          lambda: b.load(ptr, typ=vec, align=1), masked, vec)
             else:
                 v = self.per_lane_load(lambda l: b.gep(buf, [b.extract_element(idx64, l)],
                                                        source_etype=elem), elem)
         elif acc.kind == "strided" and (self.mask is None or self.variant.predicated):
-            v = self.strided_load(buf, self.lens[e.arg], self.lane0(idx64), acc.stride, elem)
+            v = self.strided_load(buf, self.entry.lens[e.arg], self.lane0(idx64), acc.stride, elem)
         else:
             ptrs = self.lane_pointers(buf, idx64, elem)
             if self.mask is not None and not self.variant.predicated:
@@ -118,9 +117,9 @@ class MemoryLowering:
             val = b.zext(val, self.vty(I8))
         if dt.is_storage:
             val = narrow(self.cx, val, dt)
-        buf = self.bufs[s.buf]
+        buf = self.entry.bufs[s.buf]
         idx64 = self.index64(idx, s.index.dtype)
-        self.check_lanes(idx64, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+        self.check_lanes(idx64, self.entry.lens[s.buf], ERR_STORE_OOB, s, key=s)
         self.check_global(s.buf, idx64, "write", s, s)                # sanitize builds (sanitize_global.py)
         if acc.kind == "contiguous":
             self.contiguous_store(val, b.gep(buf, [self.lane0(idx64)], source_etype=elem), elem)
@@ -131,7 +130,7 @@ class MemoryLowering:
     def span_inside(self, first, count: int, length):
         """Whether elements [first, first + count) all lie in an array of `length` (i64s)."""
         b = self.b
-        if inject.active("span_overread"):
+        if self.planted("span_overread"):
             return ir.Constant(I1, 1)
         return b.and_(b.icmp_signed(">=", first, self.i64(0)),
                       b.icmp_signed("<=", b.add(first, self.i64(count)), length))
@@ -190,7 +189,7 @@ class MemoryLowering:
         self.counts["masked_stores"] += 1
         bits = 32 if isinstance(elem, ir.FloatType) else elem.width
         per = min(n, max(1, self.config.target.vector_bits // bits))
-        mixed_whole = inject.active("masked_store_mixed_whole")    # the plant forces the dispatch
+        mixed_whole = self.planted("masked_store_mixed_whole")    # the plant forces the dispatch
         if self.config.masked_store != "dispatch" and not mixed_whole:
             self.intrinsic(f"llvm.masked.store.{self.vsuffix(elem, n)}.p0", ir.VoidType(),
                            [val, ptr, self.i32(1), mask])
@@ -204,7 +203,7 @@ class MemoryLowering:
             p = ptr if c0 == 0 else b.gep(ptr, [self.i64(c0)], source_etype=elem)
             word = b.bitcast(m, ir.IntType(c))
             # planted masked_store_dispatch_first_lane: "none on" read from the register's first lane
-            some = ir.Constant(ir.IntType(c), 1 if inject.active("masked_store_dispatch_first_lane") else 0)
+            some = ir.Constant(ir.IntType(c), 1 if self.planted("masked_store_dispatch_first_lane") else 0)
             test = b.and_(word, some) if some.constant else word
             with b.if_then(b.icmp_unsigned("!=", test, ir.Constant(ir.IntType(c), 0))):
                 every = b.icmp_unsigned("==", word, ir.Constant(ir.IntType(c), (1 << c) - 1))
@@ -236,7 +235,7 @@ class MemoryLowering:
         """The mask with each lane repeated k times (a span of k*W elements)."""
         return self.b.shuffle_vector(self.mask, self.zero(self.vty(I1)),
                                      vector_const(ir.VectorType(I32T, k * self.W),
-                                                  [j % self.W if inject.active("group_spread_mask") else j // k
+                                                  [j % self.W if self.planted("group_spread_mask") else j // k
                                                    for j in range(k * self.W)]))
 
     def strided_load(self, buf, length, first, k: int, elem):
@@ -299,39 +298,39 @@ class MemoryLowering:
         clamped, so a wrong index can never touch memory outside the array, checked
         or not; checked builds report it first."""
         b = self.b
-        ptr, size, dt = self.privates[name]
+        ptr, size, dt = self.storage.privates[name]
         elem = mem_type(dt)
         idx64 = self.index64(idx, idx_node.dtype)
         bad = b.icmp_unsigned(">=", idx64, self.vconst64(size))
         if self.checked:
             self.check_lanes(idx64, self.i64(size), ERR_PRIVATE_OOB, stmt)
         idx64 = b.select(bad, self.vconst64(size - 1), idx64)
-        t64 = b.sext(self.tid, self.vty(I64))
+        t64 = b.sext(self.now.tid, self.vty(I64))
         uniform = self.shape(idx_node).uniform
-        if self.private_order == "cohort":        # element x of thread t at x*B + t
+        if self.facts.private_order == "cohort":        # element x of thread t at x*B + t
             if uniform:
                 first = b.mul(self.lane0(idx64), self.i64(self.B))
-                first = first if inject.active("private_uniform_t0") else b.add(first, b.sext(self.t0, I64))
+                first = first if self.planted("private_uniform_t0") else b.add(first, b.sext(self.now.t0, I64))
                 self.annotate(key, what, name, Access("contiguous", 1), "cohort")
                 return b.gep(ptr, [first], source_etype=elem), True
             flat = b.add(b.mul(idx64, self.vconst64(self.B)),
-                         self.splat64(b.sext(self.t0, I64)) if inject.active("private_scatter_t0") else t64)
-            if what == "pload" and inject.active("private_swap"):
+                         self.splat64(b.sext(self.now.t0, I64)) if self.planted("private_scatter_t0") else t64)
+            if what == "pload" and self.planted("private_swap"):
                 flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
             acc = Access("gather" if what == "pload" else "scatter")
         else:                                      # thread-major: t*size + x
             flat = b.add(b.mul(t64, self.vconst64(size)), idx64)
             acc = Access("gather" if what == "pload" else "scatter", size if uniform else 0)
-        self.annotate(key, what, name, acc, self.private_order)
+        self.annotate(key, what, name, acc, self.facts.private_order)
         if self.W == 1:                            # one thread: its element, one address
             return b.gep(ptr, [flat], source_etype=elem), True
         return self.lane_pointers(ptr, flat, elem), False
 
     def private_load(self, e: Expr, idx):
         b = self.b
-        _, _, dt = self.privates[e.arg]
+        _, _, dt = self.storage.privates[e.arg]
         elem = mem_type(dt)
-        where, side_by_side = self.private_addr(e.arg, idx, e.src[0], e, self.cur, "pload")
+        where, side_by_side = self.private_addr(e.arg, idx, e.src[0], e, self.now.cur, "pload")
         if side_by_side:
             v = b.load(where, typ=self.vty(elem), align=1)   # private memory is always ours to read
         else:
@@ -342,14 +341,14 @@ class MemoryLowering:
 
     def private_store(self, s: PStore, idx, val):
         b = self.b
-        _, _, dt = self.privates[s.arr]
+        _, _, dt = self.storage.privates[s.arr]
         elem = mem_type(dt)
         if dt is DType.BOOL:
             val = b.zext(val, self.vty(I8))
         where, side_by_side = self.private_addr(s.arr, idx, s.index, s, s, "pstore")
         if side_by_side and self.mask is not None:
             self.counts["private_masked_side_by_side"] += 1
-        if side_by_side and inject.active("private_store_unmasked") and self.mask is not None:
+        if side_by_side and self.planted("private_store_unmasked") and self.mask is not None:
             self.b.store(val, where, align=1)       # planted: the off lanes' elements overwritten too
         elif side_by_side:
             self.contiguous_store(val, where, elem)
@@ -363,27 +362,27 @@ class MemoryLowering:
         outside the array: a safe build proves it in the launch's prologue where the index
         is boundable against the array's compile-time size (bounds.py), else checks it here,
         one compare per packet."""
-        ptr, size, dt = self.shared_arrays[name]
+        ptr, size, dt = self.storage.shared_arrays[name]
         idx64 = self.index64(idx, idx_node.dtype)
-        if inject.active("shared_per_packet"):      # planted: packet q at q*size (scratch has B copies)
-            q = self.b.udiv(self.b.zext(self.t0, I64), self.i64(self.W))
+        if self.planted("shared_per_packet"):      # planted: packet q at q*size (scratch has B copies)
+            q = self.b.udiv(self.b.zext(self.now.t0, I64), self.i64(self.W))
             ptr = self.b.gep(ptr, [self.b.mul(q, self.i64(size))], source_etype=mem_type(dt))
-        if not self.variant.unsafe and (self.bounds is None or id(key) not in self.bounds.proven):
+        if not self.variant.unsafe and (self.facts.bounds is None or id(key) not in self.facts.bounds.proven):
             self.counts["shared_checks"] += 1
             self.check_lanes(idx64, self.i64(size), ERR_SHARED_OOB, stmt, always=True)
         return ptr, mem_type(dt), idx64
 
     def shared_load(self, e: Expr, idx):
         b, dt = self.b, e.dtype
-        ptr, elem, idx64 = self.shared_index(e.arg, idx, e.src[0], self.cur, e)
-        self.check_written(e.arg, idx64, e, self.cur)        # sanitize builds (sanitize.py)
-        self.check_race(e.arg, idx64, "read", e, self.cur)
+        ptr, elem, idx64 = self.shared_index(e.arg, idx, e.src[0], self.now.cur, e)
+        self.check_written(e.arg, idx64, e, self.now.cur)        # sanitize builds (sanitize.py)
+        self.check_race(e.arg, idx64, "read", e, self.now.cur)
         acc = self.access_class(e.src[0], store=False)
         self.annotate(e, "sload", e.arg, acc, self.effect_mode())
         vec = self.vty(elem)
-        scratch = self.transposed.get(id(e))
+        scratch = self.now.transposed.get(id(e))
         if scratch is not None:         # transposed before the loop (transposed.py): row loop_k
-            v = b.load(b.gep(scratch, [b.mul(self.loop_k, self.i64(self.W))], source_etype=elem), typ=vec, align=1)
+            v = b.load(b.gep(scratch, [b.mul(self.now.loop_k, self.i64(self.W))], source_etype=elem), typ=vec, align=1)
         elif acc.kind == "uniform":
             x = self.uniform_load(b.gep(ptr, [self.lane0(idx64)], source_etype=elem), elem)
             if dt is DType.BOOL:
@@ -410,7 +409,7 @@ class MemoryLowering:
 
     def shared_store(self, s: SStore, idx, val):
         b = self.b
-        _, _, dt = self.shared_arrays[s.arr]
+        _, _, dt = self.storage.shared_arrays[s.arr]
         ptr, elem, idx64 = self.shared_index(s.arr, idx, s.index, s, s)
         self.check_race(s.arr, idx64, "write", s, s)          # sanitize builds (sanitize.py)
         self.mark_written(s.arr, idx64)
@@ -423,7 +422,7 @@ class MemoryLowering:
             return
         at = b.gep(ptr, [self.lane0(idx64)], source_etype=elem)
         if self.mask is not None and self.variant.predicated:
-            self.blend_store(val, at, self.lane0(idx64), self.shared_arrays[s.arr][1], elem)
+            self.blend_store(val, at, self.lane0(idx64), self.storage.shared_arrays[s.arr][1], elem)
         else:
             self.contiguous_store(val, at, elem)
 
@@ -447,7 +446,7 @@ class MemoryLowering:
             old = self.intrinsic(f"llvm.arithmetic.fence.v{self.W}f32", fvec,
                                  [old if old.type == fvec else b.bitcast(old, fvec)])
             old = old if vec == fvec else b.bitcast(old, vec)
-            keep_new = self.mask if not inject.active("blend_store_inverted") else b.not_(self.mask)
+            keep_new = self.mask if not self.planted("blend_store_inverted") else b.not_(self.mask)
             b.store(b.select(keep_new, val, old), ptr, align=1)
         self.plain_or_masked(self.span_inside(first, self.W, self.i64(size)), blend,
                              lambda: self.contiguous_store(val, ptr, elem))

@@ -25,7 +25,7 @@ class RegionLowering:
                 if it.coll is not None or it.barrier is not None:
                     self.next_phase()          # sanitize builds count the block's phases
             elif isinstance(it, BlockIf):
-                self.cur = it.s
+                self.now.cur = it.s
                 self.annotate(it.s, "if", "", Access("uniform"), "branch")
                 self.check_block_control(it, base)     # sanitize builds: every thread's (sanitize_global.py)
                 c = self.block_value(it.s.cond, base)
@@ -39,7 +39,7 @@ class RegionLowering:
 
     def block_loop(self, it: BlockFor, base, npk):
         b, s = self.b, it.s
-        self.cur = s
+        self.now.cur = s
         self.annotate(s, "for", "", Access("uniform"), "branch")
         self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
         self.check_block_control(it, base)             # sanitize builds: every thread's (sanitize_global.py)
@@ -49,7 +49,7 @@ class RegionLowering:
 
         def iteration(k):
             v = b.add(start, b.mul(k, self.i64(step)))
-            b.store(b.trunc(v, I32T), self.block_slots[s.var])
+            b.store(b.trunc(v, I32T), self.storage.block_slots[s.var])
             self.emit_regions(it.body, base, npk)
         self.counted_loop(self.i64(0), self.scalar_trips(start, stop, step), iteration, f"block.{s.var}")
 
@@ -57,9 +57,9 @@ class RegionLowering:
         """e for the block, an i1 or i32 scalar: evaluated for the block's first packet with
         only lane 0 (thread 0, active in every block that runs) on; block-uniform by spec.py."""
         W = self.W
-        self.t0 = self.i32(0)
-        self.tid = self.consecutive(self.t0)
-        self.gid = self.consecutive(base)
+        self.now.t0 = self.i32(0)
+        self.now.tid = self.consecutive(self.now.t0)
+        self.now.gid = self.consecutive(base)
         lane0 = None if W == 1 else vector_const(self.vty(I1), [1] + [0] * (W - 1))
         with self.masked(lane0, merge=False):
             self.load_live_in(expr_vars(e))
@@ -71,10 +71,10 @@ class RegionLowering:
         block-level loop variables (one value, splat)."""
         b = self.b
         for n in sorted(used & self.plan.cross):
-            b.store(self.load_cross(n), self.slots[n])
-        for n in sorted(used & self.block_slots.keys()):
-            v = b.load(self.block_slots[n], typ=I32T)
-            b.store(self.splat(v, self.types[n]), self.slots[n])
+            b.store(self.load_cross(n), self.storage.slots[n])
+        for n in sorted(used & self.storage.block_slots.keys()):
+            v = b.load(self.storage.block_slots[n], typ=I32T)
+            b.store(self.splat(v, self.facts.types[n]), self.storage.slots[n])
 
     def block_scalar(self, name: str):
         return self.alloca(ir.IntType(32), f"{name}.block")

@@ -40,6 +40,7 @@ from llvmlite import ir
 from ...refimpl.ir import AtomicOp
 from ..context import ERR_SHARED_RACE, ERR_UNINIT_SHARED, I1, I8, I32T, I64, PTR
 from .sanitize_global import GlobalSanitizer, SharedSite
+from .state import SanitizeShadows
 
 # a slot's shadow: (phase, lowest thread, highest thread) per way, and the update's operation
 WAYS = ("write", "read", "atomic")
@@ -71,48 +72,50 @@ def decode_race(index: int):
 
 
 class Sanitizer(GlobalSanitizer):
-    def sanitize_arrays(self):
+    def sanitize_arrays(self, shared_arrays: dict) -> SanitizeShadows:
         """The written flags (whole 8-byte words) and race shadows of every shared array
-        (sanitize builds); the shadows cleared once per call of the entry."""
-        self.written_flags, self.shadows, self.phase_ptr = {}, {}, None
-        self.global_shadows()
-        if not self.variant.sanitize or not self.shared_arrays:
-            return
-        b = self.b
-        self.phase_ptr = self.alloca(I32T, "phase")
-        b.store(self.i32(0), self.phase_ptr)
-        for name, (_, size, _) in self.shared_arrays.items():
-            words = -(-size // 8)
-            self.written_flags[name] = (self.alloca(ir.ArrayType(I64, words), f"{name}.written"), words)
-            shadow = self.shadows[name] = self.alloca(ir.ArrayType(I32T, size * FIELDS), f"{name}.shadow")
-            self.counted_loop(self.i64(0), self.i64(size * FIELDS), lambda w, shadow=shadow: b.store(
-                self.i32(0), b.gep(shadow, [w], source_etype=I32T)), "shadow.clear")
+        (`shared_arrays`: name -> (pointer, size, dtype)) and of the buffers the kernel writes
+        (sanitize builds; empty in the others); the shadows cleared once per call of the entry."""
+        gshadow, gphase_ptr, record = self.global_shadows()
+        written_flags, shadows, phase_ptr = {}, {}, None
+        if self.variant.sanitize and shared_arrays:
+            b = self.b
+            phase_ptr = self.alloca(I32T, "phase")
+            b.store(self.i32(0), phase_ptr)
+            for name, (_, size, _) in shared_arrays.items():
+                words = -(-size // 8)
+                written_flags[name] = (self.alloca(ir.ArrayType(I64, words), f"{name}.written"), words)
+                shadow = shadows[name] = self.alloca(ir.ArrayType(I32T, size * FIELDS), f"{name}.shadow")
+                self.counted_loop(self.i64(0), self.i64(size * FIELDS), lambda w, shadow=shadow: b.store(
+                    self.i32(0), b.gep(shadow, [w], source_etype=I32T)), "shadow.clear")
+        return SanitizeShadows(written_flags=written_flags, shadows=shadows, phase_ptr=phase_ptr,
+                               gshadow=gshadow, gphase_ptr=gphase_ptr, record=record)
 
     def next_phase(self):
         """A barrier or collective passed, or a new block: a new phase (sanitize builds)."""
         self.global_phase(first=False)
-        if self.phase_ptr is not None:
+        if self.shadow.phase_ptr is not None:
             b = self.b
-            b.store(b.add(b.load(self.phase_ptr, typ=I32T), self.i32(1)), self.phase_ptr)
+            b.store(b.add(b.load(self.shadow.phase_ptr, typ=I32T), self.i32(1)), self.shadow.phase_ptr)
 
     def check_race(self, name: str, idx64, how: str, key, stmt):
         """Each active lane, in order: report a race with another thread's access of the slot in
         this phase, then record its own (module notes; the work is race_function's, called per
         lane, so that a kernel's many shared accesses do not each grow the code W times)."""
-        if name not in self.shadows:
+        if name not in self.shadow.shadows:
             return
-        b, shadow = self.b, self.shadows[name]
+        b, shadow = self.b, self.shadow.shadows[name]
         self.counts["racechecks"] += 1
         site = ("race", how, id(key))
         if site not in self.stmt_ids:
             self.stmt_ids[site] = len(self.stmt_table)
             self.stmt_table.append(SharedSite(stmt.loc, name, how))
-        phase = b.load(self.phase_ptr, typ=I32T)
+        phase = b.load(self.shadow.phase_ptr, typ=I32T)
         mine = WAYS.index(how) if how in WAYS else 2
         op = self.i32(_OPS.index(AtomicOp(how)) if mine == 2 else -1)
 
         slot_of = self.lane_indices(idx64)       # one store of the packet's indices (sanitize_global.py)
-        t0, g0 = self.lane0(self.tid), self.lane0(self.gid)       # a packet's threads are consecutive
+        t0, g0 = self.lane0(self.now.tid), self.lane0(self.now.gid)       # a packet's threads are consecutive
 
         def lane(li):
             slot = slot_of(li)
@@ -126,7 +129,7 @@ class Sanitizer(GlobalSanitizer):
                 gid = g0 if self.W == 1 else b.add(g0, li)
                 with b.if_then(self.claim_error(b.sext(gid, I64))):
                     for k, v in enumerate((self.i64(self.stmt_ids[site]), index, b.sext(gid, I64)), 1):
-                        b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
+                        b.store(v, b.gep(self.entry.err_ptr, [self.i64(k)], source_etype=I64), align=8)
                     self.release_error(ERR_SHARED_RACE)
                 b.ret_void()
 
@@ -180,15 +183,15 @@ class Sanitizer(GlobalSanitizer):
         b = self.b
         self.next_phase()
         self.global_phase(first=True)
-        for ptr, words in self.written_flags.values():
+        for ptr, words in self.shadow.written_flags.values():
             self.counted_loop(self.i64(0), self.i64(words), lambda w, ptr=ptr: b.store(
                 self.i64(0), b.gep(ptr, [w], source_etype=I64), align=8), "written.clear")
 
     def mark_written(self, name: str, idx64):
         """The active lanes' slots of `name` are written."""
-        if name not in self.written_flags:
+        if name not in self.shadow.written_flags:
             return
-        b, flags = self.b, self.written_flags[name][0]
+        b, flags = self.b, self.shadow.written_flags[name][0]
         one = ir.Constant(I8, 1)
         if self.W == 1 or self.W > FLAG_VECTOR_LANES:
             slot_of = self.lane_indices(idx64)
@@ -201,9 +204,9 @@ class Sanitizer(GlobalSanitizer):
 
     def check_written(self, name: str, idx64, key, stmt):
         """Record an uninitialised read by the first active lane whose slot is not written."""
-        if name not in self.written_flags:
+        if name not in self.shadow.written_flags:
             return
-        b, flags = self.b, self.written_flags[name][0]
+        b, flags = self.b, self.shadow.written_flags[name][0]
         self.counts["initchecks"] += 1
         if self.W > FLAG_VECTOR_LANES:
             self.check_written_per_lane(name, flags, idx64, key, stmt)
@@ -233,10 +236,10 @@ class Sanitizer(GlobalSanitizer):
         if site not in self.stmt_ids:
             self.stmt_ids[site] = len(self.stmt_table)
             self.stmt_table.append(SharedSite(stmt.loc, name))
-        thread = b.sext(self.lane(self.gid, lane), I64)
+        thread = b.sext(self.lane(self.now.gid, lane), I64)
         with b.if_then(self.claim_error(thread)):
             for slot, v in enumerate((self.i64(self.stmt_ids[site]), self.lane(idx64, lane), thread), start=1):
-                b.store(v, b.gep(self.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
+                b.store(v, b.gep(self.entry.err_ptr, [self.i64(slot)], source_etype=I64), align=8)
             self.release_error(ERR_UNINIT_SHARED)
         b.ret_void()
 

@@ -68,33 +68,35 @@ class SharedSite:
 
 
 class GlobalSanitizer:
-    def global_shadows(self):
-        """The shadows of the buffers the kernel writes (sanitize builds): their addresses from
-        the error record; a buffer longer than its shadow stops the entry before it touches
+    def global_shadows(self) -> tuple:
+        """(buffer -> its shadow, the phase counter, sanitize_record.layout) of the buffers the
+        kernel writes (sanitize builds; ({}, None, None) in the others): the shadows' addresses
+        from the error record; a buffer longer than its shadow stops the entry before it touches
         any memory (ERR_SHADOW: the launcher fits the shadows and runs the launch again)."""
-        self.gshadow, self.gphase_ptr = {}, None
-        self.record = layout(self.k, self.variant)
-        if self.record is None:
-            return
+        gshadow = {}
+        record = layout(self.k, self.variant)
+        if record is None:
+            return gshadow, None, None
         b = self.b
-        self.gphase_ptr = self.alloca(I32T, "gphase")
-        b.store(self.i32(1), self.gphase_ptr)
-        word = lambda i: b.load(b.gep(self.err_ptr, [self.i64(i)], source_etype=I64), typ=I64, align=8)
-        for j, name in enumerate(self.record.shadowed):
-            at = self.record.shadow_slot(j)
-            short = b.icmp_unsigned("<", word(at + 1), self.lens[name])
+        gphase_ptr = self.alloca(I32T, "gphase")
+        b.store(self.i32(1), gphase_ptr)
+        word = lambda i: b.load(b.gep(self.entry.err_ptr, [self.i64(i)], source_etype=I64), typ=I64, align=8)
+        for j, name in enumerate(record.shadowed):
+            at = record.shadow_slot(j)
+            short = b.icmp_unsigned("<", word(at + 1), self.entry.lens[name])
             with b.if_then(short, likely=False):
-                b.store(self.i64(ERR_SHADOW), self.err_ptr, align=8)
+                b.store(self.i64(ERR_SHADOW), self.entry.err_ptr, align=8)
                 b.ret_void()
-            self.gshadow[name] = b.inttoptr(word(at), PTR)
+            gshadow[name] = b.inttoptr(word(at), PTR)
+        return gshadow, gphase_ptr, record
 
     def global_phase(self, first: bool):
         """A block starts (phase 1) or passes a barrier or collective (+1)."""
-        if self.gphase_ptr is None:
+        if self.shadow.gphase_ptr is None:
             return
         b = self.b
-        v = self.i32(1) if first else b.add(b.load(self.gphase_ptr, typ=I32T), self.i32(1))
-        b.store(v, self.gphase_ptr)
+        v = self.i32(1) if first else b.add(b.load(self.shadow.gphase_ptr, typ=I32T), self.i32(1))
+        b.store(v, self.shadow.gphase_ptr)
 
     def site_id(self, tag, how: str, key, stmt, name: str) -> int:
         site = (tag, how, id(key))
@@ -125,16 +127,16 @@ class GlobalSanitizer:
     def check_global(self, name: str, idx64, how: str, key, stmt):
         """Each active lane, in order: report a race of its access of buffer `name` (module
         notes), then record it. `how`: "read", "write" or an atomic operation's name."""
-        if not getattr(self, "gshadow", None) or name not in self.gshadow:
+        if name not in self.shadow.gshadow:
             return
-        b, shadow = self.b, self.gshadow[name]
+        b, shadow = self.b, self.shadow.gshadow[name]
         self.counts["globalchecks"] += 1
         sid = self.site_id("grace", how, key, stmt, name)
-        phase = b.load(self.gphase_ptr, typ=I32T)
+        phase = b.load(self.shadow.gphase_ptr, typ=I32T)
         mine = WAYS.index(how) if how in WAYS else 2
         op = self.i32(_OPS.index(AtomicOp(how)) if mine == 2 else 0)
         slot_of = self.lane_indices(idx64)
-        t0, g0 = self.lane0(self.tid), self.lane0(self.gid)       # a packet's threads are consecutive
+        t0, g0 = self.lane0(self.now.tid), self.lane0(self.now.gid)       # a packet's threads are consecutive
 
         def lane(li):
             slot = slot_of(li)
@@ -144,7 +146,7 @@ class GlobalSanitizer:
             with b.if_then(b.icmp_unsigned("!=", r, self.i64(0)), likely=False):
                 with b.if_then(self.claim_error(b.sext(g, I64))):
                     for k, v in ((1, self.i64(sid)), (2, slot), (3, b.sext(g, I64)), (OTHER, b.sub(r, self.i64(1)))):
-                        b.store(v, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
+                        b.store(v, b.gep(self.entry.err_ptr, [self.i64(k)], source_etype=I64), align=8)
                     self.release_error(ERR_GLOBAL_RACE)
                 b.ret_void()
         self.each_active_lane(lane)
@@ -274,7 +276,7 @@ class GlobalSanitizer:
         """Sanitize builds: the block-level `if` or `for` around a barrier (region_plan.py), evaluated
         for every thread of the block; where the threads would not all reach its barrier, the
         interpreter's barrier divergence (module notes)."""
-        if self.record is None or self.record.values_at == 0:
+        if self.shadow.record is None or self.shadow.record.values_at == 0:
             return
         b, W, B = self.b, self.W, self.B
         s = it.s
@@ -289,9 +291,9 @@ class GlobalSanitizer:
         starts = self.alloca(ir.ArrayType(I32T, B), "control.starts")
 
         def packet(q):
-            self.t0 = b.mul(q, self.i32(W))
-            self.tid = self.consecutive(self.t0)
-            self.gid = self.consecutive(b.add(base, self.t0))
+            self.now.t0 = b.mul(q, self.i32(W))
+            self.now.tid = self.consecutive(self.now.t0)
+            self.now.gid = self.consecutive(b.add(base, self.now.t0))
             self.load_live_in(set().union(*(expr_vars(x) for x in exprs)))
             got = [self.ev(x, {}) for x in exprs]
             if isinstance(it, BlockIf):
@@ -306,7 +308,7 @@ class GlobalSanitizer:
                 t = b.select(b.icmp_signed(">", t, self.vconst64(0)), t, self.vconst64(0))
                 v, start = b.trunc(t, self.vty(I32T)), got[0]
             for arr, x in ((vals, v), (starts, start)):
-                b.store(x, b.gep(arr, [self.i64(0), self.t0], source_etype=ir.ArrayType(I32T, B)), align=4)
+                b.store(x, b.gep(arr, [self.i64(0), self.now.t0], source_etype=ir.ArrayType(I32T, B)), align=4)
         with self.masked(None, merge=False):
             self.counted_loop(self.i32(0), self.i32(B // W), packet, "control.packet")
         at = lambda arr, t: b.gep(arr, [self.i64(0), t], source_etype=ir.ArrayType(I32T, B))
@@ -323,13 +325,13 @@ class GlobalSanitizer:
         self.counted_loop(self.i32(1), self.i32(B), compare, "control.compare")
         split, start_split = b.load(split_p, typ=I1), b.load(start_p, typ=I1)
         with b.if_then(b.or_(split, start_split), likely=False):
-            bid64 = b.sext(self.bid, I64)
+            bid64 = b.sext(self.now.bid, I64)
             with b.if_then(self.claim_error(b.mul(bid64, self.i64(B)))):
                 # thread word: 0 the threads split at the barrier, 1 a block-level loop whose
                 # start differs between threads that run it equally often (values: the starts)
                 for k, x in ((1, self.i64(sid)), (2, bid64), (3, b.zext(b.not_(split), I64))):
-                    b.store(x, b.gep(self.err_ptr, [self.i64(k)], source_etype=I64), align=8)
-                out = b.gep(self.err_ptr, [self.i64(self.record.values_at)], source_etype=I64)
+                    b.store(x, b.gep(self.entry.err_ptr, [self.i64(k)], source_etype=I64), align=8)
+                out = b.gep(self.entry.err_ptr, [self.i64(self.shadow.record.values_at)], source_etype=I64)
                 src = b.select(split, vals, starts)
                 self.counted_loop(self.i32(0), self.i32(B), lambda t: b.store(
                     b.load(at(src, t), typ=I32T), b.gep(out, [t], source_etype=I32T), align=4), "control.out")

@@ -27,7 +27,6 @@ from ...refimpl.ir import (
     walk_expr,
 )
 from ...refimpl.printer import format_expr
-from .. import inject
 from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const, zero_of
 from ..lower_ops import narrow
 from ..shapes import Access
@@ -69,7 +68,7 @@ class StmtLowering:
         i = 0
         while i < len(body):
             s = body[i]
-            self.cur = s
+            self.now.cur = s
             group = self.interleaved_group(body, i) if isinstance(s, Store) else None
             if group:
                 self.interleaved_store(group)
@@ -89,9 +88,9 @@ class StmtLowering:
     def assign(self, name: str, v):
         """Lanes whose control flow is off keep their old value (cmask, lanes.py)."""
         if self.cmask is not None:
-            old = self.b.load(self.slots[name], typ=v.type)
+            old = self.b.load(self.storage.slots[name], typ=v.type)
             v = self.b.select(self.cmask, v, old)
-        self.b.store(v, self.slots[name])
+        self.b.store(v, self.storage.slots[name])
 
     def if_(self, s: If):
         b = self.b
@@ -127,7 +126,7 @@ class StmtLowering:
         s1, s2 = s.then[0], s.orelse[0]
         if not (isinstance(s1, Store) and isinstance(s2, Store) and s1.buf == s2.buf):
             return False
-        same = format_expr(s1.index) == format_expr(s2.index) or inject.active("store_either_side_index")
+        same = format_expr(s1.index) == format_expr(s2.index) or self.planted("store_either_side_index")
         if not same or self.needs_check(s1) or self.needs_check(s2):
             return False
         acc = self.access_class(s1.index, store=True)
@@ -146,7 +145,7 @@ class StmtLowering:
             a = self.ev(s1.value, dict(memo))
         with self.masked(b.not_(c), merge=False):
             v = self.ev(s2.value, dict(memo))
-        self.cur = s1
+        self.now.cur = s1
         self.counts["either_side_stores"] += 1
         self.buffer_store(s1, idx, b.select(c, a, v))
         # each side's store runs on some of the lanes only: never claimed unmasked-only
@@ -163,11 +162,11 @@ class StmtLowering:
         vectors) AMD's cores microcode them, and transpose's `if cc < C` copy loop ran at
         1.1 ns per element through them. Only from unmasked code, so a nest of such ifs
         grows the code linearly."""
-        if self.W == 1 or self.mask is not None or not self.variant.full_packet or self.tail_path:
+        if self.W == 1 or self.mask is not None or not self.variant.full_packet or self.now.tail_path:
             with self.masked_if_any(cond):
                 self.stmts(body)
             return
-        every = self.any(cond) if inject.active("if_all_on_any") else self.every(cond)
+        every = self.any(cond) if self.planted("if_all_on_any") else self.every(cond)
         with self.b.if_else(every) as (all_on, some_off):
             with all_on:
                 self.stmts(body)
@@ -188,11 +187,11 @@ class StmtLowering:
         group = [s]
         for j in range(1, k):
             t = body[i + j]
-            want = range(1, k) if inject.active("group_offset_unordered") else (j,)
-            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, s.index) in want):
+            want = range(1, k) if self.planted("group_offset_unordered") else (j,)
+            if not (isinstance(t, Store) and t.buf == s.buf and _offset(t.index, s.index, self.config.bugs) in want):
                 return None
             # planted group_readback: the first store's expressions looked at, not the later one's
-            reads = (s.index, s.value) if inject.active("group_readback") else (t.index, t.value)
+            reads = (s.index, s.value) if self.planted("group_readback") else (t.index, t.value)
             if any(n.op is Op.LOAD and n.arg == s.buf for e in reads for n in walk_expr(e)):
                 return None
             group.append(t)
@@ -206,10 +205,10 @@ class StmtLowering:
         elem = mem_type(dt)
         vals, idx0 = [], None
         for s in group:
-            self.cur = s
+            self.now.cur = s
             memo = {}
             idx = self.index64(self.ev(s.index, memo), s.index.dtype)
-            self.check_lanes(idx, self.lens[s.buf], ERR_STORE_OOB, s, key=s)
+            self.check_lanes(idx, self.entry.lens[s.buf], ERR_STORE_OOB, s, key=s)
             self.check_global(s.buf, idx, "write", s, s)              # sanitize builds (sanitize_global.py)
             v = self.ev(s.value, memo)
             if dt.is_storage:                      # bf16/f16: rounded as buffer_store rounds
@@ -220,7 +219,7 @@ class StmtLowering:
         base, c0 = _strip_const(first.index)
         if c0:
             self.counts["interleaved_offset_stores"] += 1     # a first slot at k*t + c (gen/steer.py PATHS)
-        if inject.active("group_base_unshifted"):      # planted: the first slot's constant left out
+        if self.planted("group_base_unshifted"):      # planted: the first slot's constant left out
             if c0:
                 idx0 = self.lane0(self.index64(self.ev(base, {}), base.dtype))
         wide = _concat(b, vals)
@@ -228,18 +227,18 @@ class StmtLowering:
         inter = b.shuffle_vector(wide, self.zero(wide.type), vector_const(ir.VectorType(I32T, k * W), order))
         self.counts["shuffles"] += 1
         self.counts["interleaved_stores"] += 1
-        ptr = b.gep(self.bufs[first.buf], [idx0], source_etype=elem)
+        ptr = b.gep(self.entry.bufs[first.buf], [idx0], source_etype=elem)
         if self.mask is None:
             b.store(inter, ptr, align=1)
             return
         self.masked_store(inter, ptr, self.spread_mask(k), elem)
 
 
-def _split_const(e: Expr):
+def _split_const(e: Expr, bugs: tuple):
     """(the index without its trailing `+ c` terms, as printed, and the sum of those c): rope_pairs'
-    second index is `(base + 0) + 1` after specialisation, the first `base`."""
+    second index is `(base + 0) + 1` after specialisation, the first `base` (`bugs`: the build's plants)."""
     c = 0
-    while (e.op is Op.ADD or e.op is Op.SUB and inject.active("group_sub_sign")) and e.src[1].op is Op.CONST:
+    while (e.op is Op.ADD or e.op is Op.SUB and "group_sub_sign" in bugs) and e.src[1].op is Op.CONST:
         c += e.src[1].arg
         e = e.src[0]
     return format_expr(e), c
@@ -254,10 +253,10 @@ def _strip_const(e: Expr):
     return e, c
 
 
-def _offset(e: Expr, base: Expr):
+def _offset(e: Expr, base: Expr, bugs: tuple):
     """c when e is base + c (both up to trailing constant terms), else None. Exact: each
     store's own index is bounds-checked (or proven) before the group stores."""
-    (et, ec), (bt, bc) = _split_const(e), _split_const(base)
+    (et, ec), (bt, bc) = _split_const(e, bugs), _split_const(base, bugs)
     return ec - bc if et == bt else None
 def _concat(b, vals):
     """One vector holding every value of `vals` (equal types) end to end."""

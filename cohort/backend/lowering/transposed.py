@@ -45,7 +45,6 @@ from ...refimpl.ir import (
     written_name,
 )
 from ...refimpl.opdefs import OPDEFS
-from .. import inject
 from ..context import I1, I32T, I64, mem_type, vector_const
 
 # iterations a prologue covers: its scratch is ceil(T / W) * W * W elements (8 KiB at W 32)
@@ -149,7 +148,7 @@ class TransposedReads:
         blocks of P x P, P the hardware packet's lanes (W is P x interleave): P rows of P
         fit the registers, W rows of W would not."""
         b, W, P = self.b, self.W, self.packet
-        ptr, size, dt = self.shared_arrays[e.arg]
+        ptr, size, dt = self.storage.shared_arrays[e.arg]
         elem = mem_type(dt)
         # the lanes' indices at the first iteration: the index with the variable at its start
         at_start = {id(n): start_v for n in walk_expr(e.src[0]) if n.op is Op.VAR and n.arg == var}
@@ -215,7 +214,7 @@ class TransposedReads:
             lo = vector_const(ir.VectorType(I32T, P), [j if not j & h else P + j - h for j in range(P)])
             hi = vector_const(ir.VectorType(I32T, P), [j + h if not j & h else P + j for j in range(P)])
             for r in range(P):
-                if not r & h and not (h == 1 and inject.active("transposed_last_stage")):
+                if not r & h and not (h == 1 and self.planted("transposed_last_stage")):
                     a, c = rows[r], rows[r + h]
                     rows[r], rows[r + h] = b.shuffle_vector(a, c, lo), b.shuffle_vector(a, c, hi)
                     self.counts["shuffles"] += 2

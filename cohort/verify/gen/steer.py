@@ -142,11 +142,15 @@ def _reads_own(load_node) -> bool:
 
 def structure_of(kernel, consts: dict) -> set:
     """The structure classes of a kernel (after specialisation, shapes at 8 lanes)."""
+    from ...backend import inject
     from ...backend.lowering.transposed import transposable
     from ...backend.shapes import ShapeAnalysis, classify
     from ...refimpl.specialize import specialize
     sk = specialize(kernel, consts)
-    shapes = ShapeAnalysis(sk, 8)
+    # shaped as a build made now would shape it (a campaign's planted bugs included), as
+    # the lowering's analysis does for that build
+    bugs = inject.key()
+    shapes = ShapeAnalysis(sk, 8, bugs)
     facts = set()
     stored = {s.buf for s in walk_stmts(sk.body) if isinstance(s, Store)}
     shared = {s.name for s in sk.body if isinstance(s, Shared)}
@@ -163,7 +167,7 @@ def structure_of(kernel, consts: dict) -> set:
             elif isinstance(s, For):
                 u = shapes.shape(s.start).uniform and shapes.shape(s.stop).uniform
                 facts.add("for:uniform" if u else "for:per-thread")
-                if u and transposable(s, lambda i: classify(shapes.shape(i), store=False).kind not in ("uniform", "contiguous")):
+                if u and transposable(s, lambda i: classify(shapes.shape(i), False, bugs).kind not in ("uniform", "contiguous")):
                     facts.add("shared:walk")       # read through a transposing prologue (lowering/transposed.py)
                 if loop_depth:
                     facts.add("for:nested")
