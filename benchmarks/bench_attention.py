@@ -6,9 +6,16 @@
 
 Each round times every column once, in an order that alternates between rounds
 (the columns share whatever else the machine runs): a column's time is the
-median of --calls calls (perf_counter_ns around each call, after a warm-up).
-The table gives the median over rounds and the [min, max] range; ratio is
-cohort's time over SDPA's, taken per round (paired) and then the median.
+median of --calls calls (after a warm-up), by the thread's CPU time
+(time.thread_time_ns: on a shared machine the wall clock also counts the time
+the thread waited for a core; --clock wall for perf_counter_ns). The table
+gives the median over rounds and the [min, max] range; ratio is the column's
+time over SDPA's, taken per round (paired) and then the median.
+
+Columns per variant: `<variant>` is cohort.torch.attention as it runs (the form
+attention_op.form_for picks on this machine, named in the table);
+`<variant> stream` forces the 16-row "stream" form (the kernel before the
+32-row forms: the same code) through the same call.
 
 Shapes are B x H x Sq x D with Skv = Sq (prompt, not causal) unless given as
 B x H x Hkv x Sq x Skv x D (a decode shape: Sq = 1). Outputs are checked
@@ -24,6 +31,9 @@ import torch
 import torch.nn.functional as F
 
 import cohort.torch as ct
+from cohort.backend import target
+from cohort.refimpl.ops import attention as attention_op
+from cohort.torch import attention_ops
 
 SHAPES = ("1x16x200x64", "1x32x256x128", "1x32x8x1x1024x128")
 
@@ -38,15 +48,43 @@ def parse_shape(text: str):
     raise SystemExit(f"--shapes: expected BxHxSqxD or BxHxHkvxSqxSkvxD, got {text!r}")
 
 
+CLOCK = [time.thread_time_ns]
+
+
 def median_call_ns(call, calls: int) -> float:
+    clock = CLOCK[0]
     for _ in range(max(3, calls // 5)):
         call()
     ts = np.empty(calls)
     for i in range(calls):
-        t0 = time.perf_counter_ns()
+        t0 = clock()
         call()
-        ts[i] = time.perf_counter_ns() - t0
+        ts[i] = clock() - t0
     return float(np.median(ts))
+
+
+class forced_form:
+    """Inside the block, cohort.torch.attention runs attention_op's `form` (a benchmark's
+    column; the op itself always takes form_for's choice)."""
+
+    class _Table(dict):
+        def __init__(self, entry):
+            super().__init__()
+            self.entry = entry
+
+        def get(self, key, default=None):
+            return self.entry
+
+    def __init__(self, form: str):
+        self.form = form
+
+    def __enter__(self):
+        self.saved = attention_ops._FORMS
+        attention_ops._FORMS = self._Table(attention_op.FORMS[self.form])
+
+    def __exit__(self, *exc):
+        attention_ops._FORMS = self.saved
+        return False
 
 
 def paired(columns: dict, rounds: int, calls: int) -> dict:
@@ -75,14 +113,23 @@ def attention_columns(shape, variants):
     kr, vr = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     cols = {"sdpa": lambda: F.scaled_dot_product_attention(q, kr, vr)}
     outs = {}
+    bits = target.current().vector_bits
     for name in variants:
         var = ct.variant(name)   # a setting; each column enters its own scope below
+        chosen = attention_op.form_for(sq, var.variant.lanes, bits)
 
         def call(var=var):
             with var:
                 return ct.attention(q, k, v)
-        outs[name] = call()
-        cols[name] = call
+
+        def stream(var=var):
+            with var, forced_form("stream"):
+                return ct.attention(q, k, v)
+        for label, c in ((f"{name} ({chosen})", call), (f"{name} stream", stream)):
+            if label.endswith("(stream)"):
+                continue                          # the same column twice
+            outs[label] = c()
+            cols[label] = c
     first = next(iter(outs.values()))
     for name, o in outs.items():
         if not torch.equal(o.view(torch.int32), first.view(torch.int32)):
@@ -128,9 +175,13 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=15)
     ap.add_argument("--rows", action="store_true", help="also time rmsnorm, layernorm and softmax")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     a = ap.parse_args()
     if a.rounds < 1 or a.calls < 1:
         raise SystemExit("--rounds and --calls must be >= 1")
+    CLOCK[0] = time.thread_time_ns if a.clock == "cpu" else time.perf_counter_ns
+    print(f"target: {target.current().cpu} ({target.current().vector_isa}), torch {torch.__version__}, "
+          f"one thread, clock {a.clock}, {a.rounds} rounds x {a.calls} calls")
     torch.set_num_threads(1)
     ct.variant("packet")
     for text in a.shapes:

@@ -12,13 +12,15 @@ import numpy as np
 import pytest
 
 from cohort.backend.compiler import compile_kernel
+from cohort.backend.variant import parse_variant
 from cohort.refimpl import ops
 from cohort.refimpl.interpreter import interpret
 from cohort.refimpl.ops import attention as A
 from cohort.refimpl.ops.base import seeded_normal
 from cohort.verify.compare import verify_build
 
-NEW_FORMS = ("rows32", "rows32k8")
+NEW_FORMS = ("rows32", "rows32k8", "packed8", "packed16")
+# the shapes' blocks: 32 rows of one head; packed, 8 or 16 rows of a KV group's heads
 
 # (D, DV, causal, mask kind, window) -> shapes (B, H, Hkv, Sq, Skv, D, Dv) sharing one build
 GROUPS = {
@@ -26,14 +28,17 @@ GROUPS = {
               [(1, 4, 2, 1, 37, 16, 16),       # decode: one row, GQA
                (2, 4, 2, 45, 45, 16, 16),      # one full 32-row block and a partial one
                (1, 2, 1, 40, 5, 16, 16),       # fewer keys than a tile
-               (1, 3, 3, 64, 19, 16, 16)]),    # whole 32-row blocks, a partial key tile
+               (1, 3, 3, 64, 19, 16, 16),      # whole 32-row blocks, a partial key tile
+               (1, 8, 2, 3, 37, 16, 16)]),     # packed: 12 rows a KV head, blocks across heads
     "odd D": ((12, 4, False, None, None), [(1, 2, 1, 33, 17, 12, 4)]),
     "causal": ((16, 8, True, None, None),
                [(1, 2, 2, 50, 21, 16, 8),      # Sq > Skv: the first 29 rows see no key
                 (2, 4, 1, 45, 45, 16, 8),      # square, GQA 4:1
-                (1, 2, 1, 20, 70, 16, 8)]),    # Sq < Skv, 20 rows (one 32-row block, partial)
-    "mask": ((8, 8, False, "bool", None), [(2, 4, 2, 35, 23, 8, 8)]),
-    "window": ((8, 8, True, None, 5), [(2, 4, 2, 47, 40, 8, 8)]),
+                (1, 2, 1, 20, 70, 16, 8),      # Sq < Skv, 20 rows (one 32-row block, partial)
+                (1, 6, 2, 5, 4, 16, 8),        # packed, Sq > Skv: G = 3, 15 rows a KV head
+                (1, 4, 1, 7, 30, 16, 8)]),     # packed: 28 rows, a block holding rows of 3 heads
+    "mask": ((8, 8, False, "bool", None), [(2, 4, 2, 35, 23, 8, 8), (1, 4, 1, 3, 23, 8, 8)]),
+    "window": ((8, 8, True, None, 5), [(2, 4, 2, 47, 40, 8, 8), (1, 4, 2, 6, 20, 8, 8)]),
     "window + float mask": ((8, 8, True, "float", 9), [(1, 2, 1, 37, 37, 8, 8)]),
 }
 
@@ -42,7 +47,7 @@ VARIANTS = ("whole", "lanes=4", "lanes=4,full_packet=off,predicated=off", "packe
             "packet,checked=on", "whole,grain=1,workers=2", "lanes=16,grain=1,workers=2")
 
 
-def _args(shape, kind, causal, window, rows, seed=5):
+def _args(shape, kind, causal, window, rows, packed, seed=5):
     B, H, HKV, SQ, SKV, D, DV = shape
     bufs = {n: seeded_normal(seed, "attention", n, sh).reshape(-1) for n, sh in A.shapes(shape).items()
             if n not in ("o", "bias")}
@@ -57,7 +62,7 @@ def _args(shape, kind, causal, window, rows, seed=5):
             bias = bias + rng.standard_normal(bias.shape).astype(np.float32)
         bufs["bias"] = np.ascontiguousarray(bias).reshape(-1)
         strides = (SQ * SKV, 0, SKV)                                 # broadcast over the heads
-    L = A.launch(shape, causal, mask_strides=strides, window=window, rows=rows)
+    L = A.launch(shape, causal, mask_strides=strides, window=window, rows=rows, packed=packed)
     bufs["o"] = np.zeros(B * H * SQ * DV, np.float32)
     return L, {**bufs, **L.scalars}
 
@@ -65,8 +70,8 @@ def _args(shape, kind, causal, window, rows, seed=5):
 @functools.lru_cache(maxsize=None)
 def _interpreted(form, group, i):
     (_, _, causal, kind, window), shapes = GROUPS[group]
-    kern, rows = A.FORMS[form]
-    L, args = _args(shapes[i], kind, causal, window, rows)
+    kern, rows, packed = A.FORMS[form]
+    L, args = _args(shapes[i], kind, causal, window, rows, packed)
     interpret(kern.ir, L.n, args, L.consts)
     return args["o"].copy()
 
@@ -78,11 +83,14 @@ def _cases():
 def test_the_forms_are_registered_and_launch_their_own_geometry():
     op = ops.get("attention")
     assert op.form == "stream" and {f[0] for f in op.forms} == set(NEW_FORMS)
+    shape = (2, 6, 2, 5, 9, 8, 8)          # G = 3: 15 rows a KV head
+    blocks = {"rows32": 2 * 6, "rows32k8": 2 * 6, "packed8": 2 * 2 * 2, "packed16": 2 * 2}
     for f in NEW_FORMS:
         alt = ops.get("attention", form=f)
-        assert alt.kernel is A.FORMS[f][0] and alt.kernel.ir.block == 32
-        assert alt.launch((1, 2, 1, 33, 9, 8, 8)).n == 2 * 2 * 32          # two blocks of 32 rows per head
-    assert ops.get("attention_causal", form="rows32").launch((1, 1, 1, 5, 5, 8, 8)).consts["CAUSAL"] == 1
+        kern, rows, _ = A.FORMS[f]
+        assert alt.kernel is kern and kern.ir.block == rows
+        assert alt.launch(shape).n == blocks[f] * rows
+    assert ops.get("attention_causal", form="packed8").launch(shape).consts["CAUSAL"] == 1
 
 
 @pytest.mark.parametrize("form", NEW_FORMS)
@@ -107,15 +115,20 @@ def test_the_stream_forms_bits_are_within_the_oracle():
             assert np.abs(y - want).max() <= 1e-5 * max(np.abs(want).max(), 1e-30)
 
 
-@pytest.mark.parametrize("form", NEW_FORMS)
-@pytest.mark.parametrize("variant", VARIANTS)
+def _fits(variant, rows):
+    v = parse_variant(variant)
+    return v.lanes * (1 if v.interleave == "auto" else v.interleave) <= rows
+
+
+@pytest.mark.parametrize("form,variant", [(f, v) for f in NEW_FORMS for v in VARIANTS
+                                          if _fits(v, A.FORMS[f][1])])
 def test_every_variant_of_every_form_gives_the_stream_forms_bits(form, variant):
-    kern, rows = A.FORMS[form]
+    kern, rows, packed = A.FORMS[form]
     for group, ((D, DV, causal, kind, window), shapes) in GROUPS.items():
-        L0, _ = _args(shapes[0], kind, causal, window, rows)
+        L0, _ = _args(shapes[0], kind, causal, window, rows, packed)
         ck = compile_kernel(kern, L0.consts, variant, n=rows, verify="never")    # whole blocks: every launch
         for i, shape in enumerate(shapes):
-            L, args = _args(shape, kind, causal, window, rows)
+            L, args = _args(shape, kind, causal, window, rows, packed)
             assert L.consts == L0.consts
             verdict = verify_build(ck, L.n, args, reference={"o": _interpreted("stream", group, i)},
                                    label=f"{form} {variant} {shape}")
@@ -125,19 +138,22 @@ def test_every_variant_of_every_form_gives_the_stream_forms_bits(form, variant):
 @pytest.mark.parametrize("form", NEW_FORMS)
 def test_the_unspecialised_build_gives_the_same_bits(form):
     # the build for launches that are not a whole number of blocks (no n given)
-    kern, rows = A.FORMS[form]
+    kern, rows, packed = A.FORMS[form]
     (_, _, causal, kind, window), shapes = GROUPS["causal"]
-    L0, _ = _args(shapes[0], kind, causal, window, rows)
-    ck = compile_kernel(kern, L0.consts, "lanes=16", verify="never")
+    L0, _ = _args(shapes[0], kind, causal, window, rows, packed)
+    ck = compile_kernel(kern, L0.consts, "lanes=8" if rows == 8 else "lanes=16", verify="never")
     assert not ck.code.full_blocks
     for i, shape in enumerate(shapes):
-        L, args = _args(shape, kind, causal, window, rows)
+        L, args = _args(shape, kind, causal, window, rows, packed)
         verdict = verify_build(ck, L.n, args, reference={"o": _interpreted("stream", "causal", i)})
         assert verdict.ok, verdict.describe()
 
 
-@pytest.mark.parametrize("SQ,lanes,bits,form", [
-    (1, 16, 512, "stream"), (16, 16, 512, "stream"), (17, 16, 512, "rows32k8"), (256, 8, 512, "rows32"),
-    (256, 4, 512, "rows32"), (256, 16, 256, "stream"), (256, 8, 256, "stream"), (200, 16, 128, "stream")])
-def test_form_for_takes_the_32_row_forms_only_with_32_registers_and_more_than_16_rows(SQ, lanes, bits, form):
-    assert A.form_for(SQ, lanes, bits) == form
+@pytest.mark.parametrize("SQ,G,lanes,bits,form", [
+    (1, 4, 8, 512, "packed8"), (2, 4, 8, 256, "packed8"), (1, 1, 8, 128, "packed8"), (3, 4, 8, 512, "packed16"),
+    (1, 4, 16, 512, "packed16"), (16, 1, 16, 512, "packed16"), (17, 1, 16, 512, "rows32k8"),
+    (256, 4, 8, 512, "rows32"), (256, 1, 4, 512, "rows32"), (256, 1, 16, 256, "stream"),
+    (256, 1, 8, 256, "stream"), (200, 1, 16, 128, "stream")])
+def test_form_for(SQ, G, lanes, bits, form):
+    # packed forms up to 16 rows, 32-row forms only with 32 vector registers
+    assert A.form_for(SQ, G, lanes, bits) == form

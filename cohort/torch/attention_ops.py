@@ -155,7 +155,7 @@ ROPE_HF = register(TorchOp("rope_hf", rope_hf_impl, _rope_hf_fake, rope_hf, _rop
 # ---------------------------------------------------------------- attention
 
 _SCALES: dict = {}    # D -> SDPA's default scale, f32(1/sqrt(D))
-_FORMS: dict = {}     # (SQ > BLOCK, lanes, vector bits) -> attention_op.FORMS entry (form_for)
+_FORMS: dict = {}     # form_for's inputs, condensed -> attention_op.FORMS entry
 NO_BIAS = torch.zeros(1)    # the kernel's mask buffer when there is no mask (never read)
 
 
@@ -198,12 +198,13 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
         bias, strides = (NO_BIAS, (0, 0, 0)) if shape4 is None else mask_bias(mask, shape4, SKV)
         # attention_op.launch's geometry and constants: a block per (batch, head, tile of `rows`
         # rows), in the form attention_op.form_for picks for the variant's lanes and the machine
-        key = (SQ > attention_op.BLOCK, current_variant().lanes, target.current().vector_bits)
+        key = (min(SQ, 17), min(H // HKV, 9) if SQ <= 8 else 0, current_variant().lanes,
+               target.current().vector_bits)       # what form_for's choice depends on
         form = _FORMS.get(key)
         if form is None:
-            form = _FORMS[key] = attention_op.FORMS[attention_op.form_for(SQ, key[1], key[2])]
-        fkernel, rows = form
-        n = B * H * -(-SQ // rows) * rows
+            form = _FORMS[key] = attention_op.FORMS[attention_op.form_for(SQ, H // HKV, key[2], key[3])]
+        fkernel, rows, packed = form
+        n = B * HKV * -(-(H // HKV) * SQ // rows) * rows if packed else B * H * -(-SQ // rows) * rows
         mode = 2 if window is not None else (1 if causal else 0)
         kernel = kernel_for(fkernel, q.dtype, keep=("bias",))
         run = launcher(kernel, (("D", D), ("DV", DV), ("CAUSAL", mode), ("MASK", int(shape4 is not None))), True)

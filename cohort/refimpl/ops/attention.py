@@ -10,21 +10,24 @@ uniform across a packet (one broadcast feeds all lanes) while each lane's
 query row and accumulator sit in private arrays: a packet runs the outer
 product of 8 query rows with one key, the register-blocked shape of a GEMM
 micro-kernel. The forms (`FORMS`, chosen by `form_for`) are this one code at
-other register shapes: "stream" blocks of 16 rows, scores in two passes of four
-keys; "rows32" blocks of 32 rows (with 32 vector registers, four packets of 8
-or two of 16 share each key broadcast); "rows32k8" 32 rows and the eight
-scores in one pass (16 accumulators of 16 lanes: ten loads per sixteen fma
-instead of six per eight). Every score, max, exp and fold is the same float32
-operation on the same operands in every form: the outputs are bit-identical
-(tests/test_attention_forms.py). The measurements are in docs/kernels.md,
-'attention's forms'.
+other shapes: "stream" blocks of 16 rows, scores in two passes of four keys;
+"rows32" blocks of 32 rows (with 32 vector registers, four packets of 8 or two
+of 16 share each key broadcast); "rows32k8" 32 rows and the eight scores in one
+pass (16 accumulators of 16 lanes: ten loads per sixteen fma instead of six per
+eight); "packed8" and "packed16" blocks of 8 or 16 rows taken from every query
+head that reads the block's KV head (decoding: one query row per head fills a
+packet with the group's heads instead of one live lane). Every score, max, exp
+and fold is the same float32 operation on the same operands in every form: the
+outputs are bit-identical (tests/test_attention_forms.py). The measurements are
+in docs/kernels.md, 'attention's forms'.
 
 Keys are taken in tiles of TILE = 8 (flash attention's online softmax at tile
 granularity): the tile's eight scores are independent accumulators over d,
 each step one fused multiply-add s = fma(q[d], k[d], s), in two passes of four
 (each score's chain is the same either way; four live accumulators per packet
 let two packets run side by side in sixteen vector registers, so one key
-broadcast feeds both: the timing is in docs/README.md, 'Measurements behind the code');
+broadcast feeds both: the timing is in docs/README.md, 'Measurements behind the code';
+the "rows32k8" form runs the eight in one pass);
 the running max m moves once per tile, so one correction
 exp(m - m_new) rescales l and acc per tile, not per key; the values are folded
 in as acc[e] = fma(p7, v7[e], ... fma(p0, v0[e], acc[e]*corr)), p0 first. Fused
@@ -67,25 +70,39 @@ BLOCK = 16    # query rows per block in the "stream" form: two packets of 8 lane
 TILE = 8      # keys per online-softmax step
 
 
-def _attention(rows: int, keys: int):
+def _attention(rows: int, keys: int, packed: int):
     """The kernel for blocks of `rows` query rows whose eight scores per tile run in passes
-    of `keys` (4 or 8) over d: the forms' register shapes; the operations are the same."""
+    of `keys` (4 or 8) over d; packed = 1: a block's rows are (query head of the group, query
+    row) pairs of one KV head, rather than query rows of one head. The forms' shapes; the
+    operations of every row are the same."""
 
     @kernel(block=rows)
     def attention(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32], o: Buffer[f32], scale: f32,
                   H: i32, HKV: i32, SQ: i32, SKV: i32, BSB: i32, BSH: i32, BSQ: i32, WIN: i32,
                   D: Const[int], DV: Const[int], CAUSAL: Const[int], MASK: Const[int]):
         # Block-level values (uniform across the block's packets). The clamps change no value:
-        # they state the ranges (tile < tiles, h < H) the bounds proof cannot derive.
-        tiles = (SQ + block_size() - 1) // block_size()
-        bh = block_id() // tiles                          # (batch, head) of this block
+        # they state the ranges (tile < tiles, h < H) the bounds proof cannot derive. A
+        # (batch, head) owns SQ rows; packed, a (batch, KV head) owns G * SQ: row r is query
+        # row r % SQ of its group's head r // SQ (G = H / HKV heads read one KV head).
+        G = H // HKV
+        grp = G * SQ if packed == 1 else SQ
+        tiles = (grp + block_size() - 1) // block_size()
+        bh = block_id() // tiles                          # (batch, head), packed (batch, KV head)
         tile = min(max(block_id() - bh * tiles, 0), tiles - 1)
-        b = bh // H
-        h = min(max(bh - b * H, 0), H - 1)
-        key0 = (b * HKV + h * HKV // H) * SKV             # first key row of kv head h*HKV//H
-        first = tile * block_size()                       # the block's first and last query rows
-        last = min(first + block_size() - 1, SQ - 1)
-        s = first + thread_id()                           # this thread's row (s >= SQ: computes, stores nothing)
+        b = bh // HKV if packed == 1 else bh // H
+        hk = min(max(bh - b * HKV, 0), HKV - 1)           # packed: the block's KV head
+        r = tile * block_size() + thread_id()             # this thread's row (r >= grp: computes, stores nothing)
+        g = min(r // SQ, G - 1)                           # packed: the row's head in the group
+        h = min(max(hk * G + g, 0), H - 1) if packed == 1 else min(max(bh - b * H, 0), H - 1)
+        s = min(max(r - g * SQ, 0), SQ - 1) if packed == 1 else r   # the row's query position
+        row = (b * H + hk * G) * SQ + r if packed == 1 else bh * SQ + r   # its row of q and o
+        key0 = (b * HKV + hk) * SKV if packed == 1 else (b * HKV + h * HKV // H) * SKV   # its KV head's first key
+        # the block's first and last query positions (packed: a block whose rows reach into a
+        # second head has them all, 0 to SQ - 1)
+        r0 = tile * block_size()
+        r1 = min(r0 + block_size() - 1, grp - 1)
+        first = (0 if r1 // SQ > r0 // SQ else r0 - r0 // SQ * SQ) if packed == 1 else r0
+        last = (SQ - 1 if r1 // SQ > r0 // SQ else r1 - r1 // SQ * SQ) if packed == 1 else r1
         # keys a row sees: all, or (causal) up to its diagonal aligned bottom-right
         kend = min(max(s + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
         kend_hi = min(max(last + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
@@ -98,7 +115,7 @@ def _attention(rows: int, keys: int):
         acc = private(f32, DV)
         w = private(f32, 8)                               # a tile's scores, then its weights
         for d in range(D):
-            qrow[d] = q[(bh * SQ + s) * D + d] * scale if s < SQ else 0.0
+            qrow[d] = q[row * D + d] * scale if r < grp else 0.0
         for e in range(DV):
             acc[e] = 0.0
         m = -INF
@@ -190,29 +207,36 @@ def _attention(rows: int, keys: int):
                         p4, v[c4 * DV + e], fma(p3, v[c3 * DV + e], fma(p2, v[c2 * DV + e], fma(
                             p1, v[c1 * DV + e], fma(p0, v[c0 * DV + e], acc[e] * corr)))))))) if take else acc[e]
                 m = m_new if take else m
-        if s < SQ:
+        if r < grp:
             for e in range(DV):
-                o[(bh * SQ + s) * DV + e] = acc[e] / l if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0.0
+                o[row * DV + e] = acc[e] / l if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0.0
 
     return attention
 
 
-attention = _attention(BLOCK, 4)     # "stream": 8 accumulators of 16 rows (16 registers of 8 lanes)
-attention32 = _attention(32, 4)     # "rows32": 16 vector accumulators of 8 lanes, 32 registers
-attention32k8 = _attention(32, 8)   # "rows32k8": 16 accumulators of 16 lanes, one pass over d
+attention = _attention(BLOCK, 4, 0)     # "stream": 8 accumulators of 16 rows (16 registers of 8 lanes)
+attention32 = _attention(32, 4, 0)     # "rows32": 16 vector accumulators of 8 lanes, 32 registers
+attention32k8 = _attention(32, 8, 0)   # "rows32k8": 16 accumulators of 16 lanes, one pass over d
+packed8 = _attention(8, 4, 1)          # "packed8": a packet of 8 rows, the heads of a KV group
+packed16 = _attention(16, 4, 1)        # "packed16": 16 rows, the heads of a KV group
 
-# form -> (kernel, rows per block)
-FORMS = {"stream": (attention, BLOCK), "rows32": (attention32, 32), "rows32k8": (attention32k8, 32)}
+# form -> (kernel, rows per block, packed)
+FORMS = {"stream": (attention, BLOCK, 0), "rows32": (attention32, 32, 0), "rows32k8": (attention32k8, 32, 0),
+         "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1)}
 
 
-def form_for(SQ: int, lanes: int, vector_bits: int) -> str:
-    """The form a launch of SQ query rows runs best in, in packets of `lanes` on a machine
-    whose vector registers are `vector_bits` wide (Target.vector_bits). The 32-row forms
-    hold 16 vector accumulators, which only 512-bit machines' 32 registers keep (AVX2 has 16:
-    they would spill); their block computes 32 rows, so at SQ <= 16 (decoding: SQ = 1) the
-    16-row form wastes fewer lanes. Measured: docs/kernels.md, 'attention's forms'. All give
+def form_for(SQ: int, G: int, lanes: int, vector_bits: int) -> str:
+    """The form a launch of SQ query rows and G = H / Hkv query heads per KV head runs best
+    in, in packets of `lanes` on a machine whose vector registers are `vector_bits` wide
+    (Target.vector_bits). Few rows (decoding: SQ = 1): the packed forms fill a block with the
+    rows of every head that reads one KV head, G * SQ rows instead of SQ (and read each key
+    once for all of them); 8 rows when they fit a packet of 8. More than 16 rows on a
+    512-bit machine: the 32-row forms, whose 16 vector accumulators only 32 registers keep
+    (AVX2 has 16: they would spill). Measured: docs/kernels.md, 'attention's forms'. All give
     the same bits."""
-    if vector_bits < 512 or SQ <= BLOCK:
+    if SQ <= BLOCK:
+        return "packed8" if lanes <= 8 and G * SQ <= 8 else "packed16"
+    if vector_bits < 512:
         return "stream"
     return "rows32k8" if lanes >= 16 else "rows32"
 
@@ -228,17 +252,18 @@ def default_scale(D: int) -> float:
     return float(np.float32(1.0 / np.sqrt(np.float64(D))))
 
 
-def launch(s, causal: bool = False, scale=None, mask_strides=None, window=None, rows: int = BLOCK):
+def launch(s, causal: bool = False, scale=None, mask_strides=None, window=None, rows: int = BLOCK,
+           packed: int = 0):
     """mask_strides: (batch, head, query) strides of the bias in elements (0 where it
     broadcasts; keys contiguous), or None for no mask. window: W >= 1 (causal only).
-    rows: the form's query rows per block (FORMS)."""
+    rows, packed: the form's query rows per block and geometry (FORMS)."""
     B, H, HKV, SQ, SKV, D, DV = s
-    tiles = -(-SQ // rows)
+    heads, tiles = (B * HKV, -(-(H // HKV) * SQ // rows)) if packed else (B * H, -(-SQ // rows))
     if window is not None and not causal:
         raise ShapeError("attention: a sliding window needs causal=True (keys i - W < j <= i)")
     mode = 2 if window is not None else int(causal)
     bsb, bsh, bsq = mask_strides or (0, 0, 0)
-    return Launch(B * H * tiles * rows, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(mask_strides is not None)},
+    return Launch(heads * tiles * rows, {"D": D, "DV": DV, "CAUSAL": mode, "MASK": int(mask_strides is not None)},
                   {"scale": default_scale(D) if scale is None else float(scale),
                    "H": H, "HKV": HKV, "SQ": SQ, "SKV": SKV, "BSB": bsb, "BSH": bsh, "BSQ": bsq,
                    "WIN": int(window or 0)})
@@ -285,8 +310,8 @@ def _operator(name, causal, definition, **facts):
         aux=("bias",),
         oracle=lambda inp: reference(inp["q"], inp["k"], inp["v"], causal),
         check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0, definition=definition,
-        forms=tuple((f, kern, (lambda s, rows=rows: launch(s, causal, rows=rows)))
-                    for f, (kern, rows) in FORMS.items() if f != "stream"), **facts)
+        forms=tuple((f, kern, (lambda s, rows=rows, packed=packed: launch(s, causal, rows=rows, packed=packed)))
+                    for f, (kern, rows, packed) in FORMS.items() if f != "stream"), **facts)
 
 
 OP = _operator("attention", False,
