@@ -95,7 +95,7 @@ def _attention(rows: int, keys: int, packed: int):
         g = min(r // SQ, G - 1)                           # packed: the row's head in the group
         h = min(max(hk * G + g, 0), H - 1) if packed == 1 else min(max(bh - b * H, 0), H - 1)
         s = min(max(r - g * SQ, 0), SQ - 1) if packed == 1 else r   # the row's query position
-        row = (b * H + hk * G) * SQ + r if packed == 1 else bh * SQ + r   # its row of q and o
+        row0 = (b * H + hk * G) * SQ if packed == 1 else bh * SQ   # q's and o's row of r = 0
         key0 = (b * HKV + hk) * SKV if packed == 1 else (b * HKV + h * HKV // H) * SKV   # its KV head's first key
         # the block's first and last query positions (packed: a block whose rows reach into a
         # second head has them all, 0 to SQ - 1)
@@ -115,7 +115,8 @@ def _attention(rows: int, keys: int, packed: int):
         acc = private(f32, DV)
         w = private(f32, 8)                               # a tile's scores, then its weights
         for d in range(D):
-            qrow[d] = q[row * D + d] * scale if r < grp else 0.0
+            # (row0 + r spelled out under its guard: the launch's bounds proof narrows r there)
+            qrow[d] = q[(row0 + r) * D + d] * scale if r < grp else 0.0
         for e in range(DV):
             acc[e] = 0.0
         m = -INF
@@ -123,15 +124,17 @@ def _attention(rows: int, keys: int, packed: int):
         for jt in range(kbeg_lo // 8, (kend_hi + 7) // 8):
             j0 = jt * 8
             # the key rows of keys j0..j0+7; past the block's last key clamped (an in-bounds row,
-            # whose score is masked below); uniform across the packet, so every load is a broadcast
-            c0 = key0 + min(j0, kend_hi - 1)
-            c1 = key0 + min(j0 + 1, kend_hi - 1)
-            c2 = key0 + min(j0 + 2, kend_hi - 1)
-            c3 = key0 + min(j0 + 3, kend_hi - 1)
-            c4 = key0 + min(j0 + 4, kend_hi - 1)
-            c5 = key0 + min(j0 + 5, kend_hi - 1)
-            c6 = key0 + min(j0 + 6, kend_hi - 1)
-            c7 = key0 + min(j0 + 7, kend_hi - 1)
+            # whose score is masked below); uniform across the packet, so every load is a broadcast.
+            # The max changes no value (the loop runs only when kend_hi >= 1): it states the lower
+            # bound the launch's proof cannot see, for blocks with no key (causal, Sq > Skv)
+            c0 = key0 + max(min(j0, kend_hi - 1), 0)
+            c1 = key0 + max(min(j0 + 1, kend_hi - 1), 0)
+            c2 = key0 + max(min(j0 + 2, kend_hi - 1), 0)
+            c3 = key0 + max(min(j0 + 3, kend_hi - 1), 0)
+            c4 = key0 + max(min(j0 + 4, kend_hi - 1), 0)
+            c5 = key0 + max(min(j0 + 5, kend_hi - 1), 0)
+            c6 = key0 + max(min(j0 + 6, kend_hi - 1), 0)
+            c7 = key0 + max(min(j0 + 7, kend_hi - 1), 0)
             s0 = 0.0
             s1 = 0.0
             s2 = 0.0
@@ -167,14 +170,14 @@ def _attention(rows: int, keys: int, packed: int):
             vis5 = j0 + 5 < kend and j0 + 5 >= kbeg if CAUSAL == 2 else j0 + 5 < kend
             vis6 = j0 + 6 < kend and j0 + 6 >= kbeg if CAUSAL == 2 else j0 + 6 < kend
             vis7 = j0 + 7 < kend and j0 + 7 >= kbeg if CAUSAL == 2 else j0 + 7 < kend
-            w[0] = (s0 + bias[brow + min(j0, kend_hi - 1)] if MASK == 1 else s0) if vis0 else -INF
-            w[1] = (s1 + bias[brow + min(j0 + 1, kend_hi - 1)] if MASK == 1 else s1) if vis1 else -INF
-            w[2] = (s2 + bias[brow + min(j0 + 2, kend_hi - 1)] if MASK == 1 else s2) if vis2 else -INF
-            w[3] = (s3 + bias[brow + min(j0 + 3, kend_hi - 1)] if MASK == 1 else s3) if vis3 else -INF
-            w[4] = (s4 + bias[brow + min(j0 + 4, kend_hi - 1)] if MASK == 1 else s4) if vis4 else -INF
-            w[5] = (s5 + bias[brow + min(j0 + 5, kend_hi - 1)] if MASK == 1 else s5) if vis5 else -INF
-            w[6] = (s6 + bias[brow + min(j0 + 6, kend_hi - 1)] if MASK == 1 else s6) if vis6 else -INF
-            w[7] = (s7 + bias[brow + min(j0 + 7, kend_hi - 1)] if MASK == 1 else s7) if vis7 else -INF
+            w[0] = (s0 + bias[brow + max(min(j0, kend_hi - 1), 0)] if MASK == 1 else s0) if vis0 else -INF
+            w[1] = (s1 + bias[brow + max(min(j0 + 1, kend_hi - 1), 0)] if MASK == 1 else s1) if vis1 else -INF
+            w[2] = (s2 + bias[brow + max(min(j0 + 2, kend_hi - 1), 0)] if MASK == 1 else s2) if vis2 else -INF
+            w[3] = (s3 + bias[brow + max(min(j0 + 3, kend_hi - 1), 0)] if MASK == 1 else s3) if vis3 else -INF
+            w[4] = (s4 + bias[brow + max(min(j0 + 4, kend_hi - 1), 0)] if MASK == 1 else s4) if vis4 else -INF
+            w[5] = (s5 + bias[brow + max(min(j0 + 5, kend_hi - 1), 0)] if MASK == 1 else s5) if vis5 else -INF
+            w[6] = (s6 + bias[brow + max(min(j0 + 6, kend_hi - 1), 0)] if MASK == 1 else s6) if vis6 else -INF
+            w[7] = (s7 + bias[brow + max(min(j0 + 7, kend_hi - 1), 0)] if MASK == 1 else s7) if vis7 else -INF
             m_new = max(m, max(max(max(w[0], w[1]), max(w[2], w[3])), max(max(w[4], w[5]), max(w[6], w[7]))))
             # a row with no finite score yet shifts by 0: exp(-inf - 0) = 0, not exp(-inf + inf)
             mz = (m_new if m_new > -INF else 0.0) if MASK == 1 or CAUSAL == 2 else m_new
@@ -209,7 +212,7 @@ def _attention(rows: int, keys: int, packed: int):
                 m = m_new if take else m
         if r < grp:
             for e in range(DV):
-                o[row * DV + e] = acc[e] / l if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0.0
+                o[(row0 + r) * DV + e] = acc[e] / l if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0.0
 
     return attention
 
