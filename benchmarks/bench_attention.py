@@ -2,7 +2,7 @@
 
     python benchmarks/bench_attention.py                      # the default shapes, packet and lanes=16
     python benchmarks/bench_attention.py --variants packet --rounds 9
-    python benchmarks/bench_attention.py --rows               # also rmsnorm / layernorm / softmax
+    python benchmarks/bench_attention.py --rows               # also rmsnorm / layernorm / masked_softmax
 
 Each round times every column once, in an order that alternates between rounds
 (the columns share whatever else the machine runs): a column's time is the
@@ -35,7 +35,7 @@ from cohort.backend import target
 from cohort.refimpl.ops import attention as attention_op
 from cohort.torch import attention_ops
 
-SHAPES = ("1x16x200x64", "1x32x256x128", "1x32x8x1x1024x128")
+SHAPES = ("1x16x200x64", "1x32x256x128", "1x32x8x1x1024x128", "1x32x32x1x1024x128")
 
 
 def parse_shape(text: str):
@@ -116,7 +116,7 @@ def attention_columns(shape, variants):
     bits = target.current().vector_bits
     for name in variants:
         var = ct.variant(name)   # a setting; each column enters its own scope below
-        chosen = attention_op.form_for(sq, var.variant.lanes, bits)
+        chosen = attention_op.form_for(sq, h // hkv, var.variant.lanes, bits)
 
         def call(var=var):
             with var:
@@ -141,11 +141,12 @@ def row_columns(op, shape, variants):
     g = torch.Generator().manual_seed(0)
     x = torch.randn(*shape, generator=g)
     w, bb = torch.randn(shape[-1], generator=g), torch.randn(shape[-1], generator=g)
+    keep = torch.rand(*shape, generator=g) > 0.1
     eager = {"rmsnorm": lambda: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
              "layernorm": lambda: F.layer_norm(x, (shape[-1],), w, bb, 1e-5),
-             "softmax": lambda: torch.softmax(x, -1)}[op]
+             "masked_softmax": lambda: torch.softmax(x.masked_fill(~keep, float("-inf")), -1)}[op]
     mine = {"rmsnorm": lambda: ct.rmsnorm(x, w), "layernorm": lambda: ct.layernorm(x, w, bb),
-            "softmax": lambda: ct.softmax(x, -1)}[op]
+            "masked_softmax": lambda: ct.masked_softmax(x, keep)}[op]
     cols = {"eager": eager}
     for name in variants:
         var = ct.variant(name)
@@ -174,7 +175,7 @@ def main():
     ap.add_argument("--variants", nargs="*", default=["packet", "lanes=16"])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=15)
-    ap.add_argument("--rows", action="store_true", help="also time rmsnorm, layernorm and softmax")
+    ap.add_argument("--rows", action="store_true", help="also time rmsnorm, layernorm and masked_softmax")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     a = ap.parse_args()
     if a.rounds < 1 or a.calls < 1:
@@ -189,7 +190,7 @@ def main():
         table(f"attention {text} (B,H,Hkv,Sq,Skv,D = {shape})", attention_columns(shape, a.variants), "sdpa",
               a.rounds, a.calls)
     if a.rows:
-        for op in ("rmsnorm", "layernorm", "softmax"):
+        for op in ("rmsnorm", "layernorm", "masked_softmax"):
             for shape in ((64, 4096), (512, 1024), (2048, 128)):
                 table(f"{op} {shape[0]}x{shape[1]}", row_columns(op, shape, a.variants), "eager",
                       a.rounds, 4 * a.calls)
