@@ -42,9 +42,10 @@ GROUPS = {
     "window + float mask": ((8, 8, True, "float", 9), [(1, 2, 1, 37, 37, 8, 8)]),
 }
 
-VARIANTS = ("whole", "lanes=4", "lanes=4,full_packet=off,predicated=off", "packet", "packet,interleave=1",
-            "packet,interleave=2", "lanes=8,private=thread", "lanes=16", "lanes=16,interleave=1",
-            "packet,checked=on", "whole,grain=1,workers=2", "lanes=16,grain=1,workers=2")
+# the default run: scalar, masked 4-lane, 8 and 16 lanes, the pool; the rest with -m slow
+VARIANTS = ("whole", "lanes=4,full_packet=off,predicated=off", "packet", "lanes=16", "lanes=16,grain=1,workers=2")
+SLOW_VARIANTS = ("lanes=4", "packet,interleave=1", "packet,interleave=2", "lanes=8,private=thread",
+                 "lanes=16,interleave=1", "packet,checked=on", "whole,grain=1,workers=2")
 
 
 def _args(shape, kind, causal, window, rows, packed, seed=5):
@@ -120,8 +121,9 @@ def _fits(variant, rows):
     return v.lanes * (1 if v.interleave == "auto" else v.interleave) <= rows
 
 
-@pytest.mark.parametrize("form,variant", [(f, v) for f in NEW_FORMS for v in VARIANTS
-                                          if _fits(v, A.FORMS[f][1])])
+@pytest.mark.parametrize("form,variant", [
+    pytest.param(f, v, marks=[pytest.mark.slow] if v in SLOW_VARIANTS else [])
+    for f in NEW_FORMS for v in VARIANTS + SLOW_VARIANTS if _fits(v, A.FORMS[f][1])])
 def test_every_variant_of_every_form_gives_the_stream_forms_bits(form, variant):
     kern, rows, packed = A.FORMS[form]
     for group, ((D, DV, causal, kind, window), shapes) in GROUPS.items():
