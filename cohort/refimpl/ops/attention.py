@@ -36,8 +36,9 @@ loops (docs/README.md, 'Measurements behind the code'). Keys past the last full 
 update for a tile of one. This order of float32 operations is the operator's
 definition (DESIGN §4); the oracle is float64.
 
-Lengths are runtime: SQ, SKV, H and HKV are scalar arguments, so one build
-serves every sequence length, batch and head count; D and DV stay Const (the
+Lengths are runtime: SQ, SKV, H and HKV are scalar arguments, so one build of a
+form serves every sequence length, batch and head count (cohort.torch builds at
+most one per form it picks: a few rows, more rows); D and DV stay Const (the
 private arrays' sizes and the unrolled dot products), and so does CAUSAL.
 
 Causal masking aligns the last query with the last key (bottom-right, as
@@ -235,7 +236,7 @@ def form_for(SQ: int, G: int, lanes: int, vector_bits: int) -> str:
     rows of every head that reads one KV head, G * SQ rows instead of SQ (and read each key
     once for all of them); 8 rows when they fit a packet of 8. More than 16 rows on a
     512-bit machine: the 32-row forms, whose 16 vector accumulators only 32 registers keep
-    (AVX2 has 16: they would spill). Measured: docs/kernels.md, 'attention's forms'. All give
+    (256-bit machines have 16: they would spill). Measured: docs/kernels.md, 'attention's forms'. All give
     the same bits."""
     if SQ <= BLOCK:
         return "packed8" if lanes <= 8 and G * SQ <= 8 else "packed16"
