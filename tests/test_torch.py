@@ -299,9 +299,10 @@ def test_lengths_are_runtime_arguments_one_build_serves_all():
                                      torch.randn(1, 2, T, 16, generator=g), causal=True),
                         ct.rope(torch.randn(3, 4, S, 16, generator=g), torch.randn(S, 8, generator=g),
                                 torch.randn(S, 8, generator=g), interleaved=False))
-    run(5, 5)
+    for S in (1, 5, 17):     # one launch of each form attention.form_for picks here (G = 2)
+        run(S, S)
     builds = ct.stats()["builds"]
-    for S, T in ((1, 6), (1, 7), (17, 40), (3, 3), (64, 64), (1, 130)):
+    for S, T in ((1, 6), (1, 7), (17, 40), (3, 3), (64, 64), (1, 130), (4, 9), (200, 201)):
         run(S, T)
     assert ct.stats()["builds"] == builds
 

@@ -9,11 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..backend import target
 from ..refimpl.ops import attention as attention_op
 from . import checks
 from .binding import OpBinding, TorchOp, bind, register
 from .dtypes import kernel_for
-from .launch import launcher
+from .launch import current_variant, launcher
 from .ops import direct, op_kernel, plain_f32
 
 # ---------------------------------------------------------------- rope
@@ -154,6 +155,7 @@ ROPE_HF = register(TorchOp("rope_hf", rope_hf_impl, _rope_hf_fake, rope_hf, _rop
 # ---------------------------------------------------------------- attention
 
 _SCALES: dict = {}    # D -> SDPA's default scale, f32(1/sqrt(D))
+_FORMS: dict = {}     # form_for's inputs, condensed -> attention_op.FORMS entry
 NO_BIAS = torch.zeros(1)    # the kernel's mask buffer when there is no mask (never read)
 
 
@@ -194,10 +196,17 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
     o = torch.empty((B, H, SQ, DV), dtype=q.dtype)
     if B * H * SQ:
         bias, strides = (NO_BIAS, (0, 0, 0)) if shape4 is None else mask_bias(mask, shape4, SKV)
-        # attention_op.launch's geometry and constants: a block per (batch, head, tile of BLOCK rows)
-        n = B * H * -(-SQ // attention_op.BLOCK) * attention_op.BLOCK
+        # attention_op.launch's geometry and constants: a block per (batch, head, tile of `rows`
+        # rows), in the form attention_op.form_for picks for the variant's lanes and the machine
+        key = (min(SQ, 17), min(H // HKV, 9) if SQ <= 8 else 0, current_variant().lanes,
+               target.current().vector_bits)       # what form_for's choice depends on
+        form = _FORMS.get(key)
+        if form is None:
+            form = _FORMS[key] = attention_op.FORMS[attention_op.form_for(SQ, H // HKV, key[2], key[3])]
+        fkernel, rows, packed = form
+        n = B * HKV * -(-(H // HKV) * SQ // rows) * rows if packed else B * H * -(-SQ // rows) * rows
         mode = 2 if window is not None else (1 if causal else 0)
-        kernel = kernel_for(attention_op.attention, q.dtype, keep=("bias",))
+        kernel = kernel_for(fkernel, q.dtype, keep=("bias",))
         run = launcher(kernel, (("D", D), ("DV", DV), ("CAUSAL", mode), ("MASK", int(shape4 is not None))), True)
         run(n, (q, k, v, bias, o), (scale, H, HKV, SQ, SKV, *strides, window or 0))
     return o
