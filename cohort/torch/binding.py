@@ -27,6 +27,22 @@ from ..refimpl import ops as registry
 
 
 @dataclass(frozen=True)
+class NativeCall:
+    """What the native call path (native_call.py / native_call.cpp) checks and keys a call of an
+    op by, one role per schema argument: 'x' the first, a float32 tensor whose empty_like is the
+    output; 'v' a float32 vector of x's last dimension; 's' a float32 tensor of x's shape; 'm' a
+    bool tensor of x's shape; 'e' a float in [0, FLT_MAX] (eps: part of the launch shape, the sign
+    of a zero too). row: x has at least one dimension and its last one is a build constant.
+    Whatever the roles do not describe runs the op's Python implementation."""
+    roles: str
+    row: bool = False
+
+    def __post_init__(self):
+        if not self.roles or self.roles[0] != "x" or set(self.roles[1:]) - set("vsme"):
+            raise ValueError(f"NativeCall roles {self.roles!r}: 'x' first, then v, s, m or e")
+
+
+@dataclass(frozen=True)
 class TorchOp:
     name: str                          # cohort::<name>
     impl: Callable                     # the implementation; its annotations are the op's schema
@@ -38,6 +54,7 @@ class TorchOp:
                                        # CompositeExplicitAutograd wrapper (which re-checks that the
                                        # output aliases no input, ~2 us a call)
     autograd_cpu: bool = True          # and the short AutogradCPU kernel (ops.fast_autograd) in front of it
+    native: Optional[NativeCall] = None   # the native call path's description (None: Python kernels only)
     custom_op: Any = field(default=None, compare=False, repr=False)   # set by register
 
 
@@ -88,7 +105,10 @@ class OpBinding:
 TORCH_OPS: dict = {}     # name -> TorchOp, in registration order
 BINDINGS: dict = {}      # refimpl operator name -> OpBinding
 
-_LIB = torch.library.Library("cohort", "IMPL")   # the direct CPU and AutogradCPU kernels (kept alive here)
+# The direct CPU and AutogradCPU kernels, one library per op (kept alive here), so that the
+# native call path can take an op's two keys over and give them back (native_call.py).
+_LIBS: dict = {}         # name -> torch.library.Library holding the op's Python CPU / AutogradCPU kernels
+PY_KERNELS: dict = {}    # name -> (CPU kernel: impl or None, AutogradCPU kernel: f(keyset, *args) or None)
 
 
 def register(op: TorchOp) -> TorchOp:
@@ -99,10 +119,10 @@ def register(op: TorchOp) -> TorchOp:
     custom.register_fake(op.fake)
     if op.backward is not None:
         torch.library.register_autograd(f"cohort::{op.name}", op.backward, setup_context=op.setup_context)
-    if op.cpu_kernel:
-        _LIB.impl(op.name, op.impl, "CPU")
-    if op.autograd_cpu:
-        fast_autograd(_LIB, op.name, custom, op.impl)
+    if op.cpu_kernel or op.autograd_cpu:
+        PY_KERNELS[op.name] = (op.impl if op.cpu_kernel else None,
+                               fast_autograd_kernel(op.name, custom, op.impl) if op.autograd_cpu else None)
+        python_kernels(op.name)
     done = TorchOp(**{**{k: getattr(op, k) for k in op.__dataclass_fields__}, "custom_op": custom})
     TORCH_OPS[op.name] = done
     return done
@@ -122,8 +142,23 @@ _any_requires_grad = torch._C._any_requires_grad
 _grad_enabled = torch.is_grad_enabled
 
 
-def fast_autograd(lib, name: str, op, impl):
-    """Register for `op` (a custom_op, cohort::`name`) the AutogradCPU kernel described above."""
+def python_kernels(name: str):
+    """(Re)register op `name`'s Python CPU and AutogradCPU kernels (PY_KERNELS)."""
+    impl, autograd = PY_KERNELS[name]
+    lib = _LIBS[name] = torch.library.Library("cohort", "IMPL")
+    if impl is not None:
+        lib.impl(name, impl, "CPU")
+    if autograd is not None:
+        lib.impl(name, autograd, "AutogradCPU", with_keyset=True)
+
+
+def drop_python_kernels(name: str):
+    """Remove op `name`'s Python CPU and AutogradCPU kernels (the native call path takes them over)."""
+    _LIBS.pop(name)._destroy()
+
+
+def fast_autograd_kernel(name: str, op, impl):
+    """The AutogradCPU kernel described above for `op` (a custom_op, cohort::`name`)."""
     from torch._library.autograd import make_autograd_impl
     slow = make_autograd_impl(op._opoverload, op)     # custom_op's own kernel (reads its backward when called)
 
@@ -133,7 +168,6 @@ def fast_autograd(lib, name: str, op, impl):
         return slow(keyset, *args)
 
     kernel.__name__ = f"{name}_autograd_cpu"
-    lib.impl(name, kernel, "AutogradCPU", with_keyset=True)
     return kernel
 
 

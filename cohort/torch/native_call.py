@@ -1,0 +1,271 @@
+"""The native call path: cohort.torch's row and elementwise ops registered with the dispatcher
+from C++ (native_call.cpp), so a call on plain float32 CPU tensors with no gradient to record
+- eager, or from a torch.compile'd graph - reaches the native entry with no Python frame.
+
+The library is built against torch's own headers and libraries with the C++ compiler that
+builds the eager audit column (knobs.CXX, else c++/g++/clang++), and cached per torch version,
+compiler and source under $XDG_CACHE_HOME/cohort/torch_call (a build takes 20-40 s of one
+core). Which ops it takes is each TorchOp record's `native` description (binding.NativeCall);
+the op list is binding.TORCH_OPS, nowhere else.
+
+When the build happens (COHORT_TORCH_CALL, knobs.py):
+    auto    at `import cohort.torch`: a cached build is loaded and registered (milliseconds);
+            without one, the build starts in a background thread and this process keeps the
+            Python path (a registration racing other threads' calls is not safe: the dispatcher
+            reads its tables without a lock), so the native path starts with the next process.
+            No C++ compiler: the Python path.
+    native  at import, built in the foreground when not cached (the first import waits).
+    python  never: the Python kernels (binding.python_kernels) stay.
+A build or load that fails leaves the Python path with the reason in stats() - never an
+exception from an op call. `enable()` builds (or waits for the build) and switches this
+process over at once; `disable()` switches back. Call them before other threads run ops.
+
+What the C++ kernels do not take - a first launch of a shape, another dtype or layout, a
+tensor subclass, FakeTensors, a gradient to record, a recorded error, a sanitize build or a
+pool route - they hand to the Python kernels registered on the Python path, unchanged, so
+results, errors and exception types are the Python path's (tests/test_torch_native_call.py).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from typing import Optional
+
+import torch
+
+from .. import knobs
+from . import binding, launch
+
+SOURCE = os.path.join(os.path.dirname(__file__), "native_call.cpp")
+POOL = launch.POOL         # blocks handed to C++ per launch shape (more calls at once run in Python)
+
+_state = {"call_path": "python", "why": "not started"}
+_lock = threading.Lock()
+_lib: list = []            # the loaded library, once
+_blocks: list = []         # handle -> (PreparedLaunch, its (p, mv, err, fn, address) tuple): kept alive for C++
+_variants: dict = {}       # id -> Variant of every token C++ has keyed a block by (kept alive: ids stay unique)
+_builder: list = []        # the background build's thread
+
+
+class NativeCallUnavailable(RuntimeError):
+    """The native call path cannot be built or loaded here (one-line reason)."""
+
+
+def cache_dir() -> str:
+    base = knobs.XDG_CACHE_HOME.get() or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "cohort", "torch_call")
+
+
+def compiler() -> Optional[str]:
+    for name in (knobs.CXX.get(), "c++", "g++", "clang++"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def _command(cxx: str, out: str) -> list:
+    from torch.utils import cpp_extension
+    abi = int(bool(torch._C._GLIBCXX_USE_CXX11_ABI))
+    incs = [f"-I{p}" for p in (*cpp_extension.include_paths(), sysconfig.get_paths()["include"])]
+    libdir = cpp_extension.library_paths()[0]
+    return [cxx, "-O2", "-std=c++17", "-fPIC", "-shared", "-w", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", *incs, SOURCE,
+            f"-L{libdir}", "-ltorch_python", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{libdir}", "-o", out]
+
+
+def library_path() -> str:
+    """Where the build for this torch, compiler and source is (or will be) cached."""
+    cxx = compiler()
+    if cxx is None:
+        raise NativeCallUnavailable("no C++ compiler found (set CXX)")
+    version = subprocess.run([cxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    with open(SOURCE, "rb") as f:
+        source = f.read()
+    key = hashlib.sha256(source + repr((torch.__version__, sys.version_info[:2], version,
+                                        _command(cxx, "-"))).encode()).hexdigest()[:20]
+    return os.path.join(cache_dir(), key, "cohort_torch_call.so")
+
+
+def build() -> str:
+    """The library's path, built first when not cached (20-40 s); raises NativeCallUnavailable."""
+    path = library_path()
+    if os.path.exists(path):
+        return path
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
+        os.close(fd)
+    except OSError as e:
+        raise NativeCallUnavailable(f"cannot write the build into {folder}: {e.strerror}") from None
+    done = subprocess.run(_command(compiler(), tmp), capture_output=True, text=True)
+    if done.returncode != 0:
+        os.unlink(tmp)
+        errors = [ln for ln in done.stderr.splitlines() if "error" in ln] or done.stderr.strip().splitlines()
+        raise NativeCallUnavailable(f"the build failed: {(errors or ['(no output)'])[0][:200]}")
+    os.replace(tmp, path)     # atomic: a concurrent build publishes the same bytes
+    return path
+
+
+def _load(path: str):
+    if _lib:
+        return _lib[0]
+    lib = ctypes.PyDLL(path)          # PyDLL: every call holds the GIL (the functions touch Python objects)
+    lib.cohort_native_init.argtypes = [ctypes.py_object]
+    lib.cohort_native_set_default.argtypes = [ctypes.c_size_t]
+    lib.cohort_native_pause.argtypes = [ctypes.c_int]
+    lib.cohort_native_launches.restype = ctypes.c_int64
+    lib.cohort_native_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int] + [ctypes.py_object] * 4
+    lib.cohort_native_wants.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.cohort_native_donate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                         ctypes.c_int64, ctypes.c_void_p, ctypes.c_int]
+    lib.cohort_native_init(launch._current)
+    _lib.append(lib)
+    return lib
+
+
+# ---------------------------------------------------------------- called from C++ (with the GIL)
+
+def _miss(op_name: str):
+    """The miss handler of op `op_name`: f(pool address, variant token, *args) runs the Python
+    implementation and hands the launch's pooled block to C++ for that pool."""
+    impl = binding.PY_KERNELS[op_name][0] or binding.TORCH_OPS[op_name].impl
+
+    def miss(address, token, *args):
+        with launch.recording(pause=False) as launches:
+            y = impl(*args)
+        if len(launches) == 1 and id(launch.current_variant()) == token and _lib[0].cohort_native_wants(address, POOL):
+            run, n, tensors, scalars = launches[0]
+            got = run.take(n, tensors, scalars)
+            if got is not None and not _donate(address, run, tensors, args, y, got):
+                run.give_back(n, tensors, scalars, got)
+        return y
+
+    miss.__name__ = f"{op_name}_native_miss"
+    return miss
+
+
+def _donate(address, run, tensors, args, y, got) -> bool:
+    """Hand block `got` to the C++ pool at `address`; False when it stays Python's."""
+    p, mv, err, fn, addr = got
+    if fn is None:                         # a pool route or sanitize build: stays in Python
+        return False
+    sources = [*args, y]
+    writes = []
+    for slot, t in zip(run._pointer_slots, tensors):
+        src = next((i for i, a in enumerate(sources) if a is t), None)
+        if src is None:                    # a copy the implementation made: not a fast-path call
+            return False
+        writes += (slot, src)
+    keep_variant(launch.current_variant())
+    handle = len(_blocks)
+    _blocks.append((p, got))
+    w = (ctypes.c_int32 * len(writes))(*writes)
+    _lib[0].cohort_native_donate(address, p.address, p.err.ctypes.data, ctypes.cast(fn, ctypes.c_void_p).value,
+                                 handle, w, len(writes) // 2)
+    return True
+
+
+def keep_variant(v):
+    """Keep `v` alive: C++ keys blocks by the variant's id."""
+    _variants[id(v)] = v
+
+
+def _recover(handle: int) -> int:
+    """A block's launch recorded an error: raise it as the Python path does, or rerun it with the
+    checked build; returns the entry to call from now on."""
+    p = _blocks[handle][0]
+    p.raise_error(rerun=p.run)
+    return ctypes.cast(p.entry_fn, ctypes.c_void_p).value
+
+
+# ---------------------------------------------------------------- switching
+
+def _native_ops() -> list:
+    return [op for op in binding.TORCH_OPS.values() if op.native is not None and op.cpu_kernel and op.autograd_cpu]
+
+
+def enable() -> dict:
+    """Build (or wait for the background build), load and register the C++ kernels in this process;
+    the stats() dictionary after it. Raises NativeCallUnavailable (and the Python path stays)."""
+    with _lock:
+        if _state["call_path"] == "native":
+            return state()
+        for t in _builder:
+            t.join()
+        try:
+            lib = _load(build())
+        except NativeCallUnavailable as e:
+            _state.update(call_path="python", why=str(e))
+            raise
+        except OSError as e:
+            _state.update(call_path="python", why=f"loading the build failed: {e}")
+            raise NativeCallUnavailable(_state["why"]) from None
+        keep_variant(launch._default[0])
+        lib.cohort_native_set_default(id(launch._default[0]))
+        launch.native_hooks(lib)
+        for op in _native_ops():
+            binding.drop_python_kernels(op.name)
+            lib.cohort_native_register(op.name.encode(), op.native.roles.encode(), int(op.native.row),
+                                       binding.PY_KERNELS[op.name][0], binding.PY_KERNELS[op.name][1],
+                                       _miss(op.name), _recover)
+        _state.update(call_path="native", why="")
+        return state()
+
+
+def disable(why: str = "disabled in this process") -> dict:
+    """Back to the Python kernels (the C++ ones unregistered, their blocks dropped)."""
+    with _lock:
+        if _state["call_path"] == "native":
+            lib = _lib[0]
+            launch.native_hooks(None)
+            lib.cohort_native_unregister()
+            _blocks.clear()
+            for op in _native_ops():
+                binding.python_kernels(op.name)
+        _state.update(call_path="python", why=why)
+        return state()
+
+
+def _background():
+    try:
+        build()
+        _state["why"] = "built in the background: the native path starts with the next process (or enable())"
+    except NativeCallUnavailable as e:
+        _state["why"] = str(e)
+
+
+def startup():
+    """At import of cohort.torch: what COHORT_TORCH_CALL says (module notes)."""
+    mode = knobs.TORCH_CALL.get()
+    if mode == "python":
+        _state.update(call_path="python", why="COHORT_TORCH_CALL=python")
+        return
+    try:
+        cached = os.path.exists(library_path())
+    except NativeCallUnavailable as e:
+        _state.update(call_path="python", why=str(e))
+        return
+    if cached or mode == "native":
+        try:
+            enable()
+        except NativeCallUnavailable:
+            pass
+        return
+    _state["why"] = "building in the background: the native path starts with the next process (or enable())"
+    t = threading.Thread(target=_background, name="cohort-torch-call-build", daemon=True)
+    _builder.append(t)
+    t.start()
+
+
+def state() -> dict:
+    """{'call_path': 'native' | 'python', 'call_path_why': why python ('' when native),
+    'native_launches': launches the C++ kernels made}."""
+    n = _lib[0].cohort_native_launches() if _lib else 0
+    return {"call_path": _state["call_path"], "call_path_why": _state["why"], "native_launches": int(n)}
