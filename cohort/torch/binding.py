@@ -17,6 +17,7 @@ refimpl/ops OPERATORS), its TorchOp and OpBinding next to its torch implementati
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
@@ -90,7 +91,7 @@ class OpBinding:
             packet = getattr(torch.ops.cohort, self.op.name).default
             args += self.schema_tail
             return lambda: packet(*args)
-        fn, kw = self.op.function, dict(self.kwargs)
+        fn, kw = eager_function(self.op), dict(self.kwargs)
         return lambda: fn(*args, **kw)
 
     def reference(self, shape=None) -> Callable:
@@ -191,5 +192,42 @@ def bindings(tag: Optional[str] = None) -> tuple:
 
 
 def public_ops() -> dict:
-    """cohort.torch's functions: name -> the function of each op that has one."""
-    return {name: op.function for name, op in TORCH_OPS.items() if op.function is not None}
+    """cohort.torch's functions: name -> the function of each op that has one (eager_function)."""
+    return {name: eager_function(op) for name, op in TORCH_OPS.items() if op.function is not None}
+
+
+NATIVE_ON = [False]      # the native call path's C++ kernels are registered (native_call.py)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_is_compiling = torch.compiler.is_compiling
+_fronts: dict = {}       # name -> its eager function
+
+
+def eager_function(op: TorchOp) -> Callable:
+    """cohort.torch.<op>: op.function, and for an op the native call path takes (op.native) a front
+    that, while the C++ kernels are registered, calls the op's dispatcher overload directly when
+    the arguments are positional and of the kinds the roles name (plain tensors, float scalars):
+    one C++ call, where op.function's own Python work (its checks, direct()) would cost more than
+    the whole native call. The C++ kernel hands whatever it does not take to the same Python
+    implementation, so results and errors are op.function's. Anything else (a keyword, a
+    non-tensor, tracing under torch.compile) calls op.function itself."""
+    fn = op.function
+    if op.native is None or fn is None:
+        return fn
+    front = _fronts.get(op.name)
+    if front is not None:
+        return front
+    default, kinds = op.custom_op._opoverload, tuple(r != "e" for r in op.native.roles)
+    n = len(kinds)
+
+    def front(*args, **kwargs):
+        if NATIVE_ON[0] and not kwargs and len(args) <= n and not _is_compiling():
+            for a, tensor in zip(args, kinds):
+                if (type(a) not in _PLAIN) if tensor else (type(a) is not float):
+                    break
+            else:
+                return default(*args)
+        return fn(*args, **kwargs)
+
+    functools.update_wrapper(front, fn)
+    _fronts[op.name] = front
+    return front

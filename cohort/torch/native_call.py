@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -49,7 +50,8 @@ POOL = launch.POOL         # blocks handed to C++ per launch shape (more calls a
 _state = {"call_path": "python", "why": "not started"}
 _lock = threading.Lock()
 _lib: list = []            # the loaded library, once
-_blocks: list = []         # handle -> (PreparedLaunch, its (p, mv, err, fn, address) tuple): kept alive for C++
+_blocks: dict = {}         # handle -> (PreparedLaunch, its (p, mv, err, fn, address) tuple): kept alive for C++
+_handles = itertools.count()
 _variants: dict = {}       # id -> Variant of every token C++ has keyed a block by (kept alive: ids stay unique)
 _builder: list = []        # the background build's thread
 
@@ -164,8 +166,8 @@ def _donate(address, run, tensors, args, y, got) -> bool:
             return False
         writes += (slot, src)
     keep_variant(launch.current_variant())
-    handle = len(_blocks)
-    _blocks.append((p, got))
+    handle = next(_handles)                # (atomic: two threads may hand blocks over at once)
+    _blocks[handle] = (p, got)
     w = (ctypes.c_int32 * len(writes))(*writes)
     _lib[0].cohort_native_donate(address, p.address, p.err.ctypes.data, ctypes.cast(fn, ctypes.c_void_p).value,
                                  handle, w, len(writes) // 2)
@@ -175,6 +177,17 @@ def _donate(address, run, tensors, args, y, got) -> bool:
 def keep_variant(v):
     """Keep `v` alive: C++ keys blocks by the variant's id."""
     _variants[id(v)] = v
+
+
+def _from_raw(kernel):
+    """`kernel(keyset, *args)` called as f(keyset's raw repr, *args), as C++ hands it over."""
+    from_raw = torch._C.DispatchKeySet.from_raw_repr
+
+    def autograd(raw, *args):
+        return kernel(from_raw(raw), *args)
+
+    autograd.__name__ = kernel.__name__
+    return autograd
 
 
 def _recover(handle: int) -> int:
@@ -212,9 +225,10 @@ def enable() -> dict:
         launch.native_hooks(lib)
         for op in _native_ops():
             binding.drop_python_kernels(op.name)
-            lib.cohort_native_register(op.name.encode(), op.native.roles.encode(), int(op.native.row),
-                                       binding.PY_KERNELS[op.name][0], binding.PY_KERNELS[op.name][1],
-                                       _miss(op.name), _recover)
+            impl, autograd = binding.PY_KERNELS[op.name]
+            lib.cohort_native_register(op.name.encode(), op.native.roles.encode(), int(op.native.row), impl,
+                                       _from_raw(autograd), _miss(op.name), _recover)
+        binding.NATIVE_ON[0] = True
         _state.update(call_path="native", why="")
         return state()
 
@@ -224,6 +238,7 @@ def disable(why: str = "disabled in this process") -> dict:
     with _lock:
         if _state["call_path"] == "native":
             lib = _lib[0]
+            binding.NATIVE_ON[0] = False
             launch.native_hooks(None)
             lib.cohort_native_unregister()
             _blocks.clear()
