@@ -325,6 +325,9 @@ int cohort_native_init(PyObject* var) {
 
 void cohort_native_set_default(uintptr_t token) { default_variant.store(token, std::memory_order_release); }
 void cohort_native_scoped() { scoped.store(true, std::memory_order_release); }
+// For the benchmark's comparison only (native_call.measure_contextvar_read): false is exact only
+// while no `with variant(...)` block is open in any thread or context.
+void cohort_native_set_scoped(int on) { scoped.store(on != 0, std::memory_order_release); }
 void cohort_native_pause(int delta) { paused.fetch_add(delta); }
 int64_t cohort_native_launches() { return native_launches.load(); }
 

@@ -10,9 +10,11 @@ the op list is binding.TORCH_OPS, nowhere else.
 
 When the build happens (COHORT_TORCH_CALL, knobs.py):
     auto    at `import cohort.torch`: a cached build is loaded and registered (milliseconds);
-            without one, the build starts in a background thread and this process keeps the
-            Python path (a registration racing other threads' calls is not safe: the dispatcher
-            reads its tables without a lock), so the native path starts with the next process.
+            without one, the build starts in a background process of its own (it finishes even
+            if this one exits first) and this process keeps the Python path (a registration
+            racing other threads' calls is not safe: the dispatcher reads its tables without a
+            lock), so the native path starts with the next process. A build that failed is not
+            retried (its reason is in stats()) until COHORT_TORCH_CALL=native or enable().
             No C++ compiler: the Python path.
     native  at import, built in the foreground when not cached (the first import waits).
     python  never: the Python kernels (binding.python_kernels) stay.
@@ -37,6 +39,7 @@ import sys
 import sysconfig
 import tempfile
 import threading
+import time
 from typing import Optional
 
 import torch
@@ -53,7 +56,6 @@ _lib: list = []            # the loaded library, once
 _blocks: dict = {}         # handle -> (PreparedLaunch, its (p, mv, err, fn, address) tuple): kept alive for C++
 _handles = itertools.count()
 _variants: dict = {}       # id -> Variant of every token C++ has keyed a block by (kept alive: ids stay unique)
-_builder: list = []        # the background build's thread
 
 
 class NativeCallUnavailable(RuntimeError):
@@ -94,25 +96,82 @@ def library_path() -> str:
     return os.path.join(cache_dir(), key, "cohort_torch_call.so")
 
 
-def build() -> str:
-    """The library's path, built first when not cached (20-40 s); raises NativeCallUnavailable."""
-    path = library_path()
-    if os.path.exists(path):
-        return path
-    folder = os.path.dirname(path)
+# The build runs in a process of its own (a few lines of Python around the compiler, importing
+# nothing of cohort), so a background build finishes even when the process that started it
+# exits first; it publishes the library atomically, or a `.failed` file with the compiler's
+# errors, and removes its lock file (one build per library at a time, across processes).
+_BUILD_SCRIPT = """
+import os, subprocess, sys
+tmp, path, lock = sys.argv[1:4]
+done = subprocess.run(sys.argv[4:], capture_output=True, text=True)
+if done.returncode == 0:
+    os.replace(tmp, path)
+else:
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    with open(path + ".failed", "w") as f:
+        f.write(done.stderr[-4000:] or "(no output)")
+os.unlink(lock)
+"""
+STALE_LOCK_SECONDS = 600
+
+
+def _start_build(path: str, retry: bool) -> Optional[subprocess.Popen]:
+    """Start building `path` (None: another process is building it, or it failed before and
+    retry is off)."""
+    folder, lock = os.path.dirname(path), path + ".building"
+    if os.path.exists(path + ".failed") and not retry:
+        return None
     try:
         os.makedirs(folder, exist_ok=True)
+        for _ in range(2):
+            try:
+                os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                if time.time() - os.path.getmtime(lock) < STALE_LOCK_SECONDS:
+                    return None
+                os.unlink(lock)               # left by a build that died
+        else:
+            return None
+        if os.path.exists(path + ".failed"):
+            os.unlink(path + ".failed")
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
         os.close(fd)
     except OSError as e:
         raise NativeCallUnavailable(f"cannot write the build into {folder}: {e.strerror}") from None
-    done = subprocess.run(_command(compiler(), tmp), capture_output=True, text=True)
-    if done.returncode != 0:
-        os.unlink(tmp)
-        errors = [ln for ln in done.stderr.splitlines() if "error" in ln] or done.stderr.strip().splitlines()
-        raise NativeCallUnavailable(f"the build failed: {(errors or ['(no output)'])[0][:200]}")
-    os.replace(tmp, path)     # atomic: a concurrent build publishes the same bytes
-    return path
+    return subprocess.Popen([sys.executable, "-c", _BUILD_SCRIPT, tmp, path, lock, *_command(compiler(), tmp)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def _failure(path: str) -> Optional[str]:
+    """The one-line reason of a failed build of `path` (None: none failed)."""
+    try:
+        with open(path + ".failed") as f:
+            text = f.read()
+    except OSError:
+        return None
+    errors = [ln for ln in text.splitlines() if "error" in ln] or text.strip().splitlines() or ["(no output)"]
+    return f"the build failed: {errors[0].strip()[:200]}"
+
+
+def build(wait_seconds: float = STALE_LOCK_SECONDS) -> str:
+    """The library's path, built first when not cached (20-40 s; waiting for another process's
+    build of it when one is under way); raises NativeCallUnavailable."""
+    path = library_path()
+    if os.path.exists(path):
+        return path
+    proc = _start_build(path, retry=True)
+    if proc is not None:
+        proc.wait()
+    else:
+        deadline = time.time() + wait_seconds
+        while os.path.exists(path + ".building") and time.time() < deadline:
+            time.sleep(0.2)
+    if os.path.exists(path):
+        return path
+    raise NativeCallUnavailable(_failure(path) or f"the build did not finish within {wait_seconds:.0f} s")
 
 
 def _load(path: str):
@@ -122,6 +181,7 @@ def _load(path: str):
     lib.cohort_native_init.argtypes = [ctypes.py_object]
     lib.cohort_native_set_default.argtypes = [ctypes.c_size_t]
     lib.cohort_native_pause.argtypes = [ctypes.c_int]
+    lib.cohort_native_set_scoped.argtypes = [ctypes.c_int]
     lib.cohort_native_launches.restype = ctypes.c_int64
     lib.cohort_native_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int] + [ctypes.py_object] * 4
     lib.cohort_native_wants.argtypes = [ctypes.c_void_p, ctypes.c_int]
@@ -210,8 +270,6 @@ def enable() -> dict:
     with _lock:
         if _state["call_path"] == "native":
             return state()
-        for t in _builder:
-            t.join()
         try:
             lib = _load(build())
         except NativeCallUnavailable as e:
@@ -248,14 +306,6 @@ def disable(why: str = "disabled in this process") -> dict:
         return state()
 
 
-def _background():
-    try:
-        build()
-        _state["why"] = "built in the background: the native path starts with the next process (or enable())"
-    except NativeCallUnavailable as e:
-        _state["why"] = str(e)
-
-
 def startup():
     """At import of cohort.torch: what COHORT_TORCH_CALL says (module notes)."""
     mode = knobs.TORCH_CALL.get()
@@ -263,20 +313,32 @@ def startup():
         _state.update(call_path="python", why="COHORT_TORCH_CALL=python")
         return
     try:
-        cached = os.path.exists(library_path())
+        path = library_path()
+        if mode == "native" or os.path.exists(path):
+            enable()
+            return
+        failed = _failure(path)
+        if failed:
+            _state["why"] = f"{failed} (COHORT_TORCH_CALL=native or native_call.enable() builds again)"
+            return
+        _start_build(path, retry=False)
+        _state["why"] = "building in the background: the native path starts with the next process (or enable())"
     except NativeCallUnavailable as e:
         _state.update(call_path="python", why=str(e))
-        return
-    if cached or mode == "native":
-        try:
-            enable()
-        except NativeCallUnavailable:
-            pass
-        return
-    _state["why"] = "building in the background: the native path starts with the next process (or enable())"
-    t = threading.Thread(target=_background, name="cohort-torch-call-build", daemon=True)
-    _builder.append(t)
-    t.start()
+
+
+class measure_contextvar_read:
+    """Benchmarks only: inside the block every C++ call reads the variant from the contextvar with
+    the GIL (PyGILState_Ensure + PyContextVar_Get), as after any `with variant(...)`; on exit the
+    process token again, which is exact only while no `with variant` block is open anywhere
+    (benchmarks/bench_torch_call.py --part layers compares the two)."""
+
+    def __enter__(self):
+        _lib[0].cohort_native_set_scoped(1)
+
+    def __exit__(self, *exc):
+        _lib[0].cohort_native_set_scoped(1 if launch._scoped[0] else 0)
+        return False
 
 
 def state() -> dict:
