@@ -233,7 +233,7 @@ class Layers:
         y = torch.empty_like(x)
         tensors, scalars, n = (x, w, b, y), (1e-5,), k.block
         p = run.prepare(n, tensors, scalars)
-        mv, fn, address = memoryview(p.args), p.code.entry_fn, ctypes.c_void_p(p.address)
+        fn, address = p.code.entry_fn, ctypes.c_void_p(p.address)
         op = torch.ops.cohort.layernorm.default
         floor = floor_op()
         with torch.inference_mode():

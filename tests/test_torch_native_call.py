@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -323,3 +324,19 @@ def test_a_failing_build_falls_back_to_python_with_the_reason(tmp_path):
     path, why, launches = out.split(" | ")
     assert path == "python" and launches == "0"
     assert why.startswith("the build failed: ") and "this compiler builds nothing" in why
+
+
+def test_auto_builds_in_the_background_then_reports_a_failed_build(tmp_path):
+    cxx = tmp_path / "broken-c++"
+    cxx.write_text("#!/bin/sh\necho 'fatal error: this compiler builds nothing' >&2\nexit 1\n")
+    cxx.chmod(0o755)
+    env = {"COHORT_TORCH_CALL": "auto", "CXX": str(cxx), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    path, why, _ = _child(env, _REPORT).strip().split(" | ")
+    assert path == "python" and why.startswith("building in the background")
+    for _ in range(300):                       # the build process outlives the one that started it
+        if not list((tmp_path / "cache").rglob("*.building")):
+            break
+        time.sleep(0.1)
+    path, why, _ = _child(env, _REPORT).strip().split(" | ")
+    assert path == "python" and why.startswith("the build failed: fatal error: this compiler builds nothing")
+    assert "builds again" in why               # not retried at every import

@@ -216,7 +216,8 @@ def eager_function(op: TorchOp) -> Callable:
     front = _fronts.get(op.name)
     if front is not None:
         return front
-    default, kinds = op.custom_op._opoverload, tuple(r != "e" for r in op.native.roles)
+    # OpOverload.__call__ is `return self._op(*args, **kwargs)`: its _op is the same call, one frame less
+    default, kinds = op.custom_op._opoverload._op, tuple(r != "e" for r in op.native.roles)
     n = len(kinds)
 
     def front(*args, **kwargs):
