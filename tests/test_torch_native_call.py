@@ -20,7 +20,7 @@ from cohort.backend.context import ERR_SCRATCH, ERR_UNPROVEN  # noqa: E402
 from cohort.refimpl.interpreter import KernelRuntimeError  # noqa: E402
 from cohort.torch import binding, launch, native_call, ops  # noqa: E402
 
-NATIVE_OPS = [op for op in binding.TORCH_OPS.values() if op.native is not None]
+NATIVE_OPS = [op for op in binding.TORCH_OPS.values() if op.native is not None and op.native.roles[0] == "x"]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -340,3 +340,50 @@ def test_auto_builds_in_the_background_then_reports_a_failed_build(tmp_path):
     path, why, _ = _child(env, _REPORT).strip().split(" | ")
     assert path == "python" and why.startswith("the build failed: fatal error: this compiler builds nothing")
     assert "builds again" in why               # not retried at every import
+
+
+def _attention_cases():
+    g = torch.Generator().manual_seed(11)
+    r = lambda *s: torch.randn(*s, generator=g)
+    q, k = r(1, 4, 24, 16), r(1, 2, 24, 16)
+    v = r(1, 24, 2, 16).transpose(1, 2)                  # as transformers' views: non-contiguous
+    q1 = r(2, 4, 1, 16)
+    k2, v2 = r(2, 2, 9, 16), r(2, 2, 9, 8)
+    return [(q, k, v, True, None), (q, k, v, False, 0.3), (q, k, v, True, None, None, 5),
+            (q1, k2, v2, True, None), (q1, k2, v2, False, 0.125, None, None)]
+
+
+def test_attention_gives_the_python_paths_bits_eager_and_compiled(native):
+    op = torch.ops.cohort.attention.default
+    cases = _attention_cases()
+    with python_path():
+        want = [op(*c) for c in cases]
+    before = _native_launches()
+    for _ in range(2):                                   # a first launch of each shape, then a repeated one
+        for c, w in zip(cases, want):
+            _same(op(*c), w)
+            _same(ct.attention(*c), w)
+    assert _native_launches() >= before + len(cases)
+    f = torch.compile(lambda q, k, v: ct.attention(q, k, v, causal=True), fullgraph=True)
+    with torch.no_grad():
+        f(*cases[0][:3])
+        before = _native_launches()
+        _same(f(*cases[0][:3]), want[0])
+    assert _native_launches() == before + 1
+
+
+def test_attention_falls_back_for_a_mask_and_keeps_its_errors(native):
+    q, k, v = _attention_cases()[0][:3]
+    mask = torch.rand(1, 1, 24, 24) < 0.8
+    op = torch.ops.cohort.attention.default
+    bad = [(q, k, v[..., :8].contiguous()[:, :1], True, None), (q, k[..., :8], v, False, None),
+           (q, k, v, False, None, None, 3), (q, k, v, True, -1.0 * float("inf")), (q.double(), k, v, True, None)]
+    with python_path():
+        want = op(q, k, v, False, None, mask)
+        errors = [_error(op, *c) for c in bad]
+    before = _native_launches()
+    _same(op(q, k, v, False, None, mask), want)
+    _same(op(q, k, v, False, None, mask), want)
+    assert _native_launches() == before                 # a mask: the Python implementation every time
+    assert [_error(op, *c) for c in bad] == errors
+    assert all(e[0] in (TypeError, ValueError) for e in errors), errors

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from ..refimpl.ops import attention as attention_op
 from . import checks
-from .binding import OpBinding, TorchOp, bind, register
+from .binding import NativeCall, OpBinding, TorchOp, bind, register
 from .dtypes import kernel_for
 from .launch import launcher
 from .ops import direct, op_kernel, plain_f32
@@ -264,7 +264,7 @@ def _attention_causal_eager(q, k, v):
 
 
 ATTENTION = register(TorchOp("attention", attention_impl, _attention_fake, attention, _attention_grad,
-                             _attention_setup))
+                             _attention_setup, native=NativeCall("tttbfni", constants=(NO_BIAS,))))
 bind(OpBinding("attention", _attention_eager, ATTENTION, schema_tail=(False, None, None, None)))
 bind(OpBinding("attention_causal", _attention_causal_eager, ATTENTION, {"causal": True},
                schema_tail=(True, None, None, None)))

@@ -30,17 +30,30 @@ from ..refimpl import ops as registry
 @dataclass(frozen=True)
 class NativeCall:
     """What the native call path (native_call.py / native_call.cpp) checks and keys a call of an
-    op by, one role per schema argument: 'x' the first, a float32 tensor whose empty_like is the
-    output; 'v' a float32 vector of x's last dimension; 's' a float32 tensor of x's shape; 'm' a
-    bool tensor of x's shape; 'e' a float in [0, FLT_MAX] (eps: part of the launch shape, the sign
-    of a zero too). row: x has at least one dimension and its last one is a build constant.
-    Whatever the roles do not describe runs the op's Python implementation."""
+    op by, one role per schema argument. Row and elementwise ops: 'x' first, a float32 tensor
+    whose empty_like is the output; 'v' a float32 vector of x's last dimension; 's' a float32
+    tensor of x's shape; 'm' a bool tensor of x's shape; 'e' a float in [0, FLT_MAX] (eps: part
+    of the launch shape, the sign of a zero too). row: x has at least one dimension and its last
+    one is a build constant. Any other op: 't' float32 tensors (the first one first) whose sizes
+    are all part of the key, so that the output's sizes, recorded with the first launch of a key,
+    are the same for every call of it; 'b' a bool, 'f' a float or None, 'i' an int or None (their
+    values in the key); 'n' an argument that must be None. Non-contiguous tensors are copied
+    first, as the implementations do. constants: tensors the implementation may launch with
+    besides the arguments and the output (module-level, never written: their pointers stay in
+    the argument block). Whatever the roles do not describe runs the op's Python implementation,
+    and only a call whose launch reads no data-dependent value of its own (a tensor made from an
+    argument's values) may be described: the key must decide the launch."""
     roles: str
     row: bool = False
+    constants: tuple = ()
 
     def __post_init__(self):
-        if not self.roles or self.roles[0] != "x" or set(self.roles[1:]) - set("vsme"):
-            raise ValueError(f"NativeCall roles {self.roles!r}: 'x' first, then v, s, m or e")
+        first, rest = self.roles[:1], self.roles[1:]
+        if first == "x" and not set(rest) - set("vsme"):
+            return
+        if first == "t" and not self.row and not set(rest) - set("tbfin"):
+            return
+        raise ValueError(f"NativeCall roles {self.roles!r}: 'x' then v, s, m or e; or 't' then t, b, f, i or n")
 
 
 @dataclass(frozen=True)
@@ -200,12 +213,14 @@ NATIVE_ON = [False]      # the native call path's C++ kernels are registered (na
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 _is_compiling = torch.compiler.is_compiling
 _fronts: dict = {}       # name -> its eager function
+_KINDS = {**dict.fromkeys("xvsmt", _PLAIN), "e": (float,), "b": (bool,), "f": (float, type(None)),
+          "i": (int, type(None)), "n": (type(None),)}   # role -> the argument types the front passes on
 
 
 def eager_function(op: TorchOp) -> Callable:
     """cohort.torch.<op>: op.function, and for an op the native call path takes (op.native) a front
     that, while the C++ kernels are registered, calls the op's dispatcher overload directly when
-    the arguments are positional and of the kinds the roles name (plain tensors, float scalars):
+    the arguments are positional and of the types the roles name (plain tensors, floats, ...):
     one C++ call, where op.function's own Python work (its checks, direct()) would cost more than
     the whole native call. The C++ kernel hands whatever it does not take to the same Python
     implementation, so results and errors are op.function's. Anything else (a keyword, a
@@ -217,13 +232,14 @@ def eager_function(op: TorchOp) -> Callable:
     if front is not None:
         return front
     # OpOverload.__call__ is `return self._op(*args, **kwargs)`: its _op is the same call, one frame less
-    default, kinds = op.custom_op._opoverload._op, tuple(r != "e" for r in op.native.roles)
+    default = op.custom_op._opoverload._op
+    kinds = tuple(_KINDS[r] for r in op.native.roles)
     n = len(kinds)
 
     def front(*args, **kwargs):
         if NATIVE_ON[0] and not kwargs and len(args) <= n and not _is_compiling():
-            for a, tensor in zip(args, kinds):
-                if (type(a) not in _PLAIN) if tensor else (type(a) is not float):
+            for a, kind in zip(args, kinds):
+                if type(a) not in kind:
                     break
             else:
                 return default(*args)

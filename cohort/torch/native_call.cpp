@@ -40,7 +40,6 @@ using Stack = std::vector<c10::IValue>;
 using Entry = void (*)(void*);
 
 constexpr int64_t kMaxElements = (int64_t(1) << 31) - 1024;   // checks.MAX_ELEMENTS
-constexpr size_t kMaxScalars = 2;
 constexpr size_t kMaxPools = 4096;     // launch shapes with native blocks (then new shapes run in Python)
 
 struct Block {
@@ -53,28 +52,36 @@ struct Block {
 struct Pool {                                // one launch shape of one op in one variant
   std::vector<Block> idle;
   std::vector<std::pair<int, int>> writes;   // (pointer slot, tensor: argument index, nargs = output)
+  std::vector<int64_t> out_sizes;            // the output's sizes (ops whose first role is 't')
   int owned = 0;                             // blocks handed over (idle or in use)
 };
 
-struct Key {
-  int64_t op;
-  uintptr_t variant;
-  int64_t numel, cols;
-  uint64_t scalars[kMaxScalars];
-  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+constexpr int kKeyWords = 40;
+
+struct Key {                                 // op, variant, then what the roles put in: shape and scalars
+  int64_t n = 0;
+  int64_t w[kKeyWords];
+  bool put(int64_t v) {
+    if (n == kKeyWords) return false;
+    w[n++] = v;
+    return true;
+  }
+  bool operator==(const Key& o) const { return n == o.n && std::memcmp(w, o.w, n * sizeof(int64_t)) == 0; }
 };
 
 struct KeyHash {
   size_t operator()(const Key& k) const {
     uint64_t h = 1469598103934665603ull;
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
+    for (int64_t i = 0; i < k.n; ++i) h = (h ^ static_cast<uint64_t>(k.w[i])) * 1099511628211ull;
+    return h ^ (h >> 29);
   }
 };
 
-// Roles, one character per schema argument: x (the first tensor: the output is empty_like(x)),
-// v (1-D, x's last dimension), s (x's shape), m (x's shape, bool), e (float, finite, 0 <= e <= FLT_MAX).
+// Roles, one character per schema argument (binding.NativeCall): x (the first tensor: the output
+// is empty_like(x)), v (1-D, x's last dimension), s (x's shape), m (x's shape, bool), e (float,
+// finite, 0 <= e <= FLT_MAX), t (a tensor of any shape: its sizes are part of the key, and the
+// output's sizes were recorded with the pool), b (bool), f (float or None), i (int or None),
+// n (None only). Every tensor is float32 except m; a non-contiguous one is copied first.
 struct Op {
   int64_t id;
   std::string name, roles;
@@ -94,12 +101,6 @@ std::atomic<uintptr_t> default_variant{0};           // id(launch._default[0])
 std::atomic<bool> scoped{false};                      // a `with variant(...)` was entered: read the contextvar
 std::atomic<int> paused{0};                           // launch.recording() blocks open: every call in Python
 std::atomic<int64_t> native_launches{0};
-
-Key zero_key() {
-  Key k;
-  std::memset(&k, 0, sizeof(Key));   // padding too: keys compare and hash as bytes
-  return k;
-}
 
 uintptr_t variant_token() {
   uintptr_t dflt = default_variant.load(std::memory_order_acquire);
@@ -169,7 +170,19 @@ bool plain_tensor(const c10::IValue& v, c10::ScalarType dtype) {
   if (!v.isTensor()) return false;
   const at::Tensor& t = v.toTensor();
   return t.defined() && t.scalar_type() == dtype && t.layout() == c10::kStrided && t.device().is_cpu() &&
-         t.is_contiguous() && !t.is_neg() && !t.is_conj() && t.numel() <= kMaxElements;
+         !t.is_neg() && !t.is_conj() && t.numel() <= kMaxElements;
+}
+
+// A non-contiguous tensor argument replaced by its contiguous copy (the copy the Python
+// implementation makes first; the same values, so the same launch).
+void make_contiguous(c10::IValue& v) {
+  if (!v.toTensor().is_contiguous()) v = v.toTensor().contiguous();
+}
+
+uint64_t bits(double d) {
+  uint64_t u;
+  std::memcpy(&u, &d, sizeof(double));   // -0.0 is its own key
+  return u;
 }
 
 enum class Fast { done, miss, python };
@@ -179,39 +192,69 @@ Fast fast(const Op& op, Stack* stack, Pool** pool_out, uintptr_t* token_out) {
   if (paused.load(std::memory_order_relaxed)) return Fast::python;
   const size_t nargs = op.roles.size();
   const size_t base = stack->size() - nargs;
-  const c10::IValue& xv = (*stack)[base];
-  if (!plain_tensor(xv, c10::kFloat)) return Fast::python;
-  const at::Tensor& x = xv.toTensor();
-  if ((op.row && x.dim() == 0) || x.numel() == 0) return Fast::python;
-  Key key = zero_key();
-  key.op = op.id;
-  key.numel = x.numel();
-  key.cols = op.row ? x.size(-1) : 0;
-  size_t ns = 0;
-  for (size_t a = 1; a < nargs; ++a) {
-    const c10::IValue& v = (*stack)[base + a];
-    switch (op.roles[a]) {
+  Key key;
+  key.put(op.id);
+  key.put(0);   // the variant, below
+  const bool like_x = op.roles[0] == 'x';
+  if (like_x) {
+    c10::IValue& xv = (*stack)[base];
+    if (!plain_tensor(xv, c10::kFloat)) return Fast::python;
+    if ((op.row && xv.toTensor().dim() == 0) || xv.toTensor().numel() == 0) return Fast::python;
+    make_contiguous(xv);
+    key.put(xv.toTensor().numel());
+    key.put(op.row ? xv.toTensor().size(-1) : 0);
+  }
+  for (size_t a = like_x ? 1 : 0; a < nargs; ++a) {
+    c10::IValue& v = (*stack)[base + a];
+    const char role = op.roles[a];
+    switch (role) {
       case 'v':
-        if (!plain_tensor(v, c10::kFloat) || v.toTensor().dim() != 1 || v.toTensor().size(0) != key.cols)
-          return Fast::python;
-        break;
       case 's':
       case 'm':
-        if (!plain_tensor(v, op.roles[a] == 'm' ? c10::kBool : c10::kFloat) || v.toTensor().sizes() != x.sizes())
-          return Fast::python;
-        break;
-      case 'e': {
-        if (!v.isDouble() || ns == kMaxScalars) return Fast::python;
-        double e = v.toDouble();
-        if (!(e >= 0.0 && e <= static_cast<double>(FLT_MAX))) return Fast::python;   // NaN fails too
-        std::memcpy(&key.scalars[ns++], &e, sizeof(double));                       // -0.0 is its own key
+      case 't': {
+        if (!plain_tensor(v, role == 'm' ? c10::kBool : c10::kFloat)) return Fast::python;
+        const at::Tensor& t = v.toTensor();
+        if (role == 'v' && (t.dim() != 1 || t.size(0) != key.w[3])) return Fast::python;
+        if ((role == 's' || role == 'm') && t.sizes() != (*stack)[base].toTensor().sizes()) return Fast::python;
+        if (role == 't') {
+          if (t.numel() == 0 || !key.put(t.dim())) return Fast::python;
+          for (int64_t d : t.sizes())
+            if (!key.put(d)) return Fast::python;
+        }
+        make_contiguous(v);
         break;
       }
+      case 'e': {
+        if (!v.isDouble()) return Fast::python;
+        double e = v.toDouble();
+        if (!(e >= 0.0 && e <= static_cast<double>(FLT_MAX))) return Fast::python;   // NaN fails too
+        key.put(static_cast<int64_t>(bits(e)));
+        break;
+      }
+      case 'b':
+        if (!v.isBool()) return Fast::python;
+        key.put(v.toBool());
+        break;
+      case 'f':
+      case 'i':
+        if (v.isNone()) {
+          key.put(0);
+          key.put(0);
+        } else if (role == 'f' ? v.isDouble() : v.isInt()) {
+          key.put(1);
+          if (!key.put(role == 'f' ? static_cast<int64_t>(bits(v.toDouble())) : v.toInt())) return Fast::python;
+        } else {
+          return Fast::python;
+        }
+        break;
+      case 'n':
+        if (!v.isNone()) return Fast::python;
+        break;
       default:
         return Fast::python;
     }
   }
-  key.variant = variant_token();
+  key.w[1] = static_cast<int64_t>(variant_token());
   Block b;
   Pool* pool;
   {
@@ -224,13 +267,15 @@ Fast fast(const Op& op, Stack* stack, Pool** pool_out, uintptr_t* token_out) {
     pool = it->second;
     if (pool->idle.empty()) {
       *pool_out = pool;
-      *token_out = key.variant;
+      *token_out = static_cast<uintptr_t>(key.w[1]);
       return Fast::miss;
     }
     b = pool->idle.back();
     pool->idle.pop_back();
   }
-  at::Tensor y = at::detail::empty_cpu(x.sizes(), x.scalar_type(), false, std::nullopt);
+  const at::Tensor& first = (*stack)[base].toTensor();
+  at::Tensor y = at::detail::empty_cpu(like_x ? first.sizes() : c10::IntArrayRef(pool->out_sizes), c10::kFloat,
+                                       false, std::nullopt);
   for (const auto& [slot, src] : pool->writes) {
     const at::Tensor& t = src == static_cast<int>(nargs) ? y : (*stack)[base + src].toTensor();
     b.args[slot] = reinterpret_cast<int64_t>(t.data_ptr());
@@ -379,14 +424,16 @@ int cohort_native_wants(void* address, int limit) {
   return static_cast<Pool*>(address)->owned < limit;
 }
 
-// Hands a block over: its argument block, error word, entry, Python handle, and the pointer
-// slots (writes: nwrites pairs of slot, tensor index).
+// Hands a block over: its argument block, error word, entry, Python handle, the pointer slots
+// (writes: nwrites pairs of slot, tensor index) and the output's sizes.
 void cohort_native_donate(void* address, int64_t* args, int64_t* err, void* fn, int64_t handle, const int32_t* writes,
-                          int nwrites) {
+                          int nwrites, const int64_t* out_sizes, int out_dim) {
   std::lock_guard<std::mutex> lock(mu);
   Pool* pool = static_cast<Pool*>(address);
-  if (pool->writes.empty()) {
+  if (pool->owned == 0) {
+    pool->writes.clear();
     for (int i = 0; i < nwrites; ++i) pool->writes.emplace_back(writes[2 * i], writes[2 * i + 1]);
+    pool->out_sizes.assign(out_sizes, out_sizes + out_dim);
   }
   pool->owned += 1;
   pool->idle.push_back(Block{args, err, reinterpret_cast<Entry>(fn), handle});

@@ -186,7 +186,7 @@ def _load(path: str):
     lib.cohort_native_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int] + [ctypes.py_object] * 4
     lib.cohort_native_wants.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.cohort_native_donate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                         ctypes.c_int64, ctypes.c_void_p, ctypes.c_int]
+                                         ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
     lib.cohort_native_init(launch._current)
     _lib.append(lib)
     return lib
@@ -198,6 +198,7 @@ def _miss(op_name: str):
     """The miss handler of op `op_name`: f(pool address, variant token, *args) runs the Python
     implementation and hands the launch's pooled block to C++ for that pool."""
     impl = binding.PY_KERNELS[op_name][0] or binding.TORCH_OPS[op_name].impl
+    constants = binding.TORCH_OPS[op_name].native.constants
 
     def miss(address, token, *args):
         with launch.recording(pause=False) as launches:
@@ -205,7 +206,7 @@ def _miss(op_name: str):
         if len(launches) == 1 and id(launch.current_variant()) == token and _lib[0].cohort_native_wants(address, POOL):
             run, n, tensors, scalars = launches[0]
             got = run.take(n, tensors, scalars)
-            if got is not None and not _donate(address, run, tensors, args, y, got):
+            if got is not None and not _donate(address, run, tensors, args, y, got, constants):
                 run.give_back(n, tensors, scalars, got)
         return y
 
@@ -213,7 +214,7 @@ def _miss(op_name: str):
     return miss
 
 
-def _donate(address, run, tensors, args, y, got) -> bool:
+def _donate(address, run, tensors, args, y, got, constants) -> bool:
     """Hand block `got` to the C++ pool at `address`; False when it stays Python's."""
     p, mv, err, fn, addr = got
     if fn is None:                         # a pool route or sanitize build: stays in Python
@@ -222,15 +223,18 @@ def _donate(address, run, tensors, args, y, got) -> bool:
     writes = []
     for slot, t in zip(run._pointer_slots, tensors):
         src = next((i for i, a in enumerate(sources) if a is t), None)
-        if src is None:                    # a copy the implementation made: not a fast-path call
-            return False
+        if src is None:
+            if any(t is c for c in constants):     # its pointer stays in the block
+                continue
+            return False                   # a tensor the implementation made: not a fast-path call
         writes += (slot, src)
     keep_variant(launch.current_variant())
     handle = next(_handles)                # (atomic: two threads may hand blocks over at once)
     _blocks[handle] = (p, got)
     w = (ctypes.c_int32 * len(writes))(*writes)
+    sizes = (ctypes.c_int64 * max(y.dim(), 1))(*y.shape)
     _lib[0].cohort_native_donate(address, p.address, p.err.ctypes.data, ctypes.cast(fn, ctypes.c_void_p).value,
-                                 handle, w, len(writes) // 2)
+                                 handle, w, len(writes) // 2, sizes, y.dim())
     return True
 
 
