@@ -387,3 +387,21 @@ def test_attention_falls_back_for_a_mask_and_keeps_its_errors(native):
     assert _native_launches() == before                 # a mask: the Python implementation every time
     assert [_error(op, *c) for c in bad] == errors
     assert all(e[0] in (TypeError, ValueError) for e in errors), errors
+
+
+def test_rope_gives_the_python_paths_bits_and_a_broadcast_table_stays_in_python(native):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 10, 16, generator=g)
+    cos, sin = torch.randn(10, 6, generator=g), torch.randn(10, 6, generator=g)
+    xt = x.transpose(0, 1).contiguous().transpose(0, 1)      # x's shape, not contiguous
+    cases = [(x, cos, sin, False), (x, cos, sin, True), (xt, cos, sin, True),
+             (x, cos.expand(2, 3, 10, 6), sin.expand(2, 3, 10, 6), False)]
+    op = torch.ops.cohort.rope.default
+    with python_path():
+        want = [op(*c) for c in cases]
+    for _ in range(2):
+        before = _native_launches()
+        for c, w in zip(cases, want):
+            _same(op(*c), w)
+            _same(ct.rope(*c[:3], interleaved=c[3]), w)
+    assert _native_launches() == before + 3          # the broadcast table (a copy per call): Python

@@ -96,7 +96,7 @@ def _rope_pairs_eager(x, cos, sin):
     return torch.cat((rot, x[..., 2 * h:]), dim=-1)
 
 
-ROPE = register(TorchOp("rope", rope_impl, _rope_fake, rope, _rope_grad, _rope_setup))
+ROPE = register(TorchOp("rope", rope_impl, _rope_fake, rope, _rope_grad, _rope_setup, native=NativeCall("tttb")))
 bind(OpBinding("rope", _rope_pairs_rows_eager))   # the row operator (x [R, C], cos/sin [R, C/2]): no op of its own
 bind(OpBinding("rope_half", _rope_half_eager, ROPE, {"interleaved": False}, schema_tail=(False,)))
 bind(OpBinding("rope_pairs", _rope_pairs_eager, ROPE, {"interleaved": True}, schema_tail=(True,)))

@@ -1,6 +1,7 @@
-"""The native call path: cohort.torch's row and elementwise ops registered with the dispatcher
-from C++ (native_call.cpp), so a call on plain float32 CPU tensors with no gradient to record
-- eager, or from a torch.compile'd graph - reaches the native entry with no Python frame.
+"""The native call path: cohort.torch's row and elementwise ops, rope and attention registered
+with the dispatcher from C++ (native_call.cpp), so a call on plain float32 CPU tensors with no
+gradient to record - eager, or from a torch.compile'd graph - reaches the native entry with no
+Python frame (docs/torch/call_path.md).
 
 The library is built against torch's own headers and libraries with the C++ compiler that
 builds the eager audit column (knobs.CXX, else c++/g++/clang++), and cached per torch version,
