@@ -138,6 +138,15 @@ def _error(f, *args):
     raise AssertionError("no error")
 
 
+def _outcome(f):
+    """(exception type, message), or the output's bits."""
+    try:
+        y = f()
+    except Exception as e:  # noqa: BLE001
+        return type(e), str(e)
+    return _bits(y).tobytes(), tuple(y.shape)
+
+
 def test_bad_arguments_raise_the_python_paths_errors(native):
     x, w, b = torch.randn(2, 8), torch.randn(8), torch.randn(8)
     bad = [
@@ -364,6 +373,16 @@ def test_attention_gives_the_python_paths_bits_eager_and_compiled(native):
             _same(op(*c), w)
             _same(ct.attention(*c), w)
     assert _native_launches() >= before + len(cases)
+    q, k, v = cases[0][:3]
+    before = _native_launches()
+    _same(ct.attention(q, k, v, causal=True), want[0])                  # keywords: the schema's names
+    _same(ct.attention(q, k, v, scale=0.3), want[1])
+    assert _native_launches() == before + 2
+    calls = [lambda: ct.attention(q, k, v, True, causal=True), lambda: ct.attention(q, k, v, causal=1),
+             lambda: ct.attention(q, k, v, casual=True)]
+    with python_path():
+        wrong = [_outcome(f) for f in calls]
+    assert [_outcome(f) for f in calls] == wrong and wrong[0][0] is TypeError and wrong[2][0] is TypeError
     f = torch.compile(lambda q, k, v: ct.attention(q, k, v, causal=True), fullgraph=True)
     with torch.no_grad():
         f(*cases[0][:3])
@@ -404,4 +423,4 @@ def test_rope_gives_the_python_paths_bits_and_a_broadcast_table_stays_in_python(
         for c, w in zip(cases, want):
             _same(op(*c), w)
             _same(ct.rope(*c[:3], interleaved=c[3]), w)
-    assert _native_launches() == before + 3          # the broadcast table (a copy per call): Python
+    assert _native_launches() == before + 6          # 3 cases x 2 calls; the broadcast table (a copy): Python

@@ -220,11 +220,12 @@ _KINDS = {**dict.fromkeys("xvsmt", _PLAIN), "e": (float,), "b": (bool,), "f": (f
 def eager_function(op: TorchOp) -> Callable:
     """cohort.torch.<op>: op.function, and for an op the native call path takes (op.native) a front
     that, while the C++ kernels are registered, calls the op's dispatcher overload directly when
-    the arguments are positional and of the types the roles name (plain tensors, floats, ...):
+    the arguments are of the types the roles name (plain tensors, floats, ...; keywords by the
+    schema's names):
     one C++ call, where op.function's own Python work (its checks, direct()) would cost more than
     the whole native call. The C++ kernel hands whatever it does not take to the same Python
-    implementation, so results and errors are op.function's. Anything else (a keyword, a
-    non-tensor, tracing under torch.compile) calls op.function itself."""
+    implementation, so results and errors are op.function's. Anything else (an unknown or
+    repeated keyword, a non-tensor, tracing under torch.compile) calls op.function itself."""
     fn = op.function
     if op.native is None or fn is None:
         return fn
@@ -235,14 +236,18 @@ def eager_function(op: TorchOp) -> Callable:
     default = op.custom_op._opoverload._op
     kinds = tuple(_KINDS[r] for r in op.native.roles)
     n = len(kinds)
+    names = {a.name: i for i, a in enumerate(op.custom_op._opoverload._schema.arguments)}
 
     def front(*args, **kwargs):
-        if NATIVE_ON[0] and not kwargs and len(args) <= n and not _is_compiling():
+        if NATIVE_ON[0] and len(args) <= n and not _is_compiling():
             for a, kind in zip(args, kinds):
                 if type(a) not in kind:
-                    break
-            else:
-                return default(*args)
+                    return fn(*args, **kwargs)
+            for k, a in kwargs.items():       # a keyword: one of the schema's, not given twice, of its kind
+                i = names.get(k)
+                if i is None or i < len(args) or type(a) not in kinds[i]:
+                    return fn(*args, **kwargs)
+            return default(*args, **kwargs)
         return fn(*args, **kwargs)
 
     functools.update_wrapper(front, fn)
