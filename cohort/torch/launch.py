@@ -81,19 +81,40 @@ def _parse(spec) -> Variant:
 def _set_default(v: Variant):
     _default[0] = v
     if _native:
-        native_call.keep_variant(v)
+        _native[1](v)
         _native[0].cohort_native_set_default(id(v))
 
 
-_native: list = []       # the native call path's library while it is registered (native_call.py)
+_native: list = []       # (library, keep(variant)) of the native call path while it is registered (native_call.py)
 _scoped = [False]        # a `with variant(...)` block was entered in this process
 
 
-def native_hooks(lib):
-    """Tell `lib` (native_call.cpp) of every variant setting and recording from now on (None: stop)."""
-    _native[:] = [] if lib is None else [lib]
-    if lib is not None and _scoped[0]:
-        lib.cohort_native_scoped()
+def native_hooks(lib, keep=None):
+    """Tell `lib` (native_call.cpp) of every variant setting and recording from now on (None: stop);
+    keep(variant) is called with every variant that becomes the process default."""
+    _native[:] = [] if lib is None else [lib, keep]
+    if lib is not None:
+        keep(_default[0])
+        lib.cohort_native_set_default(id(_default[0]))
+        if _scoped[0]:
+            lib.cohort_native_scoped()
+
+
+def variant_contextvar() -> contextvars.ContextVar:
+    """The contextvar of `with variant(...)` blocks (native_call.cpp reads it)."""
+    return _current
+
+
+def variant_scoped() -> bool:
+    """Whether a `with variant(...)` block was entered in this process."""
+    return _scoped[0]
+
+
+def _python_path_state() -> dict:
+    return {"call_path": "python", "call_path_why": "cohort.torch.native_call not imported", "native_launches": 0}
+
+
+call_path_state = [_python_path_state]   # native_call.state, once native_call is imported: stats() asks it
 
 
 def current_variant() -> Variant:
@@ -116,7 +137,7 @@ def stats() -> dict:
     not counted: after a model's first call, builds stays constant while the shapes only
     change in runtime arguments (sequence lengths, row counts, batch)."""
     out = dict(_stats)
-    out.update(native_call.state())
+    out.update(call_path_state[0]())
     out["launches"] += out["native_launches"]
     return out
 
@@ -218,7 +239,7 @@ class Launcher:
         self.buffers = plan.buffer_names
         self._f32_pos = tuple(i for i, (_, dt) in enumerate(plan.scalar_slots) if dt is DType.F32)
         self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, slots, err, fn, address)
-        self._pointer_slots = plan.pointer_slots
+        self._pointer_slots = self.pointer_slots = plan.pointer_slots   # the plan's data-pointer slots
 
     def __call__(self, n: int, tensors, scalars=()):
         """Run a launch of n threads; `tensors`: every buffer in parameter order (contiguous
@@ -294,6 +315,3 @@ class Launcher:
         p = PreparedLaunch(self.ck, self.ck.code_for(n))
         self.plan.write(p, n, [(t.data_ptr(), t.numel()) for t in tensors], scalars)
         return p
-
-
-from . import native_call  # noqa: E402  (imports this module: its variant and recording hooks)

@@ -188,7 +188,7 @@ def _load(path: str):
     lib.cohort_native_wants.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.cohort_native_donate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
-    lib.cohort_native_init(launch._current)
+    lib.cohort_native_init(launch.variant_contextvar())
     _lib.append(lib)
     return lib
 
@@ -222,7 +222,7 @@ def _donate(address, run, tensors, args, y, got, constants) -> bool:
         return False
     sources = [*args, y]
     writes = []
-    for slot, t in zip(run._pointer_slots, tensors):
+    for slot, t in zip(run.pointer_slots, tensors):
         src = next((i for i, a in enumerate(sources) if a is t), None)
         if src is None:
             if any(t is c for c in constants):     # its pointer stays in the block
@@ -283,9 +283,7 @@ def enable() -> dict:
         except OSError as e:
             _state.update(call_path="python", why=f"loading the build failed: {e}")
             raise NativeCallUnavailable(_state["why"]) from None
-        keep_variant(launch._default[0])
-        lib.cohort_native_set_default(id(launch._default[0]))
-        launch.native_hooks(lib)
+        launch.native_hooks(lib, keep_variant)
         for op in _native_ops():
             binding.drop_python_kernels(op.name)
             impl, autograd = binding.PY_KERNELS[op.name]
@@ -342,7 +340,7 @@ class measure_contextvar_read:
         _lib[0].cohort_native_set_scoped(1)
 
     def __exit__(self, *exc):
-        _lib[0].cohort_native_set_scoped(1 if launch._scoped[0] else 0)
+        _lib[0].cohort_native_set_scoped(1 if launch.variant_scoped() else 0)
         return False
 
 
@@ -351,3 +349,6 @@ def state() -> dict:
     'native_launches': launches the C++ kernels made}."""
     n = _lib[0].cohort_native_launches() if _lib else 0
     return {"call_path": _state["call_path"], "call_path_why": _state["why"], "native_launches": int(n)}
+
+
+launch.call_path_state[0] = state
