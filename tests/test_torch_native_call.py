@@ -424,3 +424,8 @@ def test_rope_gives_the_python_paths_bits_and_a_broadcast_table_stays_in_python(
             _same(op(*c), w)
             _same(ct.rope(*c[:3], interleaved=c[3]), w)
     assert _native_launches() == before + 6          # 3 cases x 2 calls; the broadcast table (a copy): Python
+    calls = [lambda: ct.rope(x, cos, sin), lambda: ct.rope(x, cos, sin, interleaved=1),
+             lambda: ct.rope(x, cos, sin, None)]        # interleaved has no default: the function's own error
+    with python_path():
+        want = [_outcome(f) for f in calls]
+    assert [_outcome(f) for f in calls] == want and all(w[0] is TypeError for w in want)

@@ -18,6 +18,7 @@ refimpl/ops OPERATORS), its TorchOp and OpBinding next to its torch implementati
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Optional
@@ -217,6 +218,19 @@ _KINDS = {**dict.fromkeys("xvsmt", _PLAIN), "e": (float,), "b": (bool,), "f": (f
           "i": (int, type(None)), "n": (type(None),)}   # role -> the argument types the front passes on
 
 
+def _needed(fn: Callable, impl: Callable) -> tuple:
+    """(index, name) of the arguments the front must be given: those the schema (impl's signature)
+    has no default for, or a default other than the function's (rope's interleaved: None, which
+    the function rejects, against none)."""
+    mine = inspect.signature(fn).parameters
+    out = []
+    for i, (name, p) in enumerate(inspect.signature(impl).parameters.items()):
+        d = mine[name].default if name in mine else inspect.Parameter.empty
+        if p.default is inspect.Parameter.empty or type(d) is not type(p.default) or d != p.default:
+            out.append((i, name))
+    return tuple(out)
+
+
 def eager_function(op: TorchOp) -> Callable:
     """cohort.torch.<op>: op.function, and for an op the native call path takes (op.native) a front
     that, while the C++ kernels are registered, calls the op's dispatcher overload directly when
@@ -237,6 +251,7 @@ def eager_function(op: TorchOp) -> Callable:
     kinds = tuple(_KINDS[r] for r in op.native.roles)
     n = len(kinds)
     names = {a.name: i for i, a in enumerate(op.custom_op._opoverload._schema.arguments)}
+    needed = _needed(fn, op.impl)
 
     def front(*args, **kwargs):
         if NATIVE_ON[0] and len(args) <= n and not _is_compiling():
@@ -246,6 +261,9 @@ def eager_function(op: TorchOp) -> Callable:
             for k, a in kwargs.items():       # a keyword: one of the schema's, not given twice, of its kind
                 i = names.get(k)
                 if i is None or i < len(args) or type(a) not in kinds[i]:
+                    return fn(*args, **kwargs)
+            for i, name in needed:
+                if i >= len(args) and name not in kwargs:
                     return fn(*args, **kwargs)
             return default(*args, **kwargs)
         return fn(*args, **kwargs)
