@@ -233,14 +233,14 @@ class Layers:
         y = torch.empty_like(x)
         tensors, scalars, n = (x, w, b, y), (1e-5,), k.block
         p = run.prepare(n, tensors, scalars)
-        mv, fn, address = memoryview(p.args), p.code.entry_fn, ctypes.c_void_p(p.address)
+        fn, address = p.code.entry_fn, ctypes.c_void_p(p.address)
         op = torch.ops.cohort.layernorm.default
         floor = floor_op()
         with torch.inference_mode():
             xi, wi, bi = x.clone(), w.clone(), b.clone()
 
         def refill():                       # the whole block written again, proof reset (the path before)
-            run._fill(p, mv, n, tensors, scalars)
+            run.plan.write(p, n, [(t.data_ptr(), t.numel()) for t in tensors], scalars)
             fn(address)
 
         def native():
@@ -251,6 +251,13 @@ class Layers:
         def inference():
             with torch.inference_mode():
                 op(xi, wi, bi, 1e-5)
+
+        def contextvar_read():       # the native path reading the variant with the GIL on every call
+            from cohort.torch import native_call
+            if ct.stats()["call_path"] != "native":
+                return float("nan")
+            with native_call.measure_contextvar_read():
+                return per_call_us(lambda: op(x, w, b, 1e-5), self.calls)
 
         def fake():
             from torch._subclasses.fake_tensor import FakeTensorMode
@@ -278,6 +285,7 @@ class Layers:
             "torch.ops.cohort.layernorm.default": lambda: op(x, w, b, 1e-5),
             "the same, eps as a keyword (as Inductor calls it)": lambda: op(x, w, b, eps=1e-5),
             "the same, inference_mode (no autograd key)": inference,
+            "the same, variant read from the contextvar (GIL)": contextvar_read,
             "floor: custom op only allocating (dispatcher)": lambda: floor(x),
             "fake implementation under FakeTensorMode (compile time)": fake,
             "F.layer_norm": lambda: F.layer_norm(x, (4096,), w, b, 1e-5),
@@ -287,7 +295,8 @@ class Layers:
 
     def measure(self, row: str, col: str) -> float:
         f = self.cols[row][col]
-        return f() if col.startswith(("native entry", "fake implementation")) else per_call_us(f, self.calls)
+        own = ("native entry", "fake implementation", "the same, variant read")
+        return f() if col.startswith(own) else per_call_us(f, self.calls)
 
 
 def child(a):
@@ -299,6 +308,8 @@ def child(a):
     else:
         bench = Calls(a.calls) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
     print("@@" + json.dumps({row: list(cols) for row, cols in bench.cols.items()}), flush=True)
+    path = getattr(sys.modules.get("cohort.torch"), "stats", lambda: {})().get("call_path", "python (no native path)")
+    print("@@" + json.dumps(path), flush=True)
     for line in sys.stdin:
         row, col = line.rstrip("\n").split("\t")
         print("@@" + json.dumps(bench.measure(row, col)), flush=True)
@@ -312,6 +323,7 @@ def spawn(root: str, a):
            "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs]
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
     p.cells = read(p)
+    p.call_path = read(p)
     return p
 
 
@@ -379,7 +391,8 @@ def main(argv=None):
         p.wait()
     load1 = os.getloadavg()
     print(f"# {a.part}: {a.rounds} rounds, paired ({', '.join(f'{k}={v}' for k, v in trees.items())}); "
-          f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end (2-core machine)\n")
+          f"load average {load0[0]:.2f} at start, {load1[0]:.2f} at end (2-core machine); call path: "
+          f"{', '.join(f'{k} {p.call_path}' for k, p in kids.items())}\n")
     sums = {name: summary(rr) for name, rr in res.items()}
     fmt = lambda t: f"{t[0]:.2f} ({t[1]:.2f}–{t[2]:.2f})"
     rows = list(next(iter(sums.values())))

@@ -116,6 +116,11 @@ TRITON_AUTOTUNE = Knob("COHORT_TRITON_AUTOTUNE", "choice", "time", "cohort.trito
                       "@triton.autotune's choice among the configs left after pruning: time (the fastest "
                       "native build, as Triton times its own) or first (no timing: the same choice every run)",
                       ("time", "first"))
+TORCH_CALL = Knob("COHORT_TORCH_CALL", "choice", "auto", "cohort.torch",
+                  "the call path of cohort.torch's row and elementwise ops: native (C++ registered with the "
+                  "dispatcher, built against torch's headers at first import, cached), python, or auto: native "
+                  "when a cached build exists, else python while it builds in the background "
+                  "(cohort/torch/native_call.py)", ("auto", "native", "python"))
 # compiled-object cache
 OBJECT_CACHE = Knob("COHORT_OBJECT_CACHE", "path", None, "cache",
                     "folder of LLVM's compiled objects, keyed by everything that decides them (opt-in)")
@@ -147,12 +152,14 @@ AARCH64_CACHE = Knob("COHORT_AARCH64_CACHE", "text", None, "scripts/test-aarch64
                      "absolute folder for the aarch64 test image, read by the shell script (default "
                      "$XDG_CACHE_HOME/cohort/aarch64)")
 # other programs' variables cohort honours
-CXX = Knob("CXX", "text", None, "audit (eager column)",
-           "the C++ compiler that builds the eager entry (else c++, g++ or clang++ on PATH)")
-XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "text", None, "audit (eager column)",
-                      "where the eager entry's build is cached ($XDG_CACHE_HOME/cohort/eager; default ~/.cache)")
+CXX = Knob("CXX", "text", None, "audit (eager column), cohort.torch",
+           "the C++ compiler that builds the eager entry and the native call path (else c++, g++ or clang++ on "
+           "PATH)")
+XDG_CACHE_HOME = Knob("XDG_CACHE_HOME", "text", None, "audit (eager column), cohort.torch",
+                      "where the eager entry's and the native call path's builds are cached "
+                      "($XDG_CACHE_HOME/cohort/eager, .../torch_call; default ~/.cache)")
 
-KNOBS = {k.name: k for k in (FMA, F16, MASKED_STORE, POOL, TRITON_AUTOTUNE, OBJECT_CACHE, OBJECT_CACHE_MB, DEBUG,
+KNOBS = {k.name: k for k in (FMA, F16, MASKED_STORE, POOL, TRITON_AUTOTUNE, TORCH_CALL, OBJECT_CACHE, OBJECT_CACHE_MB, DEBUG,
                              FUZZ_O3_PERCENT, FUZZ_O0_PERCENT, FUZZ_TEST_CRASH, FUZZ_TEST_HANG,
                              FUZZ_TEST_SEED_DELAY, FUZZ_CI_PROGRAMS, FUZZ_LONG_SECONDS, AARCH64_CACHE,
                              CXX, XDG_CACHE_HOME)}

@@ -29,11 +29,14 @@ from . import (
 from .binding import TORCH_OPS, public_ops
 from .kernel_op import kernel_op
 from .launch import DEFAULT_VARIANT, current_variant, stats, variant
+from .native_call import startup as _native_call_startup
 
 # the ops with the short AutogradCPU kernel (tests/test_torch_call.py)
 OPS = tuple(name for name, op in TORCH_OPS.items() if op.autograd_cpu)
 
 # cohort.torch.<op> for every registered op with a function (binding.TORCH_OPS)
 globals().update(public_ops())
+
+_native_call_startup()      # COHORT_TORCH_CALL: the native call path when built (native_call.py)
 
 __all__ = ["OPS", "DEFAULT_VARIANT", "current_variant", "kernel_op", "stats", "variant", *sorted(public_ops())]

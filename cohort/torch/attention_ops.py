@@ -12,7 +12,7 @@ from torch import Tensor
 from ..backend import target
 from ..refimpl.ops import attention as attention_op
 from . import checks
-from .binding import OpBinding, TorchOp, bind, register
+from .binding import NativeCall, OpBinding, TorchOp, bind, register
 from .dtypes import kernel_for
 from .launch import current_variant, launcher
 from .ops import direct, op_kernel, plain_f32
@@ -97,7 +97,7 @@ def _rope_pairs_eager(x, cos, sin):
     return torch.cat((rot, x[..., 2 * h:]), dim=-1)
 
 
-ROPE = register(TorchOp("rope", rope_impl, _rope_fake, rope, _rope_grad, _rope_setup))
+ROPE = register(TorchOp("rope", rope_impl, _rope_fake, rope, _rope_grad, _rope_setup, native=NativeCall("tttb")))
 bind(OpBinding("rope", _rope_pairs_rows_eager))   # the row operator (x [R, C], cos/sin [R, C/2]): no op of its own
 bind(OpBinding("rope_half", _rope_half_eager, ROPE, {"interleaved": False}, schema_tail=(False,)))
 bind(OpBinding("rope_pairs", _rope_pairs_eager, ROPE, {"interleaved": True}, schema_tail=(True,)))
@@ -273,7 +273,7 @@ def _attention_causal_eager(q, k, v):
 
 
 ATTENTION = register(TorchOp("attention", attention_impl, _attention_fake, attention, _attention_grad,
-                             _attention_setup))
+                             _attention_setup, native=NativeCall("tttbfni", constants=(NO_BIAS,))))
 bind(OpBinding("attention", _attention_eager, ATTENTION, schema_tail=(False, None, None, None)))
 bind(OpBinding("attention_causal", _attention_causal_eager, ATTENTION, {"causal": True},
                schema_tail=(True, None, None, None)))

@@ -48,10 +48,13 @@ class variant:
         self.variant = v
         self._token = None
         self._previous = _default[0]
-        _default[0] = v                      # a plain call is a setting
+        _set_default(v)                      # a plain call is a setting
 
     def __enter__(self):
-        _default[0] = self._previous         # inside `with`, a scoped choice instead
+        _set_default(self._previous)         # inside `with`, a scoped choice instead
+        _scoped[0] = True
+        if _native:
+            _native[0].cohort_native_scoped()   # C++ reads the contextvar from now on
         self._token = _current.set(self.variant)
         return self.variant
 
@@ -75,6 +78,45 @@ def _parse(spec) -> Variant:
     return v
 
 
+def _set_default(v: Variant):
+    _default[0] = v
+    if _native:
+        _native[1](v)
+        _native[0].cohort_native_set_default(id(v))
+
+
+_native: list = []       # (library, keep(variant)) of the native call path while it is registered (native_call.py)
+_scoped = [False]        # a `with variant(...)` block was entered in this process
+
+
+def native_hooks(lib, keep=None):
+    """Tell `lib` (native_call.cpp) of every variant setting and recording from now on (None: stop);
+    keep(variant) is called with every variant that becomes the process default."""
+    _native[:] = [] if lib is None else [lib, keep]
+    if lib is not None:
+        keep(_default[0])
+        lib.cohort_native_set_default(id(_default[0]))
+        if _scoped[0]:
+            lib.cohort_native_scoped()
+
+
+def variant_contextvar() -> contextvars.ContextVar:
+    """The contextvar of `with variant(...)` blocks (native_call.cpp reads it)."""
+    return _current
+
+
+def variant_scoped() -> bool:
+    """Whether a `with variant(...)` block was entered in this process."""
+    return _scoped[0]
+
+
+def _python_path_state() -> dict:
+    return {"call_path": "python", "call_path_why": "cohort.torch.native_call not imported", "native_launches": 0}
+
+
+call_path_state = [_python_path_state]   # native_call.state, once native_call is imported: stats() asks it
+
+
 def current_variant() -> Variant:
     v = _current.get()
     return _default[0] if v is None else v
@@ -89,10 +131,15 @@ _stats = {"builds": 0, "build_seconds": 0.0, "launches": 0}
 
 def stats() -> dict:
     """{'builds': builds made by cohort.torch (one per kernel, constants and variant),
-    'build_seconds': their total time, 'launches': launches}. A build found again is
+    'build_seconds': their total time, 'launches': launches (both call paths),
+    'call_path': 'native' or 'python', 'call_path_why': why python ('' when native),
+    'native_launches': launches made from C++ (native_call.py)}. A build found again is
     not counted: after a model's first call, builds stays constant while the shapes only
     change in runtime arguments (sequence lengths, row counts, batch)."""
-    return dict(_stats)
+    out = dict(_stats)
+    out.update(call_path_state[0]())
+    out["launches"] += out["native_launches"]
+    return out
 
 
 _recent: dict = {}      # (kernel, id(variant), *const items) -> (variant, launcher): no variant hashing
@@ -146,14 +193,25 @@ _recording: list = []
 class recording:
     """`with recording() as launches:` lists every launch made inside the block as
     (launcher, n, tensors, scalars), the tensors kept alive: `launcher.prepare(n, tensors,
-    scalars)` then rebuilds its argument block (benchmarks time the native entry so)."""
+    scalars)` then rebuilds its argument block (benchmarks time the native entry so). While
+    one is open every op call runs in Python (the native call path pauses), so each is listed;
+    pause=False: the caller runs Python code only (native_call's miss handler)."""
+
+    def __init__(self, pause: bool = True):
+        self._paused = None
+        self._pause = pause
 
     def __enter__(self) -> list:
+        if self._pause and _native:
+            self._paused = _native[0]
+            self._paused.cohort_native_pause(1)
         _recording.append([])
         return _recording[-1]
 
     def __exit__(self, *exc):
         _recording.pop()
+        if self._paused is not None:
+            self._paused.cohort_native_pause(-1)
         return False
 
 
@@ -181,7 +239,7 @@ class Launcher:
         self.buffers = plan.buffer_names
         self._f32_pos = tuple(i for i, (_, dt) in enumerate(plan.scalar_slots) if dt is DType.F32)
         self._ready: dict = {}               # launch shape -> idle (PreparedLaunch, slots, err, fn, address)
-        self._pointer_slots = plan.pointer_slots
+        self._pointer_slots = self.pointer_slots = plan.pointer_slots   # the plan's data-pointer slots
 
     def __call__(self, n: int, tensors, scalars=()):
         """Run a launch of n threads; `tensors`: every buffer in parameter order (contiguous
@@ -194,10 +252,7 @@ class Launcher:
         lengths and the scalars, never a pointer (backend/lowering/checks.py), so it holds
         for every block of the same shape. A block that fell back to the checked build keeps
         running the checked build for its shape (the safe build could not prove it)."""
-        key = (n, scalars, *map(_numel, tensors))
-        for i in self._f32_pos:
-            if not scalars[i]:                   # a zero: its sign too
-                key += (i, _copysign(1.0, scalars[i]))
+        key = self._key(n, tensors, scalars)
         pool = self._ready.get(key)
         if pool:
             p, mv, err, fn, address = pool.pop()
@@ -227,6 +282,26 @@ class Launcher:
         _stats["launches"] += 1
         if len(pool) < POOL:
             pool.append((p, mv, err, fn, address))
+
+    def _key(self, n: int, tensors, scalars) -> tuple:
+        key = (n, scalars, *map(_numel, tensors))
+        for i in self._f32_pos:
+            if not scalars[i]:                   # a zero: its sign too
+                key += (i, _copysign(1.0, scalars[i]))
+        return key
+
+    def take(self, n: int, tensors, scalars=()):
+        """An idle pooled block of this launch's shape, taken out of the pool (the native call
+        path borrows it: native_call.py), as (PreparedLaunch, args view, error view, entry or None,
+        address); None when the shape has none idle."""
+        pool = self._ready.get(self._key(n, tensors, scalars))
+        return pool.pop() if pool else None
+
+    def give_back(self, n: int, tensors, scalars, block):
+        """Put a block `take` returned back into its shape's pool."""
+        pool = self._ready.get(self._key(n, tensors, scalars))
+        if pool is not None and len(pool) < POOL:
+            pool.append(block)
 
     def prepare(self, n: int, tensors, scalars=()) -> PreparedLaunch:
         """The argument block of a launch, not run and not pooled: the caller's (to time the

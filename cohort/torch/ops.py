@@ -18,7 +18,7 @@ directly and skip the dispatcher's layers (custom_op's Python autograd and
 aliasing wrappers cost several microseconds per call). Through the dispatcher
 (and so in a torch.compile'd graph, which calls torch.ops.cohort.X.default)
 the CPU implementation is registered directly and an AutogradCPU kernel runs
-it at once for plain tensors with no gradient to record (binding.fast_autograd);
+it at once for plain tensors with no gradient to record (binding.fast_autograd_kernel);
 launches reuse argument blocks per launch shape (launch.py).
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ from torch import Tensor
 
 from ..refimpl import ops as registry
 from . import checks
-from .binding import OpBinding, TorchOp, bind, register
+from .binding import NativeCall, OpBinding, TorchOp, bind, register
 from .checks import FLOATS
 from .dtypes import kernel_for
 from .launch import launcher
@@ -139,7 +139,8 @@ def _rmsnorm_eager(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
 
-RMSNORM = register(TorchOp("rmsnorm", rmsnorm_impl, _rmsnorm_fake, rmsnorm, _rmsnorm_grad, _save_inputs))
+RMSNORM = register(TorchOp("rmsnorm", rmsnorm_impl, _rmsnorm_fake, rmsnorm, _rmsnorm_grad, _save_inputs,
+                           native=NativeCall("xve", row=True)))
 bind(OpBinding("rmsnorm", _rmsnorm_eager, RMSNORM, schema_tail=(1e-6,)))
 
 
@@ -190,7 +191,7 @@ def _layernorm_eager(x, w, b):
 
 
 LAYERNORM = register(TorchOp("layernorm", layernorm_impl, _layernorm_fake, layernorm, _layernorm_grad,
-                             _save_inputs))
+                             _save_inputs, native=NativeCall("xvve", row=True)))
 bind(OpBinding("layernorm", _layernorm_eager, LAYERNORM, schema_tail=(1e-5,)))
 
 
@@ -244,7 +245,7 @@ def _masked_softmax_eager(x, mask):
 
 
 MASKED_SOFTMAX = register(TorchOp("masked_softmax", masked_softmax_impl, _masked_softmax_fake, masked_softmax,
-                                  _masked_softmax_grad, _masked_softmax_setup))
+                                  _masked_softmax_grad, _masked_softmax_setup, native=NativeCall("xm", row=True)))
 bind(OpBinding("masked_softmax", _masked_softmax_eager, MASKED_SOFTMAX))
 
 
@@ -296,7 +297,7 @@ def _swiglu_eager(a, b):
     return F.silu(a) * b
 
 
-SWIGLU = register(TorchOp("swiglu", swiglu_impl, _swiglu_fake, swiglu, _swiglu_grad, _save_inputs))
+SWIGLU = register(TorchOp("swiglu", swiglu_impl, _swiglu_fake, swiglu, _swiglu_grad, _save_inputs, native=NativeCall("xs")))
 bind(OpBinding("swiglu", _swiglu_eager, SWIGLU))
 
 
@@ -327,7 +328,7 @@ def _gelu_eager(x):
     return F.gelu(x)
 
 
-GELU = register(TorchOp("gelu", gelu_impl, _gelu_fake, gelu, _gelu_grad, _save_inputs))
+GELU = register(TorchOp("gelu", gelu_impl, _gelu_fake, gelu, _gelu_grad, _save_inputs, native=NativeCall("x")))
 bind(OpBinding("gelu", _gelu_eager, GELU))
 
 
@@ -359,7 +360,7 @@ def _gelu_tanh_eager(x):
 
 
 GELU_TANH = register(TorchOp("gelu_tanh", gelu_tanh_impl, _gelu_tanh_fake, gelu_tanh, _gelu_tanh_grad,
-                             _save_inputs))
+                             _save_inputs, native=NativeCall("x")))
 bind(OpBinding("gelu_tanh", _gelu_tanh_eager, GELU_TANH))
 
 
@@ -391,5 +392,5 @@ def _gelu_residual_eager(x, r):
 
 
 GELU_RESIDUAL = register(TorchOp("gelu_residual", gelu_residual_impl, _gelu_residual_fake, gelu_residual,
-                                 _gelu_residual_grad, _save_inputs))
+                                 _gelu_residual_grad, _save_inputs, native=NativeCall("xs")))
 bind(OpBinding("gelu_residual", _gelu_residual_eager, GELU_RESIDUAL))
