@@ -151,6 +151,8 @@ PACKET_W16 = Column("packet-w16", "variant", "packet,lanes=16")
 
 # Widths in these texts are the host target's (target.py): registers per packet, not bits.
 _HOST = _target.host()
+# cohort.torch's default on this host (cohort/torch/launch.py: a packet fills one vector register)
+_HOST_DEFAULT = "packet,lanes=16" if _HOST.vector_bits >= 512 else "packet"
 NATIVE_STRATEGIES = (
     ("whole", "lanes=1: every thread run one after another, scalar code"),
     ("packet", f"lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes ({_HOST.width_text(8)})"),
@@ -317,8 +319,8 @@ def _safety():
 # the LLM operators at the sizes their definitions give (Operator.llm_sizes: Llama-2-7B and Llama-3-8B)
 LLM_CASES = tuple((op.name, s) for op in ops.tagged("llm") for s in op.llm_sizes)
 TORCH_STRATEGIES = (
-    ("cohort", "cohort.torch.<op>(...) in its default variant (packet: 8 lanes); on all threads "
-               "packet,workers=<cores>,grain=auto"),
+    ("cohort", f"cohort.torch.<op>(...) in its default variant ({_HOST_DEFAULT}); on all threads "
+               f"{_HOST_DEFAULT},workers=<cores>,grain=auto"),
     ("torch.ops", "torch.ops.cohort.<op>.default(...): the same op through PyTorch's dispatcher"),
     ("eager", "the operator's eager torch code (its OpBinding, cohort/torch/binding.py), a plain call"),
     ("compile", "torch.compile of the same code (Inductor, dynamic=False), a plain call of the compiled "

@@ -49,7 +49,7 @@ class TorchColumn:
             raise Unavailable(f"cohort.torch has no op for {op.name}")
         parts = [p.strip() for p in spec.split(",") if p.strip()]
         dispatch = "dispatch" in parts
-        variant = ",".join(p for p in parts if p != "dispatch") or "packet"
+        variant = ",".join(p for p in parts if p != "dispatch") or ct.DEFAULT_SPEC
         if workers > 1:
             variant += f",workers={workers},grain=auto"
         self.op, self.shape, self.ref = op, shape, ref

@@ -11,7 +11,8 @@ gelu_tanh, gelu_residual (ops.py), rope, rope_hf, attention (attention_ops.py); 
 cumsum, histogram (int32 or int64 indices), transpose (coop_ops.py, issue 24) - each a
 TorchOp record (binding.py), exported here from the records; `kernel_op` makes any
 `@cohort.kernel` an op; `variant` chooses the variant they run (default
-"packet"); `stats` counts builds and launches. torch is an extra
+DEFAULT_SPEC: "packet,lanes=16" on 512-bit vector registers, else "packet");
+`stats` counts builds and launches. torch is an extra
 (`pip install cohort[torch]`). `cohort.torch.hf.install(model)` runs a transformers
 model's norms, activations, rope and attention on these ops (hf/; needs transformers:
 `pip install cohort[hf]`, which examples/ need too).
@@ -28,7 +29,7 @@ from . import (
 )
 from .binding import TORCH_OPS, public_ops
 from .kernel_op import kernel_op
-from .launch import DEFAULT_VARIANT, current_variant, stats, variant
+from .launch import DEFAULT_SPEC, DEFAULT_VARIANT, current_variant, stats, variant
 from .native_call import startup as _native_call_startup
 
 # the ops with the short AutogradCPU kernel (tests/test_torch_call.py)
@@ -39,4 +40,4 @@ globals().update(public_ops())
 
 _native_call_startup()      # COHORT_TORCH_CALL: the native call path when built (native_call.py)
 
-__all__ = ["OPS", "DEFAULT_VARIANT", "current_variant", "kernel_op", "stats", "variant", *sorted(public_ops())]
+__all__ = ["OPS", "DEFAULT_SPEC", "DEFAULT_VARIANT", "current_variant", "kernel_op", "stats", "variant", *sorted(public_ops())]

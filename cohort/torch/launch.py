@@ -32,9 +32,20 @@ from ..backend.compiler import CompiledKernel, PreparedLaunch, compile_kernel
 from ..backend.variant import Variant, VariantError, parse_variant
 from ..refimpl.ir import DType
 
-DEFAULT_VARIANT = "packet"      # 8 lanes, the caller's thread; every variant is exact (no fast_math)
+def _host_default() -> str:
+    """cohort.torch's default variant, as a spelling: packets that fill one of the host's vector
+    registers, on the caller's thread. 16 lanes where registers are 512 bits wide (AVX-512:
+    matmul's 32-column form and attention's rows32k8 need them; docs/kernels.md, 'attention's
+    forms', and docs/README.md, 'matmul at the FMA limit'), else `packet` (8 lanes: one AVX2
+    register). Every variant gives the same bits; only the builds differ."""
+    from ..backend import target
+    return "packet,lanes=16" if target.host().vector_bits >= 512 else "packet"
+
+
+DEFAULT_SPEC = _host_default()
+DEFAULT_VARIANT = parse_variant(DEFAULT_SPEC).label      # its label, as current_variant().label spells it
 _current: contextvars.ContextVar = contextvars.ContextVar("cohort_torch_variant", default=None)
-_default = [parse_variant(DEFAULT_VARIANT)]
+_default = [parse_variant(DEFAULT_SPEC)]
 
 
 class variant:
