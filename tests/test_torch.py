@@ -172,6 +172,35 @@ def test_gradients_flow_and_a_kernel_op_without_one_is_an_error_not_silence():
         z.sum().backward()
 
 
+@kernel(block=8)
+def _triple8(x: Buffer[f32], y: Buffer[f32]):
+    i = global_id()
+    if i < len(x):
+        y[i] = x[i] * 3.0
+
+
+def test_the_default_variant_fills_one_register_and_fits_a_small_block():
+    from cohort.backend import target
+    from cohort.backend.compiler import UnsupportedVariant
+    wide = target.host().vector_bits >= 512
+    assert ct.DEFAULT_SPEC == ("packet,lanes=16" if wide else "packet")
+    assert ct.current_variant().lanes == (16 if wide else 8)
+    op = ct.kernel_op("cohort_test_default::triple8", _triple8, inputs=("x",), output="y",
+                      shape=lambda x: x.shape, launch=lambda x: (x.numel(), {}))
+    x = torch.randn(37)
+    assert torch.equal(op(x), x * 3.0)            # block 8 under the default: run as `packet`
+    if wide:
+        with ct.variant("lanes=16"), pytest.raises(UnsupportedVariant, match="block 8 is smaller than lanes 16"):
+            op(x)                                 # a user's own choice is not changed
+        ct.variant("lanes=16")
+        try:
+            with pytest.raises(UnsupportedVariant):
+                op(x)
+        finally:
+            ct.variant(ct.DEFAULT_VARIANT)        # the default again, fitted again
+        assert torch.equal(op(x), x * 3.0)
+
+
 def test_variant_setting_and_scope_give_the_same_bits():
     x, w = torch.randn(9, 70), torch.randn(70)
     ref = ct.rmsnorm(x, w)

@@ -32,12 +32,15 @@ from ..backend.compiler import CompiledKernel, PreparedLaunch, compile_kernel
 from ..backend.variant import Variant, VariantError, parse_variant
 from ..refimpl.ir import DType
 
+
 def _host_default() -> str:
     """cohort.torch's default variant, as a spelling: packets that fill one of the host's vector
-    registers, on the caller's thread. 16 lanes where registers are 512 bits wide (AVX-512:
-    matmul's 32-column form and attention's rows32k8 need them; docs/kernels.md, 'attention's
-    forms', and docs/README.md, 'matmul at the FMA limit'), else `packet` (8 lanes: one AVX2
-    register). Every variant gives the same bits; only the builds differ."""
+    registers, on the caller's thread. 16 lanes where registers are 512 bits wide (matmul's
+    32-column form and attention's rows32k8 need them; docs/kernels.md, 'attention's forms',
+    and docs/README.md, 'matmul at the FMA limit'), else `packet` (8 lanes: one 256-bit
+    register). Every variant gives the same bits; only the builds differ. A kernel whose block
+    does not hold whole packets of the default's lanes (a kernel_op of block 8) runs `packet`
+    (build); a variant a user chose is never changed."""
     from ..backend import target
     return "packet,lanes=16" if target.host().vector_bits >= 512 else "packet"
 
@@ -45,7 +48,9 @@ def _host_default() -> str:
 DEFAULT_SPEC = _host_default()
 DEFAULT_VARIANT = parse_variant(DEFAULT_SPEC).label      # its label, as current_variant().label spells it
 _current: contextvars.ContextVar = contextvars.ContextVar("cohort_torch_variant", default=None)
-_default = [parse_variant(DEFAULT_SPEC)]
+HOST_DEFAULT = parse_variant(DEFAULT_SPEC)      # the default's one object (build asks `is`)
+_PACKET = parse_variant("packet")
+_default = [HOST_DEFAULT]
 
 
 class variant:
@@ -55,7 +60,10 @@ class variant:
     of `cohort run --variant` is accepted except fast_math=on: these ops are exact."""
 
     def __init__(self, spec):
-        v = spec if isinstance(spec, Variant) else _parse(spec)
+        if isinstance(spec, str) and spec in (DEFAULT_SPEC, DEFAULT_VARIANT):
+            v = HOST_DEFAULT                 # back to the default, with its fitting to the block
+        else:
+            v = spec if isinstance(spec, Variant) else _parse(spec)
         self.variant = v
         self._token = None
         self._previous = _default[0]
@@ -165,12 +173,13 @@ def build(kernel, consts: dict, v: Optional[Variant] = None, whole_blocks: bool 
     hit = _recent.get(quick)
     if hit is not None and hit[0] is v:
         return hit[1]
-    key = (kernel, tuple(sorted(consts.items())), v)
+    key = (kernel, tuple(sorted(consts.items())), v, v is HOST_DEFAULT)   # (an equal variant a user chose is not fitted)
     launcher = _builds.get(key)
     if launcher is None:
         t0 = time.perf_counter()
         block = getattr(kernel, "block", None) or kernel.ir.block
-        ck = compile_kernel(kernel, consts, v, n=block if whole_blocks else None, verify="never")
+        fitted = _PACKET if v is HOST_DEFAULT and block % v.lanes else v
+        ck = compile_kernel(kernel, consts, fitted, n=block if whole_blocks else None, verify="never")
         with _lock:
             launcher = _builds.get(key)
             if launcher is None:
