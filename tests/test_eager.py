@@ -38,6 +38,17 @@ def test_the_native_eager_code_is_its_python_twin_bit_for_bit(name):
         e.close()
 
 
+def test_an_operator_without_a_twin_has_no_eager_cell_and_says_which_file_lacks_it(monkeypatch):
+    from cohort.audit.columns import EagerColumn, Unavailable
+    op = ops.get("layernorm")
+    monkeypatch.setattr(eager, "operators", lambda: [n for n in ops.OPERATORS if n != "layernorm"])
+    inputs = op.make_inputs((3, 70), 0)
+    with pytest.raises(eager.EagerUnavailable, match=r"has no layernorm \(no C\+\+ twin in audit/eager_entry.cpp\)"):
+        eager.EagerEntry("layernorm", (3, 70), inputs)
+    with pytest.raises(Unavailable, match="no C\\+\\+ twin"):
+        EagerColumn(op, (3, 70), inputs, op.expected(inputs, (3, 70)), "native_entry", 1)
+
+
 def test_every_eager_entry_is_an_operator():
     # a twin is optional (DESIGN §1: adding an operator touches five files without it); the
     # entry names no operator that does not exist

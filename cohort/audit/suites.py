@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass
 
 from ..backend import target as _target
+from ..backend.variant import register_packet
 from ..refimpl import ops
 
 
@@ -152,7 +153,7 @@ PACKET_W16 = Column("packet-w16", "variant", "packet,lanes=16")
 # Widths in these texts are the host target's (target.py): registers per packet, not bits.
 _HOST = _target.host()
 # cohort.torch's default on this host (cohort/torch/launch.py: a packet fills one vector register)
-_HOST_DEFAULT = "packet,lanes=16" if _HOST.vector_bits >= 512 else "packet"
+_HOST_DEFAULT = register_packet(_HOST.vector_bits)
 NATIVE_STRATEGIES = (
     ("whole", "lanes=1: every thread run one after another, scalar code"),
     ("packet", f"lanes=8 (W8): a block's threads run as packets of 8 SIMD lanes ({_HOST.width_text(8)})"),

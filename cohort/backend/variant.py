@@ -143,6 +143,13 @@ def _knob(key: str, text: str):
     raise VariantError(f"unknown knob {key!r}; knobs are {known}")
 
 
+def register_packet(vector_bits: int) -> str:
+    """The packet variant whose packet fills one vector register of `vector_bits`: 16 lanes on
+    512-bit registers, else `packet` (8 lanes). cohort.torch's default (cohort/torch/launch.py)
+    and the torch suite's description of it (audit/suites.py) both ask this."""
+    return "packet,lanes=16" if vector_bits >= 512 else "packet"
+
+
 def parse_variant(text: str) -> Variant:
     """A Variant from its spelling; raises VariantError with a one-line reason."""
     items = [t.strip() for t in str(text).split(",") if t.strip()]

@@ -29,7 +29,7 @@ from typing import Optional
 import torch
 
 from ..backend.compiler import CompiledKernel, PreparedLaunch, compile_kernel
-from ..backend.variant import Variant, VariantError, parse_variant
+from ..backend.variant import Variant, VariantError, parse_variant, register_packet
 from ..refimpl.ir import DType
 
 
@@ -42,7 +42,7 @@ def _host_default() -> str:
     does not hold whole packets of the default's lanes (a kernel_op of block 8) runs `packet`
     (build); a variant a user chose is never changed."""
     from ..backend import target
-    return "packet,lanes=16" if target.host().vector_bits >= 512 else "packet"
+    return register_packet(target.host().vector_bits)
 
 
 DEFAULT_SPEC = _host_default()
