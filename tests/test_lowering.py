@@ -112,3 +112,38 @@ def test_the_bounds_proof_is_an_unoptimised_function_of_its_own():
     assert ck.facts["direct_cfg"] and ck.facts["external_calls"] == [], ck.facts
     unsafe = compile_kernel(axpy, None, "lanes=8,unsafe=on", n=64)
     assert ".proof" not in unsafe.llvm_ir
+
+
+@kernel(block=16)
+def _offsets(x: Buffer[f32], y: Buffer[f32]):
+    g = global_id()
+    y[g * 2 + 1] = x[g * 3]
+    if x[g] > 0.0:                       # a varying branch: some lanes off
+        y[g * 2] = x[g + 1]
+    w = f32(g * 1000003 + 7)             # not an index: wraps as the interpreter's i32 does
+    y[g * 2] = w
+
+
+def _ir(variant):
+    from cohort.backend import target
+    from cohort.backend.compiler import cross_compile
+    t = target.from_triple("x86_64-unknown-linux-gnu", "haswell", "+avx2,+fma")
+    return cross_compile(_offsets, t, variant, {}, kind="ir")
+
+
+def test_proven_indices_with_every_lane_live_are_marked_wrap_free():
+    # exprs.index_value: the bounds proof covers every node of these indices, so their
+    # + and * cannot wrap; a masked access's lanes may be threads the guard excluded, a
+    # checked build proves nothing, and a value that is not an index keeps i32's wrap
+    text = _ir("packet")
+    assert re.search(r"mul nsw <\d+ x i32> .*, splat \(i32 2\)", text) and re.search(r"mul nsw <\d+ x i32> .*, splat \(i32 3\)", text)
+    assert re.search(r"mul <\d+ x i32> .*, splat \(i32 1000003\)", text), "a value's arithmetic is marked"
+    assert not re.search(r"mul nsw <\d+ x i32> .*, splat \(i32 1000003\)", text)
+    for v in ("packet,checked=on", "packet,sanitize=on"):
+        assert " nsw " not in _ir(v).replace("add nsw i64", ""), v   # (64-bit loop arithmetic aside)
+
+
+def test_a_masked_access_is_not_marked():
+    text = _ir("packet")
+    # x[g + 1] under the varying if, where some lane is off (and the partial block): plain
+    assert re.search(r"add <\d+ x i32> .*, splat \(i32 1\)", text)

@@ -295,8 +295,8 @@ class Bounds:
         if op in (Op.SHL, Op.SHR):
             k = const_int(e.src[1])
             return k is not None and 0 <= k < 32 and self.boundable(e.src[0], bounded)
-        if op is Op.AND:
-            return any(const_int(s) is not None and const_int(s) >= 0 for s in e.src)
+        if op is Op.AND:     # a mask: a literal, or a variable set once to one (k & (kt - 1))
+            return any((c := self.constant(s)) is not None and c >= 0 for s in e.src)
         return False
 
     def var_boundable(self, name: str) -> bool:

@@ -177,7 +177,7 @@ class _Emitter:
             (alo, ahi), (blo, bhi) = self.arm(e.src[0], True, e.src[1]), self.arm(e.src[0], False, e.src[2])
             return self.smin(alo, blo), self.smax(ahi, bhi)
         if op is Op.AND:
-            c = max(const_int(s) for s in e.src if const_int(s) is not None)
+            c = max(c for c in (self.bd.constant(s) for s in e.src) if c is not None)
             return self.c(0), self.c(c)
         lo, hi = self.interval(e.src[0])
         if op is Op.NEG:

@@ -37,10 +37,34 @@ def _src(L, e: Expr, memo: dict, i: int = 0):
     return L.ev(e.src[i], memo)
 
 
+_WRAPPING = {Op.ADD: "add", Op.SUB: "sub", Op.MUL: "mul"}
+
+
 def _alu(L, e: Expr, memo: dict):
     """Every arithmetic, bitwise and comparison op: sources first, then LOWER[op]."""
     srcs = [L.ev(s, memo) for s in e.src]
-    return LOWER[e.op](L.cx, e.src[0].dtype, *srcs)
+    r = LOWER[e.op](L.cx, e.src[0].dtype, *srcs)
+    if L.now.no_wrap and e.op in _WRAPPING and e.dtype.is_int and getattr(r, "opname", None) == _WRAPPING[e.op]:
+        r.flags.append("nsw" if e.dtype is DType.I32 else "nuw")
+    return r
+
+
+def index_value(L, index: Expr, key, memo: dict):
+    """An access's index. Where the launch's bounds proof covers it (bounds.py: every node's
+    value over the launch lies in its type's range) and every lane of the packet is live
+    (each lane a thread of the launch that passed the access's guards), its + - * cannot
+    wrap: marked so (nsw, nuw), LLVM keeps i32 offsets such as a row's base plus a loop's k
+    in 64 bits without a sign extension per use (matmul's ragged-K loop, docs/README.md,
+    'matmul at the FMA limit'). Plain safe builds only: checked builds prove nothing, and a
+    sanitize build's records compare every lane's index."""
+    proof = L.facts.bounds
+    if L.now.mask is not None or L.checked or L.variant.sanitize or proof is None or id(key) not in proof.proven:
+        return L.ev(index, memo)
+    L.now.no_wrap = True
+    try:
+        return L.ev(index, memo)
+    finally:
+        L.now.no_wrap = False
 
 
 def _math(L, e: Expr, memo: dict):
@@ -87,9 +111,9 @@ EXPR_RULES = {
     Op.CAST:        lambda L, e, memo: convert(L.cx, _src(L, e, memo), e.src[0].dtype, e.dtype),
     Op.BITCAST:     lambda L, e, memo: bitcast(L.cx, _src(L, e, memo), e.src[0].dtype, e.dtype),
     # memory (memory.py: the access classes)
-    Op.LOAD:        lambda L, e, memo: L.buffer_load(e, _src(L, e, memo)),
+    Op.LOAD:        lambda L, e, memo: L.buffer_load(e, index_value(L, e.src[0], e, memo)),
     Op.PLOAD:       lambda L, e, memo: L.private_load(e, _src(L, e, memo)),
-    Op.SLOAD:       lambda L, e, memo: L.shared_load(e, _src(L, e, memo)),
+    Op.SLOAD:       lambda L, e, memo: L.shared_load(e, index_value(L, e.src[0], e, memo)),
     # math library
     Op.MATH:        _math,
 }

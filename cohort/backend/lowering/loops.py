@@ -36,9 +36,11 @@ UNROLL_TRIPS = 8
 
 
 class LoopLowering:
-    def counted_loop(self, start, stop, body, name: str, unroll: bool = False):
+    def counted_loop(self, start, stop, body, name: str, unroll: bool = False, counter=None):
         """for (i = start; i < stop; i++) body(i), with i of start's integer type; `unroll`:
-        marked for full unrolling (unroll_fully)."""
+        marked for full unrolling (unroll_fully). `counter` = (first, step): body(i, j) with
+        j = first + (i - start) * step a counter of its own, stepped with no signed wrap (the
+        caller's promise for every iteration that runs)."""
         b = self.b
         pre = b.block
         head = self.fn.append_basic_block(f"{name}.head")
@@ -48,9 +50,16 @@ class LoopLowering:
         b.position_at_end(head)
         i = b.phi(start.type, name=name)
         i.add_incoming(start, pre)
+        if counter is not None:
+            j = b.phi(counter[0].type, name=f"{name}.var")
+            j.add_incoming(counter[0], pre)
         b.cbranch(b.icmp_signed("<", i, stop), loop, done)
         b.position_at_end(loop)
-        body(i)
+        if counter is None:
+            body(i)
+        else:
+            body(i, j)
+            j.add_incoming(b.add(j, counter[0].type(counter[1]), flags=["nsw"]), b.block)
         i.add_incoming(b.add(i, start.type(1)), b.block)
         latch = b.branch(head)
         if unroll:
@@ -148,6 +157,14 @@ class LoopLowering:
         sh_start, sh_stop = self.shape(s.start), self.shape(s.stop)
         iterate = lambda lo, hi, running=None, unroll=False: self.counted_loop(
             lo, hi, lambda k: self.loop_body(s, start_v, step, k, running and running(k)), "k", unroll)
+        if sh_start.uniform and sh_stop.uniform and abs(step) == 1:
+            # the variable is a counter of its own, stepped without a wrap (add nsw: it stays in
+            # [start, stop) and its last step reaches stop at most), so LLVM widens it and an
+            # index built on it (exprs.index_value) keeps 64-bit offsets: matmul's ragged-K
+            # loop, docs/README.md, 'matmul at the FMA limit'
+            iterate = lambda lo, hi, running=None, unroll=False: self.counted_loop(
+                lo, hi, lambda k, j: self.loop_body(s, start_v, step, k, None, j), "k", unroll,
+                counter=(self.lane0(start_v), step))
         if sh_start.uniform and sh_stop.uniform:
             self.annotate(s, "for", "", Access("uniform"), "branch")
             self.annotate(s.stop, "for-stop", "", Access("uniform"), "branch")
@@ -215,11 +232,15 @@ class LoopLowering:
         t = b.sdiv(b.add(span, self.i64(a - 1)), self.i64(a))
         return b.select(b.icmp_signed(">", t, self.i64(0)), t, self.i64(0))
 
-    def loop_body(self, s: For, start_v, step: int, k, running):
-        """Iteration k: the variable is start + k*step, on the lanes `running` (None: all)."""
+    def loop_body(self, s: For, start_v, step: int, k, running, var=None):
+        """Iteration k: the variable is start + k*step (`var`, the loop's own i32 counter, when
+        given), on the lanes `running` (None: all)."""
         b = self.b
-        k32 = b.trunc(k, I32T)
-        j = b.add(start_v, b.mul(self.splat(k32, DType.I32), self.cx.const(DType.I32, step)))
+        if var is not None:
+            j = self.splat(var, DType.I32)
+        else:
+            k32 = b.trunc(k, I32T)
+            j = b.add(start_v, b.mul(self.splat(k32, DType.I32), self.cx.const(DType.I32, step)))
         b.store(j, self.storage.slots[s.var])
         outer, self.now.loop_k = self.now.loop_k, k
         with self.masked(running):

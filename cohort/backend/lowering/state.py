@@ -142,5 +142,6 @@ class EmitState:
     tid: Any = None              # the packet's thread ids (W lanes)
     gid: Any = None              # the packet's global ids (W lanes)
     loop_k: Any = None           # the innermost kernel loop's iteration number (i64)
+    no_wrap: bool = False        # evaluating a proven index with every lane live (exprs.index_value)
     transposed: dict = field(default_factory=dict)   # id(shared load) -> its scratch, in the loop that owns it
     unroll_full: Any = None      # the module's llvm.loop.unroll.full node, made at its first use

@@ -30,16 +30,17 @@ from ...refimpl.printer import format_expr
 from ..context import ERR_STORE_OOB, I8, I32T, mem_type, vector_const, zero_of
 from ..lower_ops import narrow
 from ..shapes import Access
+from .exprs import index_value
 
 
 def _store(L, s: Store):
     memo = {}
-    L.buffer_store(s, L.ev(s.index, memo), L.ev(s.value, memo))
+    L.buffer_store(s, index_value(L, s.index, s, memo), L.ev(s.value, memo))
 
 
 def _sstore(L, s: SStore):
     memo = {}
-    L.shared_store(s, L.ev(s.index, memo), L.ev(s.value, memo))
+    L.shared_store(s, index_value(L, s.index, s, memo), L.ev(s.value, memo))
 
 
 def _pstore(L, s: PStore):

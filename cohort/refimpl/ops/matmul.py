@@ -50,7 +50,7 @@ def _tiled(BN: int, REG: int):
     def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
         # Every index below is written so that the launch's bounds proof (interval arithmetic,
         # DESIGN §5.1) covers it and no access is checked one by one: k runs over absolute
-        # positions, the slab's row is k % kt (k0 is a multiple of kt), rows past the edge are
+        # positions, the slab's row is k & (kt - 1) (k0 a multiple of kt, a power of two), rows past the edge are
         # clamped to the last one and columns past it read 0 (computed, never stored). A
         # clamped column index would be a gather: the guard keeps b's loads contiguous.
         t = thread_id()
@@ -68,9 +68,13 @@ def _tiled(BN: int, REG: int):
         # the panels holding a column below N; the last one is shifted left to end at N - 1
         panels = min(np_, (N - j0 + BN - 1) // BN)
         # k per staged step: the slab holds KT x COLS floats, so fewer panels stage more k (b 32
-        # columns wide: 1024 k per step in tiled32, a's rows read 4 KiB at a time). Spelled out,
-        # not through np_: a literal after specialisation, as the bounds proof's % needs.
-        kt = KT * (PANELS // min(PANELS, (N + BN - 1) // BN))
+        # columns wide: 1024 k per step in tiled32, a's rows read 4 KiB at a time): KT times
+        # PANELS / panels rounded down to a power of two (f <= 16), so that a k's row in the slab
+        # is k & (kt - 1). A remainder there, where K is not a multiple of kt, left LLVM a signed
+        # remainder per k; the mask is one `and` (54 -> 33 instructions per k in tiled32 at
+        # 1023x1021x997: docs/README.md, 'matmul at the FMA limit')
+        f = PANELS // min(PANELS, (N + BN - 1) // BN)
+        kt = KT * (1 + min(1, f // 2) + 2 * min(1, f // 4) + 4 * min(1, f // 8) + 8 * min(1, f // 16))
         sb = shared(f32, KT * COLS)
         acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
         for r0 in range(rb * np_):
@@ -79,7 +83,7 @@ def _tiled(BN: int, REG: int):
             k0 = ks * kt
             kend = min(k0 + kt, K)
             for kb in range(k0, kend):
-                kr = kb % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))     # the slab's row: kb - k0
+                kr = kb & (kt - 1)     # the slab's row: kb - k0 (k0 a multiple of kt)
                 for qs in range(np_):
                     if qs < panels:
                         js = max(min(j0 + qs * BN, N - BN), 0) + t
@@ -112,7 +116,7 @@ def _tiled(BN: int, REG: int):
                             c6 = acc[s + REG - 2]
                             c7 = acc[s + REG - 1]
                             for k in range(k0, kend):
-                                bk = sb[(q * kt + k % (KT * (PANELS // min(PANELS, (N + BN - 1) // BN)))) * BN + t]
+                                bk = sb[(q * kt + (k & (kt - 1))) * BN + t]
                                 c0 = fma(a[a0 + k], bk, c0)
                                 c1 = fma(a[a1 + k], bk, c1)
                                 c2 = fma(a[a2 + k], bk, c2)
