@@ -131,19 +131,23 @@ def test_every_variant_matches_the_interpreter(name, shape):
         assert verdict.ok, verdict.describe()
 
 
-@pytest.mark.parametrize("shape", [(1, 37, 4096), (2, 20, 4100)], ids=ops.fmt_shape)
-def test_matmul_wide_form_gives_the_tiled_forms_bits(shape):
+# one row; two rows of a group of four; a full group with K past a pass of four; two groups,
+# the second partial (rows past M repeat row M - 1, never stored); a panel shifted left
+@pytest.mark.parametrize("shape", [(1, 37, 4096), (2, 20, 4100), (4, 9, 4096), (7, 3, 4100)], ids=ops.fmt_shape)
+def test_matmul_wide_forms_give_the_tiled_forms_bits(shape):
     from cohort.backend import target
     from cohort.refimpl.ops.matmul import form_for, tiled_form
     bits = target.host().vector_bits
-    assert form_for(shape, 8, bits) == "wide"
-    assert form_for((3, 20, 5000), 8, bits) == form_for((1, 20, 100), 8, bits) == tiled_form(8, bits) == "tiled"
+    form = form_for(shape, 8, bits)
+    assert form == ("wide" if shape[0] == 1 else "wide4")
+    assert form_for((9, 20, 5000), 8, bits) == form_for((1, 20, 100), 8, bits) == tiled_form(8, bits) == "tiled"
     inputs = ops.get("matmul").make_inputs(shape, 4)
     tiled, _ = _run("matmul", shape, inputs, "packet")
-    assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", "wide"), shape, inputs)), _bits(tiled))
-    for v in ("whole", "packet", "lanes=4,predicated=off", "packet,workers=2,grain=1"):
-        y, p = _run("matmul", shape, inputs, v, form="wide")
-        assert np.array_equal(_bits(y), _bits(tiled)) and p.fallback is None, v
+    for wide in ("wide", "wide4"):
+        assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", wide), shape, inputs)), _bits(tiled))
+        for v in ("whole", "packet", "lanes=16", "lanes=4,predicated=off", "packet,workers=2,grain=1"):
+            y, p = _run("matmul", shape, inputs, v, form=wide)
+            assert np.array_equal(_bits(y), _bits(tiled)) and p.fallback is None, (wide, v)
 
 
 def test_matmul_tiled_form_follows_the_targets_vector_width():

@@ -24,7 +24,8 @@ a register block (rows past M a copy of the last row, never stored); the last
 panel of columns is shifted left to end at column N - 1 when N >= BN (its
 columns shared with the panel before are stored by that panel: the same fma
 chains, the same bits), and a b narrower than BN reads zeros past N. The
-"wide" form (matrix-vector products) is below. Measured: docs/README.md,
+"wide" forms (matrix-vector products and small batches: one row or groups of four per block)
+are below. Measured: docs/README.md,
 'matmul at the FMA limit'.
 """
 import numpy as np
@@ -156,44 +157,68 @@ BW = 16      # the wide form's block: threads side by side in one row
 PANEL = BW * WIDE
 
 
-@kernel(block=BW)
-def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
-    # For a few rows (a matrix-vector product, decoding) of a wide b (N >= PANEL): one row
-    # per block and a panel of PANEL columns, so that each k reads 16 KiB of b's row k front
-    # to back (the tiled form's 16-column panels read 64 bytes of every row: a page each at
-    # N = 4096; docs/README.md, 'Measurements behind the code'). The last panel is shifted left to end at column N - 1,
-    # so no load needs a mask; the columns it shares with its neighbour are stored by the
-    # neighbour (the same bits: the same fma chains in the same order). With N < PANEL the
-    # panel would start before column 0: the launch's bounds proof fails and the checked
-    # build reports the load (form_for never picks this form then).
-    t = thread_id()
-    bid = block_id()
-    tiles_n = (N + PANEL - 1) // PANEL
-    i = bid // tiles_n
-    own = (bid - i * tiles_n) * PANEL          # the first column this block stores
-    j0 = min(own, N - PANEL)
-    acc = private(f32, WIDE)
-    for q0 in range(WIDE):
-        acc[q0] = 0.0
-    # four k per pass over the sums: a quarter of the private array's loads and stores, and
-    # four rows of b streamed side by side (each sum still one chain in ascending k)
-    for k in range(0, K - 3, 4):
-        ak0 = a[i * K + k]
-        ak1 = a[i * K + k + 1]
-        ak2 = a[i * K + k + 2]
-        ak3 = a[i * K + k + 3]
-        for q in range(WIDE):
-            j = j0 + q * BW + t
-            s = fma(ak1, b[(k + 1) * N + j], fma(ak0, b[k * N + j], acc[q]))
-            acc[q] = fma(ak3, b[(k + 3) * N + j], fma(ak2, b[(k + 2) * N + j], s))
-    for k1 in range(K - K % 4, K):
-        ak = a[i * K + k1]
-        for q1 in range(WIDE):
-            acc[q1] = fma(ak, b[k1 * N + j0 + q1 * BW + t], acc[q1])
-    for q2 in range(WIDE):
-        j = j0 + q2 * BW + t
-        if j >= own:
-            c[i * N + j] = acc[q2]
+def _wide(R: int):
+    """The wide form for row groups of R rows (1 or 4): a block per group and panel."""
+
+    @kernel(block=BW)
+    def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
+        # For a few rows (a matrix-vector product, decoding a small batch) of a wide b
+        # (N >= PANEL): a group of R rows per block and a panel of PANEL columns, so that each
+        # k reads 16 KiB of b's row k front to back (the tiled form's 16-column panels read 64
+        # bytes of every row: a page each at N = 4096; docs/README.md, 'Measurements behind the
+        # code'), once for the group's rows. The last panel is shifted left to end at column
+        # N - 1, so no load needs a mask; the columns it shares with its neighbour are stored
+        # by the neighbour (the same bits: the same fma chains in the same order); a last group
+        # past M repeats row M - 1 (computed, never stored). With N < PANEL the panel would
+        # start before column 0: the launch's bounds proof fails and the checked build reports
+        # the load (form_for never picks this form then).
+        t = thread_id()
+        bid = block_id()
+        tiles_n = (N + PANEL - 1) // PANEL
+        g = bid // tiles_n
+        own = (bid - g * tiles_n) * PANEL          # the first column this block stores
+        j0 = min(own, N - PANEL)
+        acc = private(f32, R * WIDE)
+        ak = private(f32, 4 * R)                   # the group's a[i, k..k+3], in registers
+        for q0 in range(R * WIDE):
+            acc[q0] = 0.0
+        # four k per pass over the sums: a quarter of the private array's loads and stores, and
+        # four rows of b streamed side by side (each sum still one chain in ascending k)
+        for k in range(0, K - 3, 4):
+            for r in range(R):
+                ar = min(g * R + r, M - 1) * K + k
+                ak[4 * r] = a[ar]
+                ak[4 * r + 1] = a[ar + 1]
+                ak[4 * r + 2] = a[ar + 2]
+                ak[4 * r + 3] = a[ar + 3]
+            for q in range(WIDE):
+                j = j0 + q * BW + t
+                b0 = b[k * N + j]
+                b1 = b[(k + 1) * N + j]
+                b2 = b[(k + 2) * N + j]
+                b3 = b[(k + 3) * N + j]
+                for r1 in range(R):
+                    s = fma(ak[4 * r1 + 1], b1, fma(ak[4 * r1], b0, acc[r1 * WIDE + q]))
+                    acc[r1 * WIDE + q] = fma(ak[4 * r1 + 3], b3, fma(ak[4 * r1 + 2], b2, s))
+        for k1 in range(K - K % 4, K):
+            for r2 in range(R):
+                ak[r2] = a[min(g * R + r2, M - 1) * K + k1]
+            for q1 in range(WIDE):
+                bk = b[k1 * N + j0 + q1 * BW + t]
+                for r3 in range(R):
+                    acc[r3 * WIDE + q1] = fma(ak[r3], bk, acc[r3 * WIDE + q1])
+        for r4 in range(R):
+            row = g * R + r4
+            for q2 in range(WIDE):
+                j = j0 + q2 * BW + t
+                if row < M and j >= own:
+                    c[row * N + j] = acc[r4 * WIDE + q2]
+
+    return matmul_wide
+
+
+matmul_wide = _wide(1)
+matmul_wide4 = _wide(4)     # up to four rows: b streamed once for all of them
 
 
 def tiled_form(lanes: int, vector_bits: int) -> str:
@@ -205,21 +230,26 @@ def tiled_form(lanes: int, vector_bits: int) -> str:
     return "tiled32" if vector_bits >= 512 and lanes >= 16 else "tiled"
 
 
-WIDE_ROWS = 2   # at most this many rows run the wide form (it streams b once per row)
+WIDE_ROWS = 8   # at most this many rows run a wide form (wide4 streams b once per group of 4)
 
 
 def form_for(shape, lanes: int, vector_bits: int) -> str:
     """The form a launch of `shape` runs best in, in packets of `lanes` with vector registers
-    of `vector_bits`: "wide" for at most WIDE_ROWS rows of a b at least PANEL columns wide,
-    else tiled_form (streams b once for up to ROWS rows; measured with
-    benchmarks/bench_coop.py: at 4x4096x4096 the tiled form ran 1.7x the wide form's rate, at
-    2x4096x4096 0.85x). All give the same bits."""
-    return "wide" if shape[0] <= WIDE_ROWS and shape[2] >= PANEL else tiled_form(lanes, vector_bits)
+    of `vector_bits`: for at most WIDE_ROWS rows of a b at least PANEL columns wide, "wide"
+    (one row) or "wide4" (groups of four rows), else tiled_form (streams b once for up to ROWS
+    rows). Measured with benchmarks/bench_coop.py, rate / torch.matmul's at one thread on the
+    AVX-512 VM, 16 and 8 lanes (docs/README.md, 'matmul at the FMA limit'): at 4x4096x4096
+    wide4 1.47 and 1.52 against the tiled form's 0.59 and 0.87 and wide's 0.56 and 0.96; at
+    8x4096x4096 wide4 1.55 and 1.12 against tiled 1.37 and 1.00; at 16 rows tiled 1.20
+    against wide4's 0.97; one row: wide 0.96 against wide4's 0.70 (three rows computed for
+    nothing). All give the same bits."""
+    if shape[0] <= WIDE_ROWS and shape[2] >= PANEL:
+        return "wide" if shape[0] == 1 else "wide4"
+    return tiled_form(lanes, vector_bits)
 
 
-def wide_launch(s):
-    m, k, n = s
-    return Launch(m * ((n + PANEL - 1) // PANEL) * BW, {"M": m, "K": k, "N": n}, {})
+def wide_launch(R: int):
+    return lambda s: Launch(-(-s[0] // R) * ((s[2] + PANEL - 1) // PANEL) * BW, {"M": s[0], "K": s[1], "N": s[2]}, {})
 
 
 def blocks(s, bn: int = 16) -> int:
@@ -255,5 +285,6 @@ OP = Operator(
     tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
-    forms=(("tiled32", matmul32, tiled_launch(32)), ("wide", matmul_wide, wide_launch)),
+    forms=(("tiled32", matmul32, tiled_launch(32)), ("wide", matmul_wide, wide_launch(1)),
+           ("wide4", matmul_wide4, wide_launch(4))),
 )
