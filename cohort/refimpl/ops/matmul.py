@@ -238,7 +238,7 @@ def form_for(shape, lanes: int, vector_bits: int) -> str:
     of `vector_bits`: for at most WIDE_ROWS rows of a b at least PANEL columns wide, "wide"
     (one row) or "wide4" (groups of four rows), else tiled_form (streams b once for up to ROWS
     rows). Measured with benchmarks/bench_coop.py, rate / torch.matmul's at one thread on the
-    AVX-512 VM, 16 and 8 lanes (docs/README.md, 'matmul at the FMA limit'): at 4x4096x4096
+    512-bit VM, 16 and 8 lanes (docs/README.md, 'matmul at the FMA limit'): at 4x4096x4096
     wide4 1.47 and 1.52 against the tiled form's 0.59 and 0.87 and wide's 0.56 and 0.96; at
     8x4096x4096 wide4 1.55 and 1.12 against tiled 1.37 and 1.00; at 16 rows tiled 1.20
     against wide4's 0.97; one row: wide 0.96 against wide4's 0.70 (three rows computed for
