@@ -185,6 +185,8 @@ def _load(path: str):
     lib.cohort_native_set_scoped.argtypes = [ctypes.c_int]
     lib.cohort_native_launches.restype = ctypes.c_int64
     lib.cohort_native_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int] + [ctypes.py_object] * 4
+    lib.cohort_native_register_rope_hf.argtypes = [ctypes.c_char_p, ctypes.py_object, ctypes.py_object,
+                                                   ctypes.c_char_p, ctypes.c_char_p]
     lib.cohort_native_wants.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.cohort_native_donate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -287,6 +289,10 @@ def enable() -> dict:
         for op in _native_ops():
             binding.drop_python_kernels(op.name)
             impl, autograd = binding.PY_KERNELS[op.name]
+            if op.native.composite == "rope_hf":      # its C++ kernel launches through the native rope op
+                lib.cohort_native_register_rope_hf(op.name.encode(), impl, _from_raw(autograd), b"rope",
+                                                   op.native.message.encode())
+                continue
             lib.cohort_native_register(op.name.encode(), op.native.roles.encode(), int(op.native.row), impl,
                                        _from_raw(autograd), _miss(op.name), _recover)
         binding.NATIVE_ON[0] = True
