@@ -182,10 +182,42 @@ bool plain_tensor(const c10::IValue& v, c10::ScalarType dtype) {
          !t.is_neg() && !t.is_conj() && t.numel() <= kMaxElements;
 }
 
+// Copies the elements of a strided view in row-major order (bits, as T of the element's size).
+template <typename T>
+T* copy_rows(const T* src, T* dst, c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t d) {
+  const int64_t n = sizes[d], st = strides[d];
+  if (d + 1 == sizes.size()) {
+    for (int64_t i = 0; i < n; ++i) *dst++ = src[i * st];
+    return dst;
+  }
+  for (int64_t i = 0; i < n; ++i) dst = copy_rows(src + i * st, dst, sizes, strides, d + 1);
+  return dst;
+}
+
+constexpr int64_t kSmallCopy = int64_t(1) << 16;   // elements: below it a plain loop, above it ATen's copy
+
 // A non-contiguous tensor argument replaced by its contiguous copy (the copy the Python
-// implementation makes first; the same values, so the same launch).
+// implementation makes first; the same values, so the same launch). A small one (the q, k and
+// v views of transformers' attention at one token or a short prompt) is copied by a loop here:
+// ATen's contiguous() of a transposed 4-D view costs several microseconds at any size
+// (docs/torch/call_path.md, "The Llama example").
 void make_contiguous(c10::IValue& v) {
-  if (!v.toTensor().is_contiguous()) v = v.toTensor().contiguous();
+  const at::Tensor& t = v.toTensor();
+  if (t.is_contiguous()) return;
+  if (t.numel() > kSmallCopy) {
+    v = t.contiguous();
+    return;
+  }
+  at::Tensor out = at::detail::empty_cpu(t.sizes(), t.scalar_type(), false, std::nullopt);
+  if (t.element_size() == 4)
+    copy_rows(static_cast<const uint32_t*>(t.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()), t.sizes(),
+              t.strides(), 0);
+  else if (t.element_size() == 1)
+    copy_rows(static_cast<const uint8_t*>(t.const_data_ptr()), static_cast<uint8_t*>(out.data_ptr()), t.sizes(),
+              t.strides(), 0);
+  else
+    out = t.contiguous();
+  v = std::move(out);
 }
 
 uint64_t bits(double d) {

@@ -352,9 +352,12 @@ class measure_contextvar_read:
 
 def state() -> dict:
     """{'call_path': 'native' | 'python', 'call_path_why': why python ('' when native),
-    'native_launches': launches the C++ kernels made}."""
+    'native_ops': the ops whose CPU calls the C++ kernels take (() on the Python path),
+    'native_launches': launches the C++ kernels made (rope_hf's two rope launches count two)}."""
     n = _lib[0].cohort_native_launches() if _lib else 0
-    return {"call_path": _state["call_path"], "call_path_why": _state["why"], "native_launches": int(n)}
+    native = _state["call_path"] == "native"
+    return {"call_path": _state["call_path"], "call_path_why": _state["why"],
+            "native_ops": tuple(op.name for op in _native_ops()) if native else (), "native_launches": int(n)}
 
 
 launch.call_path_state[0] = state
