@@ -187,6 +187,10 @@ template <typename T>
 T* copy_rows(const T* src, T* dst, c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t d) {
   const int64_t n = sizes[d], st = strides[d];
   if (d + 1 == sizes.size()) {
+    if (st == 1) {   // rows of contiguous elements (a transposed view's last dimension)
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
+      return dst + n;
+    }
     for (int64_t i = 0; i < n; ++i) *dst++ = src[i * st];
     return dst;
   }
