@@ -143,7 +143,7 @@ def per_call_us(fn, calls: int, batches: int = 3) -> float:
 
 
 class Calls:
-    def __init__(self, calls: int):
+    def __init__(self, calls: int, only: str = ""):
         import torch
 
         from cohort.backend.timer import calibrate_iters, time_entry
@@ -152,6 +152,8 @@ class Calls:
         self.cols = {}
         cs, ct = cases()
         for label, name, args, chain, eager in cs:
+            if only and not any(w in label for w in only.split(",")):
+                continue
             fn, op = (getattr(ct, name), getattr(torch.ops.cohort, name)) if name else (None, None)
             native = None
             if fn is not None:
@@ -447,7 +449,7 @@ def child(a):
     elif a.part == "llama_profile":
         bench = LlamaProfile(a.prompt, a.repeat)
     else:
-        bench = Calls(a.calls) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
+        bench = Calls(a.calls, a.cases) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
     print("@@" + json.dumps({row: list(cols) for row, cols in bench.cols.items()}), flush=True)
     path = getattr(sys.modules.get("cohort.torch"), "stats", lambda: {})().get("call_path", "python (no native path)")
     print("@@" + json.dumps(path), flush=True)
@@ -461,7 +463,7 @@ def child(a):
 def spawn(root: str, a):
     env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--part", a.part, "--calls", str(a.calls),
-           "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs]
+           "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs, "--cases", a.cases]
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
     p.cells = read(p)
     p.call_path = read(p)
@@ -505,6 +507,8 @@ def main(argv=None):
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=10, help="forwards per round (llama)")
     ap.add_argument("--configs", default="default,h2048", help="llama sizes: default, h2048")
+    ap.add_argument("--cases", default="", help="calls: only the cases whose label contains one of these "
+                                                "comma-separated words (e.g. rope_hf,floor)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
