@@ -5,6 +5,7 @@ torch.compile'd graph; and the Llama example's model compiled, cohort against ea
     python benchmarks/bench_torch_call.py --before /work/main          # paired before/after
     python benchmarks/bench_torch_call.py --before /work/main --part llama
     python benchmarks/bench_torch_call.py --part layers                # one call, piece by piece
+    python benchmarks/bench_torch_call.py --part llama_profile         # a compiled Llama forward, piece by piece
 
 Each checkout (this one, and OTHER_ROOT with --before: another checkout of the
 package) runs in a child process of its own, put on PYTHONPATH; the children
@@ -36,6 +37,10 @@ FakeTensorMode (what tracing pays once per op at compile time), F.layer_norm.
 llama: examples/llama.py's model, one forward of --prompt tokens, eager model
 (SDPA) and cohort model each under torch.compile (cohort's fullgraph), at the
 example's size and at hidden 2048 / 16 heads (4 KV heads, intermediate 5632).
+
+llama_profile: the same forward at the example's size, this checkout only, taken apart
+(LlamaProfile): the compiled graph's own call, what is outside it (Dynamo), and each op the
+graph calls besides Inductor's own kernels, calls per forward times µs per call.
 """
 from __future__ import annotations
 
@@ -66,6 +71,18 @@ def cases():
     x16 = r(1, 16384)
     q, k, v = r(1, 4, 32, 16), r(1, 2, 32, 16), r(1, 2, 32, 16)
     rep = lambda t: t.repeat_interleave(2, dim=1)
+    # rope_hf as transformers' attention calls it: q, k views of the projections, tables [1, S, R]
+    qh, kh = r(1, 32, 64).view(1, 32, 4, 16).transpose(1, 2), r(1, 32, 32).view(1, 32, 2, 16).transpose(1, 2)
+    angle = torch.arange(32.0)[:, None] * torch.rand(8, generator=g)[None]
+    emb = torch.cat((angle, angle), -1)[None]
+    cos, sin = emb.cos(), emb.sin()
+
+    def rotate_half(x):
+        return torch.cat((-x[..., 8:], x[..., :8]), dim=-1)
+
+    def apply_rotary_pos_emb(q_, k_, c, s):              # transformers' (modeling_llama), unsqueeze_dim=1
+        c, s = c.unsqueeze(1), s.unsqueeze(1)
+        return q_ * c + rotate_half(q_) * s, k_ * c + rotate_half(k_) * s
     rms = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
     # (label, op name, args, chain: args of the second call given the first's output, eager expression)
     return [
@@ -76,6 +93,8 @@ def cases():
         ("gelu 1x16384", "gelu", (x16,), lambda y, a: (y,), lambda x: F.gelu(x)),
         ("attention 1x4/2x32x32x16 causal", "attention", (q, k, v, True), lambda y, a: (y,) + a[1:],
          lambda q_, k_, v_, c: F.scaled_dot_product_attention(q_, rep(k_), rep(v_), is_causal=c)),
+        ("rope_hf 1x4/2x32x16, tables 1x32x16", "rope_hf", (qh, kh, cos, sin), lambda y, a: (*y, *a[2:]),
+         apply_rotary_pos_emb),
         ("floor: a custom op that only allocates, 1x4096", None, (x4,), lambda y, a: (y,), lambda x: x.neg()),
     ], ct
 
@@ -124,7 +143,7 @@ def per_call_us(fn, calls: int, batches: int = 3) -> float:
 
 
 class Calls:
-    def __init__(self, calls: int):
+    def __init__(self, calls: int, only: str = ""):
         import torch
 
         from cohort.backend.timer import calibrate_iters, time_entry
@@ -133,18 +152,22 @@ class Calls:
         self.cols = {}
         cs, ct = cases()
         for label, name, args, chain, eager in cs:
+            if only and not any(w in label for w in only.split(",")):
+                continue
             fn, op = (getattr(ct, name), getattr(torch.ops.cohort, name)) if name else (None, None)
             native = None
             if fn is not None:
                 with launch.recording() as launches:
                     fn(*args)
-                launcher, n, tensors, scalars = launches[-1]
-                prep = launcher.prepare(n, tensors, scalars)
+                preps = [launcher.prepare(n, tensors, scalars) for launcher, n, tensors, scalars in launches]
 
-                def native(p=prep):
+                def native(preps=preps):        # every launch of the call (rope_hf: q's and k's)
                     import numpy as np
-                    iters = calibrate_iters(p.entry, p.address, target_ns=2e5)
-                    return float(np.median(time_entry(p.entry, p.address, iters, 7))) / 1e3
+                    total = 0.0
+                    for p in preps:
+                        iters = calibrate_iters(p.entry, p.address, target_ns=2e5)
+                        total += float(np.median(time_entry(p.entry, p.address, iters, 7))) / 1e3
+                    return total
             else:
                 fn = op = floor_op()
 
@@ -155,7 +178,9 @@ class Calls:
                 for f in (c1, e1, e2):
                     f(*args)
                 if native is not None:
-                    assert torch.equal(c1(*args), fn(*args)) and torch.equal(c2(*args), chained(fn, chain)(*args))
+                    for got, want in ((c1(*args), fn(*args)), (c2(*args), chained(fn, chain)(*args))):
+                        pairs = zip(got, want) if isinstance(got, tuple) else ((got, want),)
+                        assert all(torch.equal(a, b) for a, b in pairs)
             self.cols[label] = {
                 "native entry": native or (lambda: 0.0),
                 "cohort.torch (eager)": lambda f=fn, a=args: f(*a),
@@ -211,6 +236,122 @@ class Llama:
                 self.models[row][col]()
                 ts.append((time.perf_counter() - t0) * 1e3)
         return float(np.median(ts))
+
+
+class LlamaProfile:
+    """Where a compiled forward of the example Llama (--prompt tokens, the default size) goes, in
+    this checkout, for the eager model and the cohort model: the whole forward; the compiled
+    graph's own call (Inductor's code, timed by a backend that wraps the graph Inductor compiles:
+    what is left is Dynamo's guards and frame); inside it, each op the graph calls outside
+    Inductor's own kernels (cohort's ops, SDPA, matmuls), timed one call at a time by wrapping
+    the op the generated code looks up at run time. Rows: per forward, µs (ops: calls x µs)."""
+
+    def __init__(self, prompt: int, repeat: int):
+        import copy
+        import importlib.util
+
+        import torch
+        from torch._inductor.compile_fx import compile_fx
+        from torch._inductor.select_algorithm import extern_kernels
+        torch.set_num_threads(1)
+        spec = importlib.util.spec_from_file_location("cohort_example_llama", ROOT / "examples" / "llama.py")
+        ex = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = ex
+        spec.loader.exec_module(ex)
+        self.repeat = max(repeat, 50)
+        cfg = ex.config(**CONFIGS["default"])
+        ref = ex.build_model(cfg)
+        models = {"eager model": ref, "cohort model": ex.use_cohort(copy.deepcopy(ref))}
+        ids = torch.randint(0, cfg.vocab_size, (1, prompt), generator=torch.Generator().manual_seed(1))
+        self.inside = [0.0]
+
+        def backend(gm, example_inputs):
+            f = compile_fx(gm, example_inputs)
+
+            def timed(*a):
+                t0 = time.perf_counter_ns()
+                try:
+                    return f(*a)
+                finally:
+                    self.inside[0] += time.perf_counter_ns() - t0
+            return timed
+
+        self.run = {}
+        with torch.no_grad():
+            for name, m in models.items():
+                c = torch.compile(m, fullgraph=name == "cohort model", backend=backend)
+                c(ids)
+                c(ids)
+                self.run[name] = lambda c=c: c(ids)
+        # the ops the generated code calls outside its own kernels: (label, owner, attribute)
+        self.ops = [(f"cohort.{n}", getattr(torch.ops.cohort, n), "default")
+                    for n in ("rmsnorm", "rope_hf", "attention", "swiglu")]
+        self.ops += [("SDPA (flash, CPU)", torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, "default"),
+                     ("mm", extern_kernels, "mm")]
+        self.calls = {}                  # (model, op label) -> calls per forward
+        for name in models:
+            spent = self._timed_pass(name, 1)
+            for label, acc in spent.items():
+                self.calls[name, label] = len(acc)
+        self.labels = {label: f"{label} (calls: " + ", ".join(str(self.calls[m, label]) for m in models) + ")"
+                       for label, _, _ in self.ops}
+        rows = ["forward", "compiled graph", "outside the graph (Dynamo: guards, frame)",
+                *self.labels.values(), "the graph's own kernels and Python"]
+        self.cols = {row: list(models) for row in rows}
+        self._last = {}
+
+    def _timed_pass(self, name, repeat) -> dict:
+        """Forwards of model `name` with the ops wrapped: op label -> the ns of each call."""
+        import torch
+        spent = {label: [] for label, _, _ in self.ops}
+        originals = []
+        for label, owner, attr in self.ops:
+            f = getattr(owner, attr)
+            originals.append((owner, attr, f))
+
+            def timed(*a, f=f, acc=spent[label], **k):
+                t0 = time.perf_counter_ns()
+                try:
+                    return f(*a, **k)
+                finally:
+                    acc.append(time.perf_counter_ns() - t0)
+            setattr(owner, attr, timed)
+        try:
+            with torch.no_grad():
+                for _ in range(repeat):
+                    self.run[name]()
+        finally:
+            for owner, attr, f in originals:
+                setattr(owner, attr, f)
+        return spent
+
+    def measure_model(self, name) -> dict:
+        import numpy as np
+        import torch
+        run, inside = self.run[name], self.inside
+        out = {}
+        with torch.no_grad():
+            ts, ins = [], []
+            for _ in range(self.repeat):
+                inside[0] = 0
+                t0 = time.perf_counter_ns()
+                run()
+                ts.append((time.perf_counter_ns() - t0) / 1e3)
+                ins.append(inside[0] / 1e3)
+        out["forward"], out["compiled graph"] = float(np.median(ts)), float(np.median(ins))
+        out["outside the graph (Dynamo: guards, frame)"] = out["forward"] - out["compiled graph"]
+        timed_ops = 0.0
+        for label, acc in self._timed_pass(name, self.repeat).items():
+            per_forward = self.calls[name, label] * (float(np.median(acc)) / 1e3 if acc else 0.0)
+            out[self.labels[label]] = per_forward
+            timed_ops += per_forward
+        out["the graph's own kernels and Python"] = out["compiled graph"] - timed_ops
+        return out
+
+    def measure(self, row: str, col: str) -> float:
+        if row == "forward" or col not in self._last:
+            self._last[col] = self.measure_model(col)
+        return self._last[col][row]
 
 
 class Layers:
@@ -305,8 +446,10 @@ def child(a):
     torch._dynamo.config.cache_size_limit = 64
     if a.part == "layers":
         bench = Layers(a.calls)
+    elif a.part == "llama_profile":
+        bench = LlamaProfile(a.prompt, a.repeat)
     else:
-        bench = Calls(a.calls) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
+        bench = Calls(a.calls, a.cases) if a.part == "calls" else Llama(a.prompt, a.repeat, a.configs.split(","))
     print("@@" + json.dumps({row: list(cols) for row, cols in bench.cols.items()}), flush=True)
     path = getattr(sys.modules.get("cohort.torch"), "stats", lambda: {})().get("call_path", "python (no native path)")
     print("@@" + json.dumps(path), flush=True)
@@ -320,7 +463,7 @@ def child(a):
 def spawn(root: str, a):
     env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--part", a.part, "--calls", str(a.calls),
-           "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs]
+           "--prompt", str(a.prompt), "--repeat", str(a.repeat), "--configs", a.configs, "--cases", a.cases]
     p = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root)
     p.cells = read(p)
     p.call_path = read(p)
@@ -357,19 +500,21 @@ def summary(rounds: list) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("calls", "layers", "llama"), default="calls")
+    ap.add_argument("--part", choices=("calls", "layers", "llama", "llama_profile"), default="calls")
     ap.add_argument("--before", default=None, help="another checkout to pair with this one")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=2000, help="calls per batch (calls)")
     ap.add_argument("--prompt", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=10, help="forwards per round (llama)")
     ap.add_argument("--configs", default="default,h2048", help="llama sizes: default, h2048")
+    ap.add_argument("--cases", default="", help="calls: only the cases whose label contains one of these "
+                                                "comma-separated words (e.g. rope_hf,floor)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.child:
         return child(a)
     trees = {"after": str(ROOT)}
-    if a.before and a.part != "layers":        # (layers times this checkout's pieces only)
+    if a.before and a.part not in ("layers", "llama_profile"):   # (these time this checkout's pieces only)
         trees = {"before": str(Path(a.before).resolve()), "after": str(ROOT)}
     load0 = os.getloadavg()
     kids = {name: spawn(root, a) for name, root in trees.items()}
@@ -402,6 +547,14 @@ def main(argv=None):
                 "compiled, 1 op", "compiled PyTorch, 1"]
         print("µs per call, median over rounds (range). fixed = the figure minus the native entry; in-graph op ="
               f" (compiled(1+K ops) - compiled(1 op)) / K, K = {K}\n")
+    elif a.part == "llama_profile":
+        models = list(sums["after"][rows[0]])
+        print(f"µs per forward of {a.prompt} tokens (median of {max(a.repeat, 50)} per round), median over rounds "
+              f"(range); an op's row: its calls per forward times its median µs per call\n")
+        print("| compiled forward, piece | " + " | ".join(models) + " |\n|---|" + "---:|" * len(models))
+        for row in rows:
+            print(f"| {row} | " + " | ".join(fmt(sums["after"][row][m]) for m in models) + " |")
+        return
     elif a.part == "layers":
         print("| layernorm 1x4096: one piece of the call | µs per call, median over rounds (range) |\n|---|---:|")
         for c, v in sums["after"]["layernorm 1x4096"].items():

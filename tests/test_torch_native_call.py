@@ -429,3 +429,129 @@ def test_rope_gives_the_python_paths_bits_and_a_broadcast_table_stays_in_python(
     with python_path():
         want = [_outcome(f) for f in calls]
     assert [_outcome(f) for f in calls] == want and all(w[0] is TypeError for w in want)
+
+
+# ---------------------------------------------------------------- rope_hf: native_call.cpp's composite
+
+def _rope_hf_case(lead=(), heads=4, kv_heads=2, S=9, D=16, R=12, seed=3):
+    """q and k as transformers' attention makes them ([B, S, H, D] projections viewed as
+    [B, H, S, D]: not contiguous), tables [S, R] or [1, S, R] whose halves are rope_half's
+    [S, R/2] tables repeated (R < D: partial rotary), and the interpreter's outputs for q and k
+    (the rope_half operator on the same tables)."""
+    from cohort.refimpl import ops as refops
+    op = refops.get("rope_half")
+    out = {}
+    for name, n, s in (("q", heads, seed), ("k", kv_heads, seed + 1)):
+        inputs = op.make_inputs((n, S, D, R), s)
+        if name == "k":
+            inputs = {**inputs, "cos": out["q"][2], "sin": out["q"][3]}
+        ref = torch.from_numpy(np.ascontiguousarray(refops.run_reference(op, (n, S, D, R), inputs)))
+        x = torch.from_numpy(np.ascontiguousarray(inputs["x"])).transpose(0, 1).contiguous().transpose(0, 1)
+        out[name] = (x[None], ref[None], inputs["cos"], inputs["sin"])
+    c, s = torch.from_numpy(out["q"][2]), torch.from_numpy(out["q"][3])
+    cos, sin = torch.cat((c, c), -1).reshape(*lead, S, R), torch.cat((s, s), -1).reshape(*lead, S, R)
+    return out["q"][0], out["k"][0], cos, sin, (out["q"][1], out["k"][1])
+
+
+def _python_frames(f):
+    """f's result and the names of the Python functions it called."""
+    names = []
+    sys.setprofile(lambda frame, event, arg: names.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        return f(), names
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("lead", [(), (1,)], ids=["[S,R]", "[1,S,R]"])
+def test_rope_hf_is_native_with_the_python_paths_and_the_interpreters_bits(native, lead):
+    q, k, cos, sin, ref = _rope_hf_case(lead)
+    assert not q.is_contiguous() and not k.is_contiguous()
+    calls = {"dispatcher": lambda: torch.ops.cohort.rope_hf.default(q, k, cos, sin),
+             "eager": lambda: ct.rope_hf(q, k, cos, sin)}
+    with python_path():
+        want = {name: f() for name, f in calls.items()}
+    for name, f in calls.items():
+        f()                                                  # a first launch of each shape: Python hands blocks over
+        before = _native_launches()
+        got, frames = _python_frames(f)
+        assert _native_launches() == before + 2, name        # q's and k's launches, from C++ ...
+        assert "rope_hf_impl" not in frames and "rope_impl" not in frames, (name, frames)   # ... with no Python
+        for g, w, r in zip(got, want[name], ref):
+            _same(g, w)
+            _same(g, r)
+    compiled = torch.compile(lambda q, k, c, s: ct.rope_hf(q, k, c, s), fullgraph=True)
+    with torch.no_grad():
+        compiled(q, k, cos, sin)
+        before = _native_launches()
+        got = compiled(q, k, cos, sin)
+    assert _native_launches() == before + 2
+    for g, r in zip(got, ref):
+        _same(g, r)
+    s = ct.stats()
+    assert s["call_path"] == "native" and "rope_hf" in s["native_ops"] and "rope" in s["native_ops"]
+
+
+def test_rope_hf_halves_are_checked_in_cpp_on_every_call_as_torch_equal_compares_them(native):
+    q, k, cos, sin, _ = _rope_hf_case()
+    op = torch.ops.cohort.rope_hf.default
+    op(q, k, cos, sin)
+    R = cos.shape[-1]
+    differ = cos.clone()
+    differ[4, R // 2 + 1] = torch.nextafter(differ[4, 1], torch.tensor(2.0))      # one ulp, one element
+    nan = cos.clone()
+    nan[2, 0] = nan[2, R // 2] = float("nan")          # the same bits, but NaN != NaN (torch.equal: differ)
+    zeros = sin.clone()
+    zeros[3, 0], zeros[3, R // 2] = 0.0, -0.0          # other bits, but 0.0 == -0.0 (torch.equal: equal)
+    cases = [(q, k, differ, sin), (q, k, cos, differ.neg()), (q, k, nan, sin), (q, k, cos, zeros)]
+    with python_path():
+        want = [_outcome(lambda c=c: op(*c)[0]) for c in cases]
+    assert [w[0] for w in want[:3]] == [ValueError] * 3 and isinstance(want[3][0], bytes)
+    assert want[0][1].startswith("rope_hf: the two halves of cos (or sin) differ")
+    for c, w in zip(cases, want):
+        got, frames = _python_frames(lambda c=c: _outcome(lambda: op(*c)[0]))
+        assert got == w
+        assert "rope_hf_impl" not in frames, frames      # raised (or accepted) by native_call.cpp
+    for _ in range(2):                                   # every call, not once per shape
+        with pytest.raises(ValueError, match="the two halves of cos"):
+            ct.rope_hf(q, k, differ, sin)
+
+
+def test_rope_hf_falls_back_to_python_where_cpp_does_not_take_it(native):
+    q, k, cos, sin, _ = _rope_hf_case()
+    g = torch.Generator().manual_seed(8)
+    per_row = torch.randn(2, 9, 6, generator=g).repeat(1, 1, 2)          # [B, S, R]: a table per row
+    q2, k2 = torch.cat((q, q.flip(2))), torch.cat((k, k.flip(2)))
+    cases = [(q2, k2, per_row.cos(), per_row.sin()),                     # expanded over the heads: Python
+             (q.to(torch.bfloat16), k.to(torch.bfloat16), cos.to(torch.bfloat16), sin.to(torch.bfloat16)),
+             (q[:, :, :0], k[:, :, :0], cos[:0], sin[:0]),               # zero-size
+             (q, k[:, :, :5], cos, sin), (q, k, cos[..., :7], sin[..., :7]), (q, k.double(), cos, sin),
+             (q, k, cos, sin[..., :8])]                                  # the Python path's errors
+    op = torch.ops.cohort.rope_hf.default
+    with python_path():
+        want = [_outcome(lambda c=c: torch.cat([t.flatten() for t in op(*c)])) for c in cases]
+    before = _native_launches()
+    assert [_outcome(lambda c=c: torch.cat([t.flatten() for t in op(*c)])) for c in cases] == want
+    assert _native_launches() == before                 # none from C++
+    assert [w[0] for w in want[3:]] == [ValueError, ValueError, TypeError, ValueError]
+    qg, kg = q.clone().requires_grad_(), k.clone().requires_grad_()      # a gradient to record: Python's autograd
+    with python_path():
+        a, b = ct.rope_hf(qg, kg, cos, sin)
+        (a.sum() + 2 * b.sum()).backward()
+        want = [a, b, qg.grad, kg.grad]
+    qg.grad = kg.grad = None
+    a, b = ct.rope_hf(qg, kg, cos, sin)
+    (a.sum() + 2 * b.sum()).backward()
+    for x, w in zip([a, b, qg.grad, kg.grad], want):
+        _same(x, w)
+    with launch.recording() as launches:                # recording: the Python implementation, every launch listed
+        ct.rope_hf(q, k, cos, sin)
+    assert len(launches) == 2
+
+
+def test_rope_hf_on_the_python_path_when_the_native_one_is_off():
+    out = _child({"COHORT_TORCH_CALL": "python"}, (
+        "import torch, cohort.torch as ct; q = torch.randn(1, 4, 5, 8); k = torch.randn(1, 2, 5, 8); "
+        "c = torch.randn(5, 4).repeat(1, 2); y = ct.rope_hf(q, k, c, c); y = ct.rope_hf(q, k, c, c); "
+        "s = ct.stats(); print(s['call_path'], s['native_ops'], s['native_launches'], s['launches'])")).strip()
+    assert out == "python () 0 4"

@@ -103,13 +103,16 @@ bind(OpBinding("rope_half", _rope_half_eager, ROPE, {"interleaved": False}, sche
 bind(OpBinding("rope_pairs", _rope_pairs_eager, ROPE, {"interleaved": True}, schema_tail=(True,)))
 
 
+# (native_call.cpp raises the same text: ROPE_HF's NativeCall carries it)
+HALVES_DIFFER = ("rope_hf: the two halves of cos (or sin) differ; transformers' rotate-half tables repeat the same "
+                 "R/2 frequencies twice. For a table of R/2 columns use rope(x, cos, sin, interleaved=...)")
+
+
 def rope_hf_impl(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     c, s = checks.rope_hf(q, k, cos, sin)
     if not (torch.equal(cos[..., :c.shape[-1]], cos[..., c.shape[-1]:])
             and torch.equal(sin[..., :c.shape[-1]], sin[..., c.shape[-1]:])):
-        raise ValueError("rope_hf: the two halves of cos (or sin) differ; transformers' rotate-half tables "
-                         "repeat the same R/2 frequencies twice. For a table of R/2 columns use "
-                         "rope(x, cos, sin, interleaved=...)")
+        raise ValueError(HALVES_DIFFER)
     if c.dim() == 2 or c.shape[0] == 1:   # one table for every row: [S, R/2], made contiguous once for q and k
         S, half = c.shape[-2], c.shape[-1]
         c, s = c.reshape(S, half).contiguous(), s.reshape(S, half).contiguous()
@@ -149,7 +152,8 @@ def _rope_hf_grad(ctx, dq, dk):
     return dq, dk, None, None
 
 
-ROPE_HF = register(TorchOp("rope_hf", rope_hf_impl, _rope_hf_fake, rope_hf, _rope_hf_grad, _rope_hf_setup))
+ROPE_HF = register(TorchOp("rope_hf", rope_hf_impl, _rope_hf_fake, rope_hf, _rope_hf_grad, _rope_hf_setup,
+                           native=NativeCall("tttt", composite="rope_hf", message=HALVES_DIFFER)))
 
 
 # ---------------------------------------------------------------- attention

@@ -43,12 +43,24 @@ class NativeCall:
     besides the arguments and the output (module-level, never written: their pointers stay in
     the argument block). Whatever the roles do not describe runs the op's Python implementation,
     and only a call whose launch reads no data-dependent value of its own (a tensor made from an
-    argument's values) may be described: the key must decide the launch."""
+    argument's values) may be described: the key must decide the launch.
+
+    composite: an op whose C++ kernel is written for it in native_call.cpp rather than keyed by
+    its roles (which then only say what the eager front passes on): "rope_hf", whose tables'
+    halves are compared on every call (a property of the data) and whose two launches go through
+    the native rope op; `message` is the ValueError it raises when they differ."""
     roles: str
     row: bool = False
     constants: tuple = ()
+    composite: str = ""
+    message: str = ""
 
     def __post_init__(self):
+        if self.composite:
+            if self.composite != "rope_hf" or self.roles != "tttt" or self.row or not self.message:
+                raise ValueError(f"NativeCall composite {self.composite!r}: only 'rope_hf', roles 'tttt', "
+                                 f"with its message")
+            return
         first, rest = self.roles[:1], self.roles[1:]
         if first == "x" and not set(rest) - set("vsme"):
             return

@@ -130,7 +130,8 @@ def variant_scoped() -> bool:
 
 
 def _python_path_state() -> dict:
-    return {"call_path": "python", "call_path_why": "cohort.torch.native_call not imported", "native_launches": 0}
+    return {"call_path": "python", "call_path_why": "cohort.torch.native_call not imported", "native_ops": (),
+            "native_launches": 0}
 
 
 call_path_state = [_python_path_state]   # native_call.state, once native_call is imported: stats() asks it
@@ -152,7 +153,8 @@ def stats() -> dict:
     """{'builds': builds made by cohort.torch (one per kernel, constants and variant),
     'build_seconds': their total time, 'launches': launches (both call paths),
     'call_path': 'native' or 'python', 'call_path_why': why python ('' when native),
-    'native_launches': launches made from C++ (native_call.py)}. A build found again is
+    'native_ops': the ops the C++ kernels take, 'native_launches': launches made from C++
+    (native_call.py)}. A build found again is
     not counted: after a model's first call, builds stays constant while the shapes only
     change in runtime arguments (sequence lengths, row counts, batch)."""
     out = dict(_stats)

@@ -90,6 +90,8 @@ struct Op {
   PyObject* autograd;  // the Python AutogradCPU kernel: f(keyset raw repr, *args)
   PyObject* miss;      // native_call._miss(pool address, variant token, *args)
   PyObject* recover;   // native_call._recover(handle) -> the entry address from now on
+  const Op* rope = nullptr;   // rope_hf's composite (run_rope_hf): the native rope op it launches through
+  std::string message;        // ... and the ValueError it raises when a table's two halves differ
 };
 
 std::mutex mu;
@@ -135,7 +137,8 @@ PyObject* to_python(const c10::IValue& v) {
   throw std::move(e);
 }
 
-// fn(*head, *args) with the GIL; the stack's arguments replaced by its Tensor result.
+// fn(*head, *args) with the GIL; the stack's arguments replaced by its result: a Tensor, or a
+// tuple of Tensors (rope_hf's (q', k')), each one a return of the op.
 void call_python(PyObject* fn, std::initializer_list<PyObject*> head, size_t nargs, Stack* stack) {
   PyGILState_STATE g = PyGILState_Ensure();
   size_t base = stack->size() - nargs;
@@ -154,16 +157,22 @@ void call_python(PyObject* fn, std::initializer_list<PyObject*> head, size_t nar
   PyObject* r = PyObject_Call(fn, tuple, nullptr);
   Py_DECREF(tuple);
   if (r == nullptr) raise_python(g);
-  if (!THPVariable_Check(r)) {
-    Py_DECREF(r);
-    PyErr_SetString(PyExc_TypeError, "cohort native call: the Python implementation returned no Tensor");
-    raise_python(g);
+  std::vector<at::Tensor> ys;
+  const bool many = PyTuple_Check(r);
+  const Py_ssize_t n = many ? PyTuple_GET_SIZE(r) : 1;
+  for (Py_ssize_t j = 0; j < n; ++j) {
+    PyObject* item = many ? PyTuple_GET_ITEM(r, j) : r;
+    if (!THPVariable_Check(item)) {
+      Py_DECREF(r);
+      PyErr_SetString(PyExc_TypeError, "cohort native call: the Python implementation returned no Tensor");
+      raise_python(g);
+    }
+    ys.push_back(THPVariable_Unpack(item));
   }
-  at::Tensor y = THPVariable_Unpack(r);
   Py_DECREF(r);
   PyGILState_Release(g);
   stack->erase(stack->end() - static_cast<std::ptrdiff_t>(nargs), stack->end());
-  stack->emplace_back(std::move(y));
+  for (auto& y : ys) stack->emplace_back(std::move(y));
 }
 
 bool plain_tensor(const c10::IValue& v, c10::ScalarType dtype) {
@@ -173,10 +182,46 @@ bool plain_tensor(const c10::IValue& v, c10::ScalarType dtype) {
          !t.is_neg() && !t.is_conj() && t.numel() <= kMaxElements;
 }
 
+// Copies the elements of a strided view in row-major order (bits, as T of the element's size).
+template <typename T>
+T* copy_rows(const T* src, T* dst, c10::IntArrayRef sizes, c10::IntArrayRef strides, size_t d) {
+  const int64_t n = sizes[d], st = strides[d];
+  if (d + 1 == sizes.size()) {
+    if (st == 1) {   // rows of contiguous elements (a transposed view's last dimension)
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(T));
+      return dst + n;
+    }
+    for (int64_t i = 0; i < n; ++i) *dst++ = src[i * st];
+    return dst;
+  }
+  for (int64_t i = 0; i < n; ++i) dst = copy_rows(src + i * st, dst, sizes, strides, d + 1);
+  return dst;
+}
+
+constexpr int64_t kSmallCopy = int64_t(1) << 16;   // elements: below it a plain loop, above it ATen's copy
+
 // A non-contiguous tensor argument replaced by its contiguous copy (the copy the Python
-// implementation makes first; the same values, so the same launch).
+// implementation makes first; the same values, so the same launch). A small one (the q, k and
+// v views of transformers' attention at one token or a short prompt) is copied by a loop here:
+// ATen's contiguous() of a transposed 4-D view costs several microseconds at any size
+// (docs/torch/call_path.md, "The Llama example").
 void make_contiguous(c10::IValue& v) {
-  if (!v.toTensor().is_contiguous()) v = v.toTensor().contiguous();
+  const at::Tensor& t = v.toTensor();
+  if (t.is_contiguous()) return;
+  if (t.numel() > kSmallCopy) {
+    v = t.contiguous();
+    return;
+  }
+  at::Tensor out = at::detail::empty_cpu(t.sizes(), t.scalar_type(), false, std::nullopt);
+  if (t.element_size() == 4)
+    copy_rows(static_cast<const uint32_t*>(t.const_data_ptr()), static_cast<uint32_t*>(out.data_ptr()), t.sizes(),
+              t.strides(), 0);
+  else if (t.element_size() == 1)
+    copy_rows(static_cast<const uint8_t*>(t.const_data_ptr()), static_cast<uint8_t*>(out.data_ptr()), t.sizes(),
+              t.strides(), 0);
+  else
+    out = t.contiguous();
+  v = std::move(out);
 }
 
 uint64_t bits(double d) {
@@ -305,7 +350,10 @@ Fast fast(const Op& op, Stack* stack, Pool** pool_out, uintptr_t* token_out) {
   return Fast::done;
 }
 
+void run_rope_hf(const Op& op, Stack* stack);
+
 void run(const Op& op, Stack* stack) {
+  if (op.rope != nullptr) return run_rope_hf(op, stack);
   Pool* pool = nullptr;
   uintptr_t token = 0;
   switch (fast(op, stack, &pool, &token)) {
@@ -323,6 +371,79 @@ void run(const Op& op, Stack* stack) {
       call_python(op.impl, {}, op.roles.size(), stack);
       return;
   }
+}
+
+// rope_hf(q, k, cos, sin) -> (q', k') with transformers' rotate-half tables, in C++: what
+// checks.rope_hf and rope_hf_impl (attention_ops.py) do for one table shared by every row
+// (cos/sin [S, R] or [1, S, R], float32, q/k 4-D and non-empty), the rest going to the Python
+// implementation, which raises its errors. The two halves of each table must be equal (a
+// property of the data, checked on every call): compared element by element as torch.equal
+// compares them (==: NaN differs from itself, -0.0 equals 0.0), so this path accepts and
+// rejects exactly the tables the Python path does, with its ValueError. The first halves are
+// copied into [S, R/2] tables (the contiguous tables rope_impl is given there), then q and k
+// each go through the native rope op (run: its pooled blocks, or its Python miss handler on
+// a first launch), as rope_impl(q, c, s, False) and rope_impl(k, c, s, False).
+bool shared_table(const at::Tensor& cos, int64_t S, int64_t D) {
+  const int64_t R = cos.size(-1);
+  return (cos.dim() == 2 || (cos.dim() == 3 && cos.size(0) == 1)) && cos.size(-2) == S && R > 0 && R % 2 == 0 &&
+         R <= D;
+}
+
+// The first halves of `table` ([S, R] rows, contiguous) into `half` ([S, R/2]); false when a
+// row's two halves differ.
+bool halves_equal(const at::Tensor& table, at::Tensor& half, int64_t S, int64_t h) {
+  const float* t = table.data_ptr<float>();
+  float* o = half.data_ptr<float>();
+  bool same = true;
+  for (int64_t i = 0; i < S; ++i) {
+    const float* row = t + i * 2 * h;
+    for (int64_t j = 0; j < h; ++j) {
+      same &= row[j] == row[h + j];
+      o[i * h + j] = row[j];
+    }
+  }
+  return same;
+}
+
+void run_rope_hf(const Op& op, Stack* stack) {
+  const size_t base = stack->size() - 4;
+  auto python = [&] { call_python(op.impl, {}, 4, stack); };
+  if (paused.load(std::memory_order_relaxed)) return python();
+  for (size_t a = 0; a < 4; ++a)
+    if (!plain_tensor((*stack)[base + a], c10::kFloat)) return python();
+  const at::Tensor& q = (*stack)[base].toTensor();
+  const at::Tensor& k = (*stack)[base + 1].toTensor();
+  if (q.dim() != 4 || k.dim() != 4 || q.numel() == 0 || k.numel() == 0) return python();
+  const int64_t S = q.size(2), D = q.size(3);
+  if (k.size(0) != q.size(0) || k.size(2) != S || k.size(3) != D) return python();
+  c10::IValue& cv = (*stack)[base + 2];
+  c10::IValue& sv = (*stack)[base + 3];
+  if (cv.toTensor().sizes() != sv.toTensor().sizes() || !shared_table(cv.toTensor(), S, D)) return python();
+  make_contiguous(cv);
+  make_contiguous(sv);
+  const int64_t h = cv.toTensor().size(-1) / 2;
+  at::Tensor c = at::detail::empty_cpu({S, h}, c10::kFloat, false, std::nullopt);
+  at::Tensor s = at::detail::empty_cpu({S, h}, c10::kFloat, false, std::nullopt);
+  const bool same_cos = halves_equal(cv.toTensor(), c, S, h);
+  if (!(same_cos && halves_equal(sv.toTensor(), s, S, h))) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyErr_SetString(PyExc_ValueError, op.message.c_str());
+    raise_python(g);
+  }
+  at::Tensor out[2];
+  for (int i = 0; i < 2; ++i) {
+    Stack one;
+    one.reserve(4);
+    one.emplace_back((*stack)[base + i]);
+    one.emplace_back(c);
+    one.emplace_back(s);
+    one.emplace_back(false);
+    run(*op.rope, &one);
+    out[i] = one.back().toTensor();
+  }
+  stack->erase(stack->end() - 4, stack->end());
+  stack->emplace_back(std::move(out[0]));
+  stack->emplace_back(std::move(out[1]));
 }
 
 const c10::DispatchKeySet kPlain = c10::DispatchKeySet(c10::DispatchKey::CPU).add(c10::DispatchKey::AutogradCPU);
@@ -404,6 +525,24 @@ int cohort_native_register(const char* name, const char* roles, int row, PyObjec
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return -1;
   }
+}
+
+// Registers `name` as rope_hf's composite (run_rope_hf) over the native op `rope` (registered
+// before it), raising ValueError(message) when a table's halves differ. 0, or -1 with a Python
+// exception set. Called with the GIL.
+int cohort_native_register_rope_hf(const char* name, PyObject* impl, PyObject* autograd, const char* rope,
+                                   const char* message) {
+  const Op* via = nullptr;
+  for (const auto& op : ops)
+    if (op->name == rope && op->rope == nullptr) via = op.get();
+  if (via == nullptr) {
+    PyErr_Format(PyExc_RuntimeError, "cohort native call: %s needs the native op %s, not registered", name, rope);
+    return -1;
+  }
+  if (cohort_native_register(name, "tttt", 0, impl, autograd, Py_None, Py_None) != 0) return -1;
+  ops.back()->rope = via;
+  ops.back()->message = message;
+  return 0;
 }
 
 // Removes every registration; the pools go (native_call.py drops its blocks after this).

@@ -185,6 +185,8 @@ def _load(path: str):
     lib.cohort_native_set_scoped.argtypes = [ctypes.c_int]
     lib.cohort_native_launches.restype = ctypes.c_int64
     lib.cohort_native_register.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int] + [ctypes.py_object] * 4
+    lib.cohort_native_register_rope_hf.argtypes = [ctypes.c_char_p, ctypes.py_object, ctypes.py_object,
+                                                   ctypes.c_char_p, ctypes.c_char_p]
     lib.cohort_native_wants.argtypes = [ctypes.c_void_p, ctypes.c_int]
     lib.cohort_native_donate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
@@ -287,6 +289,10 @@ def enable() -> dict:
         for op in _native_ops():
             binding.drop_python_kernels(op.name)
             impl, autograd = binding.PY_KERNELS[op.name]
+            if op.native.composite == "rope_hf":      # its C++ kernel launches through the native rope op
+                lib.cohort_native_register_rope_hf(op.name.encode(), impl, _from_raw(autograd), b"rope",
+                                                   op.native.message.encode())
+                continue
             lib.cohort_native_register(op.name.encode(), op.native.roles.encode(), int(op.native.row), impl,
                                        _from_raw(autograd), _miss(op.name), _recover)
         binding.NATIVE_ON[0] = True
@@ -346,9 +352,12 @@ class measure_contextvar_read:
 
 def state() -> dict:
     """{'call_path': 'native' | 'python', 'call_path_why': why python ('' when native),
-    'native_launches': launches the C++ kernels made}."""
+    'native_ops': the ops whose CPU calls the C++ kernels take (() on the Python path),
+    'native_launches': launches the C++ kernels made (rope_hf's two rope launches count two)}."""
     n = _lib[0].cohort_native_launches() if _lib else 0
-    return {"call_path": _state["call_path"], "call_path_why": _state["why"], "native_launches": int(n)}
+    native = _state["call_path"] == "native"
+    return {"call_path": _state["call_path"], "call_path_why": _state["why"],
+            "native_ops": tuple(op.name for op in _native_ops()) if native else (), "native_launches": int(n)}
 
 
 launch.call_path_state[0] = state

@@ -206,8 +206,8 @@ def _guarded_apply(model, fn, recurse=True):
 
 
 def _refuse_attention_weights(model, args, kwargs):
-    """A forward pre-hook on each transformers model in the tree: output_attentions (per call or
-    in the config) while the attention implementation is cohort's."""
+    """A forward pre-hook on each base model in the tree (_innermost): output_attentions (per
+    call or in the config) while the attention implementation is cohort's."""
     config = model.config
     if config._attn_implementation == NAME and kwargs.get("output_attentions",
                                                           getattr(config, "output_attentions", False)):
@@ -219,6 +219,17 @@ def _refuse_attention_weights(model, args, kwargs):
 def _transformers_models(model: nn.Module):
     from transformers import PreTrainedModel
     return [m for m in model.modules() if isinstance(m, PreTrainedModel)]
+
+
+def _innermost(models: list) -> list:
+    """The models of `models` holding no other one: the base models (LlamaModel in
+    LlamaForCausalLM), which run the layers and collect attention weights
+    (transformers' capture_outputs); an outer model passes output_attentions on to them.
+    The refusing hook goes there only: a hook on the outermost model runs outside its
+    torch.compile'd frame (a compiled frame of its own and nn.Module's slow call path: 0.13 ms
+    of a 0.9 ms forward of the example Llama, docs/torch/call_path.md), while an inner model's
+    hook is traced into the frame."""
+    return [m for m in models if not any(o is not m for o in _transformers_models(m))]
 
 
 def install(model: nn.Module) -> nn.Module:
@@ -248,19 +259,22 @@ def install(model: nn.Module) -> nn.Module:
     for module, p in plan:
         module.__class__ = on_cohort(type(module))
         module._cohort = p
-    for m in _transformers_models(model):
+    models = _transformers_models(model)
+    inner = _innermost(models)
+    for m in models:
         if not isinstance(m.__dict__.get("_cohort"), ModelPlan):
             m._cohort = ModelPlan(m.config._attn_implementation)
             m._apply = partial(_guarded_apply, m)
-            m.register_forward_pre_hook(_refuse_attention_weights, with_kwargs=True)
+            if any(m is i for i in inner):
+                m.register_forward_pre_hook(_refuse_attention_weights, with_kwargs=True)
     model.config._attn_implementation = NAME
     return model
 
 
 def uninstall(model: nn.Module) -> nn.Module:
     """Undo `install` in place: every module gets its own class back, loses `_cohort`, and
-    each transformers model its guard, its hook and its config's attention implementation as
-    it was before install. Returns the model; a model without cohort is returned unchanged."""
+    each transformers model its guard, its hook (base models) and its config's attention
+    implementation as it was before install. Returns the model; a model without cohort is returned unchanged."""
     if not isinstance(model, nn.Module):
         raise TypeError(f"cohort.torch.hf.uninstall: model must be a torch.nn.Module, got {type(model).__name__}")
     for m in model.modules():
