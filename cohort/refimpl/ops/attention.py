@@ -65,6 +65,7 @@ not exp(NaN)); for rows with finite scores nothing changes."""
 import numpy as np
 
 from ... import INF, Buffer, Const, block_id, block_size, exp, f32, fma, i32, kernel, private, thread_id
+from .attention_fold import fold16, fold32
 from .base import Launch, Operator, ShapeError, seeded_normal
 
 BLOCK = 16    # query rows per block in the "stream" form: two packets of 8 lanes, one of 16
@@ -226,7 +227,8 @@ packed16 = _attention(16, 4, 1)        # "packed16": 16 rows, the heads of a KV 
 
 # form -> (kernel, rows per block, packed)
 FORMS = {"stream": (attention, BLOCK, 0), "rows32": (attention32, 32, 0), "rows32k8": (attention32k8, 32, 0),
-         "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1)}
+         "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1),
+         "fold32": (fold32, 32, 0), "fold16": (fold16, 16, 0)}      # attention_fold.py: the GEMM-shaped fold
 
 
 def form_for(SQ: int, G: int, lanes: int, vector_bits: int) -> str:
