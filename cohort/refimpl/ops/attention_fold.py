@@ -31,9 +31,9 @@ from ... import INF, Buffer, Const, barrier, block_id, block_size, exp, f32, fma
 CHUNK = 8     # tiles of 8 keys whose weights a fold takes from shared memory (64 keys)
 
 
-def _fold(rows: int, keys: int, REG: int):
+def _fold(rows: int, keys: int, CW: int):
     """The kernel for blocks of `rows` query rows, the scores in passes of `keys` (4 or 8) keys
-    over d, and fold register blocks of REG (4 or 8) rows by two columns per thread."""
+    over d, and fold register blocks of 4 rows by CW (1 or 2) column chunks per thread."""
 
     @kernel(block=rows)
     def attention_fold(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32], o: Buffer[f32],
@@ -144,100 +144,103 @@ def _fold(rows: int, keys: int, REG: int):
                 l = l * corr + (((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]))) if take else l
                 m = m_new if take else m
             barrier()
-            # the fold: a thread per column, REG rows of one column in registers (the packets of
-            # a block run side by side: REG x packets vector accumulators)
-            for rb in range(rows // REG):
-                rg = rb * REG                             # (a loop of step REG: its bound would be rows - 1)
-                for cc in range((DV + rows - 1) // rows):
-                    e0 = min(cc * rows, DV - rows) + t if DV >= rows else min(t, DV - 1)
-                    a0 = (rg + 0) * ((DV + rows - 1) // rows) + cc
-                    a1 = (rg + 1) * ((DV + rows - 1) // rows) + cc
-                    a2 = (rg + 2) * ((DV + rows - 1) // rows) + cc
-                    a3 = (rg + 3) * ((DV + rows - 1) // rows) + cc
-                    a4 = (rg + REG - 4) * ((DV + rows - 1) // rows) + cc   # rows 4..7 (REG = 8)
-                    a5 = (rg + REG - 3) * ((DV + rows - 1) // rows) + cc
-                    a6 = (rg + REG - 2) * ((DV + rows - 1) // rows) + cc
-                    a7 = (rg + REG - 1) * ((DV + rows - 1) // rows) + cc
-                    x0 = acc[a0]
-                    x1 = acc[a1]
-                    x2 = acc[a2]
-                    x3 = acc[a3]
-                    x4 = acc[a4]
-                    x5 = acc[a5]
-                    x6 = acc[a6]
-                    x7 = acc[a7]
+            # the fold: a thread per column, 4 rows x CW column chunks in registers (the packets of
+            # a block run side by side: 4 x CW x packets vector accumulators)
+            for rb in range(rows // 4):
+                rg = rb * 4                               # (a loop of step 4: its bound would be rows - 1)
+                for cb in range((((DV + rows - 1) // rows) + CW - 1) // CW):
+                    cp = cb * CW
+                    cq = min(cp + 1, ((DV + rows - 1) // rows) - 1)             # CW = 2, an odd count: the last chunk twice
+                    e0 = min(cp * rows, DV - rows) + t if DV >= rows else min(t, DV - 1)
+                    e1 = min(cq * rows, DV - rows) + t if DV >= rows else min(t, DV - 1)
+                    a0 = (rg + 0) * ((DV + rows - 1) // rows)
+                    a1 = (rg + 1) * ((DV + rows - 1) // rows)
+                    a2 = (rg + 2) * ((DV + rows - 1) // rows)
+                    a3 = (rg + 3) * ((DV + rows - 1) // rows)
+                    x0 = acc[a0 + cp]
+                    x1 = acc[a1 + cp]
+                    x2 = acc[a2 + cp]
+                    x3 = acc[a3 + cp]
+                    y0 = acc[a0 + cq]
+                    y1 = acc[a1 + cq]
+                    y2 = acc[a2 + cq]
+                    y3 = acc[a3 + cq]
                     for u in range(nt):
                         j0 = (ch + u) * 8
                         g0 = sc[u * rows + rg]
                         g1 = sc[u * rows + rg + 1]
                         g2 = sc[u * rows + rg + 2]
                         g3 = sc[u * rows + rg + 3]
-                        g4 = sc[u * rows + rg + REG - 4]
-                        g5 = sc[u * rows + rg + REG - 3]
-                        g6 = sc[u * rows + rg + REG - 2]
-                        g7 = sc[u * rows + rg + REG - 1]
-                        if CAUSAL == 0 or j0 < kend_lo:
-                            # every row of the block takes this tile (a block-uniform branch)
+                        if j0 <= kend_lo - 8:
+                            # a whole tile every row of the block takes (a block-uniform branch): no
+                            # select, and no key to clamp
                             x0 = x0 * g0
                             x1 = x1 * g1
                             x2 = x2 * g2
                             x3 = x3 * g3
-                            if REG == 8:
-                                x4 = x4 * g4
-                                x5 = x5 * g5
-                                x6 = x6 * g6
-                                x7 = x7 * g7
+                            if CW == 2:
+                                y0 = y0 * g0
+                                y1 = y1 * g1
+                                y2 = y2 * g2
+                                y3 = y3 * g3
                             for c in range(8):
-                                v0 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e0]
-                                x0 = fma(sp[(u * 8 + c) * rows + rg], v0, x0)
-                                x1 = fma(sp[(u * 8 + c) * rows + rg + 1], v0, x1)
-                                x2 = fma(sp[(u * 8 + c) * rows + rg + 2], v0, x2)
-                                x3 = fma(sp[(u * 8 + c) * rows + rg + 3], v0, x3)
-                                if REG == 8:
-                                    x4 = fma(sp[(u * 8 + c) * rows + rg + REG - 4], v0, x4)
-                                    x5 = fma(sp[(u * 8 + c) * rows + rg + REG - 3], v0, x5)
-                                    x6 = fma(sp[(u * 8 + c) * rows + rg + REG - 2], v0, x6)
-                                    x7 = fma(sp[(u * 8 + c) * rows + rg + REG - 1], v0, x7)
+                                v0 = v[(key0 + j0 + c) * DV + e0]
+                                p0 = sp[(u * 8 + c) * rows + rg]
+                                p1 = sp[(u * 8 + c) * rows + rg + 1]
+                                p2 = sp[(u * 8 + c) * rows + rg + 2]
+                                p3 = sp[(u * 8 + c) * rows + rg + 3]
+                                x0 = fma(p0, v0, x0)
+                                x1 = fma(p1, v0, x1)
+                                x2 = fma(p2, v0, x2)
+                                x3 = fma(p3, v0, x3)
+                                if CW == 2:
+                                    v1 = v[(key0 + j0 + c) * DV + e1]
+                                    y0 = fma(p0, v1, y0)
+                                    y1 = fma(p1, v1, y1)
+                                    y2 = fma(p2, v1, y2)
+                                    y3 = fma(p3, v1, y3)
                         else:
-                            # the diagonal's tiles: a row that does not take the tile keeps its O
-                            # (a select per operation: the old value is not kept alive beside it)
+                            # the diagonal's tiles and a last partial tile: the keys clamped as in the
+                            # scores, and a row that does not take the tile keeps its O (a select per
+                            # operation: the old value is not kept alive beside the new)
                             f0 = j0 < sk[rg]
                             f1 = j0 < sk[rg + 1]
                             f2 = j0 < sk[rg + 2]
                             f3 = j0 < sk[rg + 3]
-                            f4 = j0 < sk[rg + REG - 4]
-                            f5 = j0 < sk[rg + REG - 3]
-                            f6 = j0 < sk[rg + REG - 2]
-                            f7 = j0 < sk[rg + REG - 1]
                             x0 = x0 * g0 if f0 else x0
                             x1 = x1 * g1 if f1 else x1
                             x2 = x2 * g2 if f2 else x2
                             x3 = x3 * g3 if f3 else x3
-                            if REG == 8:
-                                x4 = x4 * g4 if f4 else x4
-                                x5 = x5 * g5 if f5 else x5
-                                x6 = x6 * g6 if f6 else x6
-                                x7 = x7 * g7 if f7 else x7
+                            if CW == 2:
+                                y0 = y0 * g0 if f0 else y0
+                                y1 = y1 * g1 if f1 else y1
+                                y2 = y2 * g2 if f2 else y2
+                                y3 = y3 * g3 if f3 else y3
                             for c in range(8):
                                 v0 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e0]
-                                x0 = fma(sp[(u * 8 + c) * rows + rg], v0, x0) if f0 else x0
-                                x1 = fma(sp[(u * 8 + c) * rows + rg + 1], v0, x1) if f1 else x1
-                                x2 = fma(sp[(u * 8 + c) * rows + rg + 2], v0, x2) if f2 else x2
-                                x3 = fma(sp[(u * 8 + c) * rows + rg + 3], v0, x3) if f3 else x3
-                                if REG == 8:
-                                    x4 = fma(sp[(u * 8 + c) * rows + rg + REG - 4], v0, x4) if f4 else x4
-                                    x5 = fma(sp[(u * 8 + c) * rows + rg + REG - 3], v0, x5) if f5 else x5
-                                    x6 = fma(sp[(u * 8 + c) * rows + rg + REG - 2], v0, x6) if f6 else x6
-                                    x7 = fma(sp[(u * 8 + c) * rows + rg + REG - 1], v0, x7) if f7 else x7
-                    acc[a0] = x0
-                    acc[a1] = x1
-                    acc[a2] = x2
-                    acc[a3] = x3
-                    if REG == 8:
-                        acc[a4] = x4
-                        acc[a5] = x5
-                        acc[a6] = x6
-                        acc[a7] = x7
+                                p0 = sp[(u * 8 + c) * rows + rg]
+                                p1 = sp[(u * 8 + c) * rows + rg + 1]
+                                p2 = sp[(u * 8 + c) * rows + rg + 2]
+                                p3 = sp[(u * 8 + c) * rows + rg + 3]
+                                x0 = fma(p0, v0, x0) if f0 else x0
+                                x1 = fma(p1, v0, x1) if f1 else x1
+                                x2 = fma(p2, v0, x2) if f2 else x2
+                                x3 = fma(p3, v0, x3) if f3 else x3
+                                if CW == 2:
+                                    v1 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e1]
+                                    y0 = fma(p0, v1, y0) if f0 else y0
+                                    y1 = fma(p1, v1, y1) if f1 else y1
+                                    y2 = fma(p2, v1, y2) if f2 else y2
+                                    y3 = fma(p3, v1, y3) if f3 else y3
+                    acc[a0 + cp] = x0
+                    acc[a1 + cp] = x1
+                    acc[a2 + cp] = x2
+                    acc[a3 + cp] = x3
+                    if CW == 2:                           # (an odd count: the x's chunk again, the same values)
+                        acc[a0 + cq] = y0
+                        acc[a1 + cq] = y1
+                        acc[a2 + cq] = y2
+                        acc[a3 + cq] = y3
             barrier()                                       # the next chunk's scores overwrite sp, sc
         sl[t] = l
         sok[t] = 1 if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0
@@ -256,5 +259,5 @@ def _fold(rows: int, keys: int, REG: int):
     return attention_fold
 
 
-fold32 = _fold(32, 8, 8)    # 512-bit registers: scores as rows32k8, folds of 8 rows x 2 columns (16 accumulators)
-fold16 = _fold(16, 4, 4)    # 16 registers: scores as stream, folds of 4 rows x 2 columns (8 accumulators)
+fold32 = _fold(32, 8, 2)    # 512-bit registers: scores as rows32k8, folds of 8 rows x 2 columns (16 accumulators)
+fold16 = _fold(16, 4, 1)    # 16 registers: scores as stream, folds of 4 rows x 2 columns (8 accumulators)
