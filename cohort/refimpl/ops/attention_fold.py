@@ -25,8 +25,22 @@ the last chunk is shifted left to end at Dv - 1 (its columns shared with the chu
 computed twice, stored once), so every v load is contiguous and in bounds; a Dv below the
 block clamps e (a gather, small heads only). Measured: docs/kernels.md, 'attention's forms'.
 """
-from ... import INF, Buffer, Const, barrier, block_id, block_size, exp, f32, fma, i32, kernel, private, shared, \
-    thread_id
+from ... import (
+    INF,
+    Buffer,
+    Const,
+    barrier,
+    block_id,
+    block_size,
+    exp,
+    f32,
+    fma,
+    i32,
+    kernel,
+    private,
+    shared,
+    thread_id,
+)
 
 CHUNK = 8     # tiles of 8 keys whose weights a fold takes from shared memory (64 keys)
 
