@@ -125,10 +125,12 @@ def attention_columns(shape, variants, forms=()):
             with var:
                 return ct.attention(q, k, v)
 
-        def forced(var=var, form="stream"):
+        def forced(var, form):
             with var, forced_form(form):
                 return ct.attention(q, k, v)
-        named = [(f"{name} ({chosen})", call)] + [(f"{name} {f}", functools.partial(forced, form=f))
+        # each forced column its own variant object: the native call path keys the launch it
+        # replays by the variant's id, so a column sharing one would replay another's form
+        named = [(f"{name} ({chosen})", call)] + [(f"{name} {f}", functools.partial(forced, ct.variant(name), f))
                                                  for f in ("stream", *forms) if f != chosen]
         for label, c in named:
             outs[label] = c()
