@@ -1,29 +1,33 @@
-"""attention's GEMM-shaped forms ("fold32", "fold16"): the same operator as attention.py's
-kernel (its docstring states the float32 order), with the value fold run as a matrix product.
+"""attention's "fold32" form: the same operator as attention.py's kernel (its docstring states
+the float32 order), with the value fold run as a matrix product through shared memory.
 
-The other forms fold a tile's values with a thread per query row: acc[e] is a private array
-(memory), loaded, given its nine dependent operations (acc*corr, p0..p7) and stored once per
-tile of 8 keys. Here a block alternates two layouts over a chunk of CHUNK tiles:
+The other forms fold a tile's values with a thread per query row: each row's acc[e] is a
+private array, loaded, given its nine dependent operations (acc*corr, p0..p7) and stored once
+per tile of 8 keys. Here a block of 32 query rows alternates two layouts over a chunk of
+CHUNK tiles (64 keys), with a barrier between them:
 
-- scores, a thread per query row (as the other forms): each tile's eight scores, the online
-  softmax's max, correction and weights, and l; the weights p (8 per tile) and corr are
-  written to shared memory;
+- scores, a thread per query row (as rows32k8: the eight scores of a tile in one pass over
+  d): the online softmax's max, correction and weights, and l; each tile's weights p and
+  correction corr are written to shared memory;
 - the fold, a thread per column e of the output (lanes across e): O[rows, Dv] =
-  corr*O + P[rows, 8] @ V[8, Dv] for every tile of the chunk, one register block of REG rows
-  by two columns per thread at a time, each row's p and corr broadcast from shared memory and
-  each load of v[key, e:e+lanes] feeding REG rows' fma. The block's accumulators stay in
-  registers for the chunk's CHUNK tiles (CHUNK * 9 operations per load and store).
+  corr*O + P[rows, 8] @ V[8, Dv] tile after tile, one register block of 4 rows by 2 column
+  chunks per thread at a time (16 vector accumulators with the block's two packets of 16),
+  each row's p and corr broadcast from shared memory, each load of v[key, e:e+16] feeding 4
+  rows' fma, the accumulators in registers for the whole chunk.
 
 Each O[r, e] still sees acc*corr first, then fma(p0, v0[e], .) .. fma(p7, v7[e], .) per tile,
 tile after tile, the same keys (past the block's last key clamped to it, with weight 0), the
 same tile boundaries and the same final division: the interpreter's bits of every other form
-(tests/test_attention_forms.py). A row that does not take a tile of the causal diagonal keeps
-its O: a select per operation there, in a block-uniform branch taken only on the diagonal.
+(tests/test_attention_forms.py). The fold has three paths, chosen by block-uniform values: a
+whole tile every row of the block takes (no key clamp, no select), a tile the register
+block's 4 rows take (keys clamped as in the scores), and a tile the causal diagonal crosses
+within the 4 rows (a row that does not take it keeps its O: a select per operation).
 
-The output columns: thread t takes e = c * block + t in chunk c of NC = ceil(Dv / block);
-the last chunk is shifted left to end at Dv - 1 (its columns shared with the chunk before
-computed twice, stored once), so every v load is contiguous and in bounds; a Dv below the
-block clamps e (a gather, small heads only). Measured: docs/kernels.md, 'attention's forms'.
+The output columns: thread t takes e = c * 32 + t in chunk c of ceil(Dv / 32); the last chunk
+is shifted left to end at Dv - 1 (its columns shared with the chunk before computed twice,
+stored once), so every v load is contiguous and in bounds; a Dv below 32 clamps e (a gather,
+small heads only). Chosen at 16 lanes on 512-bit registers without a causal mask
+(attention.form_for); measured in docs/kernels.md, 'attention's forms'.
 """
 from ... import (
     INF,
@@ -45,9 +49,9 @@ from ... import (
 CHUNK = 8     # tiles of 8 keys whose weights a fold takes from shared memory (64 keys)
 
 
-def _fold(rows: int, keys: int, CW: int):
+def _fold(rows: int, keys: int):
     """The kernel for blocks of `rows` query rows, the scores in passes of `keys` (4 or 8) keys
-    over d, and fold register blocks of 4 rows by CW (1 or 2) column chunks per thread."""
+    over d, and fold register blocks of 4 rows by 2 column chunks per thread."""
 
     @kernel(block=rows)
     def attention_fold(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32], o: Buffer[f32],
@@ -79,14 +83,13 @@ def _fold(rows: int, keys: int, CW: int):
         acc = private(f32, rows * ((DV + rows - 1) // rows))
         sp = shared(f32, CHUNK * 8 * rows)                 # p of (tile u, key c, row): [u][c][row]
         sc = shared(f32, CHUNK * rows)                     # corr of (tile u, row)
-        sk = shared(i32, rows)                             # each row's kend (which diagonal tiles it takes)
         sl = shared(f32, rows)                             # each row's l, then
         sok = shared(i32, rows)                            # whether it divides by l (else 0)
         for d in range(D):
             qrow[d] = q[(row0 + r) * D + d] * scale if r < SQ else 0.0
+        nc = (DV + rows - 1) // rows                       # column chunks of `rows` columns
         for i in range(rows * ((DV + rows - 1) // rows)):
             acc[i] = 0.0
-        sk[t] = kend
         m = -INF
         l = 0.0
         t_lo = kbeg_lo // 8
@@ -158,47 +161,48 @@ def _fold(rows: int, keys: int, CW: int):
                 l = l * corr + (((w[0] + w[1]) + (w[2] + w[3])) + ((w[4] + w[5]) + (w[6] + w[7]))) if take else l
                 m = m_new if take else m
             barrier()
-            # the fold: a thread per column, 4 rows x CW column chunks in registers (the packets of
-            # a block run side by side: 4 x CW x packets vector accumulators)
+            # the fold: a thread per column, 4 rows x 2 column chunks in registers (the packets of a
+            # block run side by side: 16 vector accumulators with two packets)
             for rb in range(rows // 4):
                 rg = rb * 4                               # (a loop of step 4: its bound would be rows - 1)
-                for cb in range((((DV + rows - 1) // rows) + CW - 1) // CW):
-                    cp = cb * CW
-                    cq = min(cp + 1, ((DV + rows - 1) // rows) - 1)             # CW = 2, an odd count: the last chunk twice
+                # the 4 rows' kend, as the scores' (nondecreasing in the row)
+                k0 = min(max(r0 + rg + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+                k1 = min(max(r0 + rg + 1 + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+                k2 = min(max(r0 + rg + 2 + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+                k3 = min(max(r0 + rg + 3 + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
+                for cb in range((nc + 1) // 2):
+                    cp = cb * 2
+                    cq = min(cp + 1, nc - 1)              # an odd count: the last chunk twice
                     e0 = min(cp * rows, DV - rows) + t if DV >= rows else min(t, DV - 1)
                     e1 = min(cq * rows, DV - rows) + t if DV >= rows else min(t, DV - 1)
-                    a0 = (rg + 0) * ((DV + rows - 1) // rows)
-                    a1 = (rg + 1) * ((DV + rows - 1) // rows)
-                    a2 = (rg + 2) * ((DV + rows - 1) // rows)
-                    a3 = (rg + 3) * ((DV + rows - 1) // rows)
-                    x0 = acc[a0 + cp]
-                    x1 = acc[a1 + cp]
-                    x2 = acc[a2 + cp]
-                    x3 = acc[a3 + cp]
-                    y0 = acc[a0 + cq]
-                    y1 = acc[a1 + cq]
-                    y2 = acc[a2 + cq]
-                    y3 = acc[a3 + cq]
+                    x0 = acc[rg * nc + cp]
+                    x1 = acc[(rg + 1) * nc + cp]
+                    x2 = acc[(rg + 2) * nc + cp]
+                    x3 = acc[(rg + 3) * nc + cp]
+                    y0 = acc[rg * nc + cq]
+                    y1 = acc[(rg + 1) * nc + cq]
+                    y2 = acc[(rg + 2) * nc + cq]
+                    y3 = acc[(rg + 3) * nc + cq]
                     for u in range(nt):
                         j0 = (ch + u) * 8
                         g0 = sc[u * rows + rg]
                         g1 = sc[u * rows + rg + 1]
                         g2 = sc[u * rows + rg + 2]
                         g3 = sc[u * rows + rg + 3]
+                        # branches on block-uniform values only (the packet stays unmasked)
                         if j0 <= kend_lo - 8:
-                            # a whole tile every row of the block takes (a block-uniform branch): no
-                            # select, and no key to clamp
+                            # a whole tile every row of the block takes: no key to clamp
                             x0 = x0 * g0
                             x1 = x1 * g1
                             x2 = x2 * g2
                             x3 = x3 * g3
-                            if CW == 2:
-                                y0 = y0 * g0
-                                y1 = y1 * g1
-                                y2 = y2 * g2
-                                y3 = y3 * g3
+                            y0 = y0 * g0
+                            y1 = y1 * g1
+                            y2 = y2 * g2
+                            y3 = y3 * g3
                             for c in range(8):
                                 v0 = v[(key0 + j0 + c) * DV + e0]
+                                v1 = v[(key0 + j0 + c) * DV + e1]
                                 p0 = sp[(u * 8 + c) * rows + rg]
                                 p1 = sp[(u * 8 + c) * rows + rg + 1]
                                 p2 = sp[(u * 8 + c) * rows + rg + 2]
@@ -207,54 +211,76 @@ def _fold(rows: int, keys: int, CW: int):
                                 x1 = fma(p1, v0, x1)
                                 x2 = fma(p2, v0, x2)
                                 x3 = fma(p3, v0, x3)
-                                if CW == 2:
-                                    v1 = v[(key0 + j0 + c) * DV + e1]
+                                y0 = fma(p0, v1, y0)
+                                y1 = fma(p1, v1, y1)
+                                y2 = fma(p2, v1, y2)
+                                y3 = fma(p3, v1, y3)
+                        else:
+                            if j0 < k0:
+                                # the 4 rows take the tile (a last partial tile, or the diagonal's
+                                # rows past it): its keys clamped as in the scores
+                                x0 = x0 * g0
+                                x1 = x1 * g1
+                                x2 = x2 * g2
+                                x3 = x3 * g3
+                                y0 = y0 * g0
+                                y1 = y1 * g1
+                                y2 = y2 * g2
+                                y3 = y3 * g3
+                                for c in range(8):
+                                    v0 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e0]
+                                    v1 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e1]
+                                    p0 = sp[(u * 8 + c) * rows + rg]
+                                    p1 = sp[(u * 8 + c) * rows + rg + 1]
+                                    p2 = sp[(u * 8 + c) * rows + rg + 2]
+                                    p3 = sp[(u * 8 + c) * rows + rg + 3]
+                                    x0 = fma(p0, v0, x0)
+                                    x1 = fma(p1, v0, x1)
+                                    x2 = fma(p2, v0, x2)
+                                    x3 = fma(p3, v0, x3)
                                     y0 = fma(p0, v1, y0)
                                     y1 = fma(p1, v1, y1)
                                     y2 = fma(p2, v1, y2)
                                     y3 = fma(p3, v1, y3)
-                        else:
-                            # the diagonal's tiles and a last partial tile: the keys clamped as in the
-                            # scores, and a row that does not take the tile keeps its O (a select per
-                            # operation: the old value is not kept alive beside the new)
-                            f0 = j0 < sk[rg]
-                            f1 = j0 < sk[rg + 1]
-                            f2 = j0 < sk[rg + 2]
-                            f3 = j0 < sk[rg + 3]
-                            x0 = x0 * g0 if f0 else x0
-                            x1 = x1 * g1 if f1 else x1
-                            x2 = x2 * g2 if f2 else x2
-                            x3 = x3 * g3 if f3 else x3
-                            if CW == 2:
-                                y0 = y0 * g0 if f0 else y0
-                                y1 = y1 * g1 if f1 else y1
-                                y2 = y2 * g2 if f2 else y2
-                                y3 = y3 * g3 if f3 else y3
-                            for c in range(8):
-                                v0 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e0]
-                                p0 = sp[(u * 8 + c) * rows + rg]
-                                p1 = sp[(u * 8 + c) * rows + rg + 1]
-                                p2 = sp[(u * 8 + c) * rows + rg + 2]
-                                p3 = sp[(u * 8 + c) * rows + rg + 3]
-                                x0 = fma(p0, v0, x0) if f0 else x0
-                                x1 = fma(p1, v0, x1) if f1 else x1
-                                x2 = fma(p2, v0, x2) if f2 else x2
-                                x3 = fma(p3, v0, x3) if f3 else x3
-                                if CW == 2:
-                                    v1 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e1]
-                                    y0 = fma(p0, v1, y0) if f0 else y0
-                                    y1 = fma(p1, v1, y1) if f1 else y1
-                                    y2 = fma(p2, v1, y2) if f2 else y2
-                                    y3 = fma(p3, v1, y3) if f3 else y3
-                    acc[a0 + cp] = x0
-                    acc[a1 + cp] = x1
-                    acc[a2 + cp] = x2
-                    acc[a3 + cp] = x3
-                    if CW == 2:                           # (an odd count: the x's chunk again, the same values)
-                        acc[a0 + cq] = y0
-                        acc[a1 + cq] = y1
-                        acc[a2 + cq] = y2
-                        acc[a3 + cq] = y3
+                            else:
+                                if j0 < k3:
+                                    # the diagonal crosses the 4 rows: a row that does not take the
+                                    # tile keeps its O (a select per operation)
+                                    f0 = j0 < k0
+                                    f1 = j0 < k1
+                                    f2 = j0 < k2
+                                    f3 = j0 < k3
+                                    x0 = x0 * g0 if f0 else x0
+                                    x1 = x1 * g1 if f1 else x1
+                                    x2 = x2 * g2 if f2 else x2
+                                    x3 = x3 * g3 if f3 else x3
+                                    y0 = y0 * g0 if f0 else y0
+                                    y1 = y1 * g1 if f1 else y1
+                                    y2 = y2 * g2 if f2 else y2
+                                    y3 = y3 * g3 if f3 else y3
+                                    for c in range(8):
+                                        v0 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e0]
+                                        v1 = v[(key0 + max(min(j0 + c, kend_hi - 1), 0)) * DV + e1]
+                                        p0 = sp[(u * 8 + c) * rows + rg]
+                                        p1 = sp[(u * 8 + c) * rows + rg + 1]
+                                        p2 = sp[(u * 8 + c) * rows + rg + 2]
+                                        p3 = sp[(u * 8 + c) * rows + rg + 3]
+                                        x0 = fma(p0, v0, x0) if f0 else x0
+                                        x1 = fma(p1, v0, x1) if f1 else x1
+                                        x2 = fma(p2, v0, x2) if f2 else x2
+                                        x3 = fma(p3, v0, x3) if f3 else x3
+                                        y0 = fma(p0, v1, y0) if f0 else y0
+                                        y1 = fma(p1, v1, y1) if f1 else y1
+                                        y2 = fma(p2, v1, y2) if f2 else y2
+                                        y3 = fma(p3, v1, y3) if f3 else y3
+                    acc[rg * nc + cp] = x0
+                    acc[(rg + 1) * nc + cp] = x1
+                    acc[(rg + 2) * nc + cp] = x2
+                    acc[(rg + 3) * nc + cp] = x3
+                    acc[rg * nc + cq] = y0                # (an odd count: the x's chunk again, the same values)
+                    acc[(rg + 1) * nc + cq] = y1
+                    acc[(rg + 2) * nc + cq] = y2
+                    acc[(rg + 3) * nc + cq] = y3
             barrier()                                       # the next chunk's scores overwrite sp, sc
         sl[t] = l
         sok[t] = 1 if kend > 0 and (l != 0.0 if MASK == 1 or CAUSAL == 2 else True) else 0
@@ -263,15 +289,14 @@ def _fold(rows: int, keys: int, CW: int):
         for ro in range(rows):
             ra = r0 + ro
             if ra < SQ:
-                for co in range((DV + rows - 1) // rows):
+                for co in range(nc):
                     own = co * rows
                     e = min(own, DV - rows) + t if DV >= rows else t
                     if e >= own and e < DV:
-                        o[(row0 + ra) * DV + e] = acc[ro * ((DV + rows - 1) // rows) + co] / sl[ro] \
+                        o[(row0 + ra) * DV + e] = acc[ro * nc + co] / sl[ro] \
                             if sok[ro] == 1 else 0.0
 
     return attention_fold
 
 
-fold32 = _fold(32, 8, 2)    # 512-bit registers: scores as rows32k8, folds of 8 rows x 2 columns (16 accumulators)
-fold16 = _fold(16, 4, 1)    # 16 registers: scores as stream, folds of 4 rows x 2 columns (8 accumulators)
+fold32 = _fold(32, 8)    # 512-bit registers at 16 lanes: scores as rows32k8, 16 fold accumulators
