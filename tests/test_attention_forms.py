@@ -8,6 +8,7 @@ shapes: decoding (Sq = 1), Sq not a multiple of either block, fewer keys than a 
 with Sq > Skv, grouped KV heads, a mask with a fully masked row, a sliding window. One build
 serves the lengths of a case group (Sq, Skv, H, Hkv are runtime arguments)."""
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -179,3 +180,37 @@ def test_every_form_proves_its_bounds_at_ragged_lengths(form):
                 p = ck.prepare(L.n, args)
                 p.run()
                 assert p.fallback is None, f"{form} {variant} {shape}: {p.fallback}"
+
+
+
+def _blocks(asm: str) -> list:
+    """The instructions of each basic block of `asm`."""
+    blocks, cur = [], []
+    for line in asm.splitlines():
+        if re.match(r"^\.?LBB\d+_\d+:", line):
+            blocks.append(cur)
+            cur = []
+        elif line.startswith("\t") and not line.strip().startswith("."):
+            cur.append(line.strip())
+    return blocks + [cur]
+
+
+def test_fold32_folds_in_registers():
+    # the whole-tile fold of fold32 at 16 lanes on a 512-bit target (the block with the most fma
+    # and no max: the scores' block has the softmax's): 16 accumulators (4 rows by 2 column
+    # chunks, two packets), each v load feeding 4 rows' fma, each weight broadcast feeding 4
+    # (2 chunks x 2 packets), nothing spilled (docs/kernels.md, 'attention's forms')
+    from cohort.backend import target
+    from cohort.backend.compiler import cross_compile
+    t = target.from_triple("x86_64-unknown-linux-gnu", "skylake-avx512",
+                           "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq")
+    L = A.launch((1, 32, 32, 256, 256, 128, 128), False, rows=32)
+    asm = cross_compile(A.FORMS["fold32"][0], t, "lanes=16", L.consts, kind="assembly", full_blocks=True)
+    folds = [b for b in _blocks(asm) if not any(x.startswith("vmaxps") for x in b)]
+    hot = max(folds, key=lambda b: sum(x.startswith("vfmadd") for x in b))
+    fmas = [x for x in hot if x.startswith("vfmadd")]
+    loads = [x for x in hot if x.startswith("vmovups") and x.index("(") < x.index("%zmm")]
+    assert len(fmas) >= 64 and len({x.split(",")[-1] for x in fmas}) == 16
+    assert len(fmas) == 4 * len(loads)
+    assert len(fmas) == 4 * sum(x.startswith("vbroadcastss") for x in hot)
+    assert not [x for x in hot if "rsp" in x and "mm" in x], hot
