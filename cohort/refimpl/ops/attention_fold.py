@@ -83,8 +83,8 @@ def _fold(rows: int, keys: int):
         acc = private(f32, rows * ((DV + rows - 1) // rows))
         sp = shared(f32, CHUNK * 8 * rows)                 # p of (tile u, key c, row): [u][c][row]
         sc = shared(f32, CHUNK * rows)                     # corr of (tile u, row)
-        sl = shared(f32, rows)                             # each row's l, then
-        sok = shared(i32, rows)                            # whether it divides by l (else 0)
+        sl = shared(f32, rows)                             # each row's l after its last tile
+        sok = shared(i32, rows)                            # 1: the row's output is acc / l (else 0)
         for d in range(D):
             qrow[d] = q[(row0 + r) * D + d] * scale if r < SQ else 0.0
         nc = (DV + rows - 1) // rows                       # column chunks of `rows` columns
@@ -164,7 +164,7 @@ def _fold(rows: int, keys: int):
             # the fold: a thread per column, 4 rows x 2 column chunks in registers (the packets of a
             # block run side by side: 16 vector accumulators with two packets)
             for rb in range(rows // 4):
-                rg = rb * 4                               # (a loop of step 4: its bound would be rows - 1)
+                rg = rb * 4        # (not range(0, rows, 4): the bounds proof takes a stepped loop to stop - 1)
                 # the 4 rows' kend, as the scores' (nondecreasing in the row)
                 k0 = min(max(r0 + rg + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
                 k1 = min(max(r0 + rg + 1 + SKV - SQ + 1, 0), SKV) if CAUSAL >= 1 else SKV
