@@ -15,7 +15,9 @@ time over SDPA's, taken per round (paired) and then the median.
 Columns per variant: `<variant>` is cohort.torch.attention as it runs (the form
 attention_op.form_for picks on this machine, named in the table);
 `<variant> stream` forces the 16-row "stream" form (the kernel before the
-32-row forms: the same code) through the same call.
+32-row forms: the same code) through the same call; `--forms F ...` adds a
+column `<variant> F` per named form, forced the same way (a before/after pair
+in one run).
 
 Shapes are B x H x Sq x D with Skv = Sq (prompt, not causal) unless given as
 B x H x Hkv x Sq x Skv x D (a decode shape: Sq = 1). Outputs are checked
@@ -24,6 +26,7 @@ bitwise equal between the variants before timing (every variant is exact).
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import numpy as np
@@ -103,7 +106,7 @@ def fmt(xs, scale=1e-3) -> str:
     return f"{np.median(a):.4g} [{a.min():.4g}, {a.max():.4g}]"
 
 
-def attention_columns(shape, variants):
+def attention_columns(shape, variants, forms=()):
     b, h, hkv, sq, skv, d = shape
     g = torch.Generator().manual_seed(0)
     q = torch.randn(b, h, sq, d, generator=g)
@@ -122,12 +125,14 @@ def attention_columns(shape, variants):
             with var:
                 return ct.attention(q, k, v)
 
-        def stream(var=var):
-            with var, forced_form("stream"):
+        def forced(var, form):
+            with var, forced_form(form):
                 return ct.attention(q, k, v)
-        for label, c in ((f"{name} ({chosen})", call), (f"{name} stream", stream)):
-            if label.endswith("(stream)"):
-                continue                          # the same column twice
+        # each forced column its own variant object: the native call path keys the launch it
+        # replays by the variant's id, so a column sharing one would replay another's form
+        named = [(f"{name} ({chosen})", call)] + [(f"{name} {f}", functools.partial(forced, ct.variant(name), f))
+                                                 for f in ("stream", *forms) if f != chosen]
+        for label, c in named:
             outs[label] = c()
             cols[label] = c
     first = next(iter(outs.values()))
@@ -175,6 +180,8 @@ def main():
     ap.add_argument("--variants", nargs="*", default=["packet", "lanes=16"])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=15)
+    ap.add_argument("--forms", nargs="*", default=[], choices=sorted(attention_op.FORMS),
+                    help="also time these forms of attention, forced (each a column per variant)")
     ap.add_argument("--rows", action="store_true", help="also time rmsnorm, layernorm and masked_softmax")
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
     a = ap.parse_args()
@@ -187,7 +194,7 @@ def main():
     ct.variant("packet")
     for text in a.shapes:
         shape = parse_shape(text)
-        table(f"attention {text} (B,H,Hkv,Sq,Skv,D = {shape})", attention_columns(shape, a.variants), "sdpa",
+        table(f"attention {text} (B,H,Hkv,Sq,Skv,D = {shape})", attention_columns(shape, a.variants, a.forms), "sdpa",
               a.rounds, a.calls)
     if a.rows:
         for op in ("rmsnorm", "layernorm", "masked_softmax"):

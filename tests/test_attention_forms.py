@@ -1,12 +1,14 @@
 """attention's forms (refimpl/ops/attention.py, FORMS): blocks of 16 rows with the scores in
 two passes of four keys ("stream", the definition's own form), of 32 rows ("rows32") and of
-32 rows with one pass of eight ("rows32k8"). DESIGN §4: every form of an operator gives the
+32 rows with one pass of eight ("rows32k8"), the packed decode forms, and the forms whose value
+fold is a matrix product through shared memory ("fold32", attention_fold.py). DESIGN §4: every form of an operator gives the
 same bits. Each form's interpreter run is compared bitwise with the stream form's, and every
 variant's build of each form with the stream form's interpreter output, over the edge
 shapes: decoding (Sq = 1), Sq not a multiple of either block, fewer keys than a tile, causal
 with Sq > Skv, grouped KV heads, a mask with a fully masked row, a sliding window. One build
 serves the lengths of a case group (Sq, Skv, H, Hkv are runtime arguments)."""
 import functools
+import re
 
 import numpy as np
 import pytest
@@ -19,7 +21,7 @@ from cohort.refimpl.ops import attention as A
 from cohort.refimpl.ops.base import seeded_normal
 from cohort.verify.compare import verify_build
 
-NEW_FORMS = ("rows32", "rows32k8", "packed8", "packed16")
+NEW_FORMS = ("rows32", "rows32k8", "packed8", "packed16", "fold32")
 # the shapes' blocks: 32 rows of one head; packed, 8 or 16 rows of a KV group's heads
 
 # (D, DV, causal, mask kind, window) -> shapes (B, H, Hkv, Sq, Skv, D, Dv) sharing one build
@@ -85,7 +87,7 @@ def test_the_forms_are_registered_and_launch_their_own_geometry():
     op = ops.get("attention")
     assert op.form == "stream" and {f[0] for f in op.forms} == set(NEW_FORMS)
     shape = (2, 6, 2, 5, 9, 8, 8)          # G = 3: 15 rows a KV head
-    blocks = {"rows32": 2 * 6, "rows32k8": 2 * 6, "packed8": 2 * 2 * 2, "packed16": 2 * 2}
+    blocks = {"rows32": 2 * 6, "rows32k8": 2 * 6, "packed8": 2 * 2 * 2, "packed16": 2 * 2, "fold32": 2 * 6}
     for f in NEW_FORMS:
         alt = ops.get("attention", form=f)
         kern, rows, _ = A.FORMS[f]
@@ -151,14 +153,16 @@ def test_the_unspecialised_build_gives_the_same_bits(form):
         assert verdict.ok, verdict.describe()
 
 
-@pytest.mark.parametrize("SQ,G,lanes,bits,form", [
-    (1, 4, 8, 512, "packed8"), (2, 4, 8, 256, "packed8"), (1, 1, 8, 128, "packed8"), (3, 4, 8, 512, "packed16"),
-    (1, 4, 16, 512, "packed16"), (16, 1, 16, 512, "packed16"), (17, 1, 16, 512, "rows32k8"),
-    (256, 4, 8, 512, "rows32"), (256, 1, 4, 512, "rows32"), (256, 1, 16, 256, "stream"),
-    (256, 1, 8, 256, "stream"), (200, 1, 16, 128, "stream")])
-def test_form_for(SQ, G, lanes, bits, form):
-    # packed forms up to 16 rows, 32-row forms only with 32 vector registers
-    assert A.form_for(SQ, G, lanes, bits) == form
+@pytest.mark.parametrize("SQ,G,lanes,bits,causal,form", [
+    (1, 4, 8, 512, False, "packed8"), (2, 4, 8, 256, True, "packed8"), (1, 1, 8, 128, False, "packed8"),
+    (3, 4, 8, 512, False, "packed16"), (1, 4, 16, 512, True, "packed16"), (16, 1, 16, 512, False, "packed16"),
+    (17, 1, 16, 512, True, "rows32k8"), (17, 1, 16, 512, False, "fold32"), (256, 1, 16, 512, False, "fold32"),
+    (256, 4, 8, 512, False, "rows32"), (256, 1, 4, 512, True, "rows32"), (256, 1, 16, 256, False, "stream"),
+    (256, 1, 8, 256, True, "stream"), (200, 1, 16, 128, False, "stream")])
+def test_form_for(SQ, G, lanes, bits, causal, form):
+    # packed forms up to 16 rows, 32-row forms only with 32 vector registers, the GEMM-shaped
+    # fold at 16 lanes without a causal mask
+    assert A.form_for(SQ, G, lanes, bits, causal) == form
 
 
 @pytest.mark.parametrize("form", ("stream",) + NEW_FORMS)
@@ -176,3 +180,37 @@ def test_every_form_proves_its_bounds_at_ragged_lengths(form):
                 p = ck.prepare(L.n, args)
                 p.run()
                 assert p.fallback is None, f"{form} {variant} {shape}: {p.fallback}"
+
+
+
+def _blocks(asm: str) -> list:
+    """The instructions of each basic block of `asm`."""
+    blocks, cur = [], []
+    for line in asm.splitlines():
+        if re.match(r"^\.?LBB\d+_\d+:", line):
+            blocks.append(cur)
+            cur = []
+        elif line.startswith("\t") and not line.strip().startswith("."):
+            cur.append(line.strip())
+    return blocks + [cur]
+
+
+def test_fold32_folds_in_registers():
+    # the whole-tile fold of fold32 at 16 lanes on a 512-bit target (the block with the most fma
+    # and no max: the scores' block has the softmax's): 16 accumulators (4 rows by 2 column
+    # chunks, two packets), each v load feeding 4 rows' fma, each weight broadcast feeding 4
+    # (2 chunks x 2 packets), nothing spilled (docs/kernels.md, 'attention's forms')
+    from cohort.backend import target
+    from cohort.backend.compiler import cross_compile
+    t = target.from_triple("x86_64-unknown-linux-gnu", "skylake-avx512",
+                           "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq")
+    L = A.launch((1, 32, 32, 256, 256, 128, 128), False, rows=32)
+    asm = cross_compile(A.FORMS["fold32"][0], t, "lanes=16", L.consts, kind="assembly", full_blocks=True)
+    folds = [b for b in _blocks(asm) if not any(x.startswith("vmaxps") for x in b)]
+    hot = max(folds, key=lambda b: sum(x.startswith("vfmadd") for x in b))
+    fmas = [x for x in hot if x.startswith("vfmadd")]
+    loads = [x for x in hot if x.startswith("vmovups") and x.index("(") < x.index("%zmm")]
+    assert len(fmas) >= 64 and len({x.split(",")[-1] for x in fmas}) == 16
+    assert len(fmas) == 4 * len(loads)
+    assert len(fmas) == 4 * sum(x.startswith("vbroadcastss") for x in hot)
+    assert not [x for x in hot if "rsp" in x and "mm" in x], hot

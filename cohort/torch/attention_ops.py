@@ -203,10 +203,10 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
         # attention_op.launch's geometry and constants: a block per (batch, head, tile of `rows`
         # rows), in the form attention_op.form_for picks for the variant's lanes and the machine
         key = (min(SQ, 17), min(H // HKV, 9) if SQ <= 8 else 0, current_variant().lanes,
-               target.current().vector_bits)       # what form_for's choice depends on
+               target.current().vector_bits, bool(causal))       # what form_for's choice depends on
         form = _FORMS.get(key)
         if form is None:
-            form = _FORMS[key] = attention_op.FORMS[attention_op.form_for(SQ, H // HKV, key[2], key[3])]
+            form = _FORMS[key] = attention_op.FORMS[attention_op.form_for(SQ, H // HKV, *key[2:])]
         fkernel, rows, packed = form
         n = B * HKV * -(-(H // HKV) * SQ // rows) * rows if packed else B * H * -(-SQ // rows) * rows
         mode = 2 if window is not None else (1 if causal else 0)

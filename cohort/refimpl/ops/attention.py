@@ -16,7 +16,10 @@ of 16 share each key broadcast); "rows32k8" 32 rows and the eight scores in one
 pass (16 accumulators of 16 lanes: ten loads per sixteen fma instead of six per
 eight); "packed8" and "packed16" blocks of 8 or 16 rows taken from every query
 head that reads the block's KV head (decoding: one query row per head fills a
-packet with the group's heads instead of one live lane). Every score, max, exp
+packet with the group's heads instead of one live lane). "fold32"
+(attention_fold.py) is another code for the same operations: 32 rows whose
+value fold runs with lanes across the output's columns, a matrix product with
+the weights in shared memory and the accumulators in registers. Every score, max, exp
 and fold is the same float32 operation on the same operands in every form: the
 outputs are bit-identical (tests/test_attention_forms.py). The measurements are
 in docs/kernels.md, 'attention's forms'.
@@ -32,9 +35,10 @@ the running max m moves once per tile, so one correction
 exp(m - m_new) rescales l and acc per tile, not per key; the values are folded
 in as acc[e] = fma(p7, v7[e], ... fma(p0, v0[e], acc[e]*corr)), p0 first. Fused
 steps halve the rounding of a dot product and the instructions of the inner
-loops (docs/README.md, 'Measurements behind the code'). Keys past the last full tile run one at a time with the same
-update for a tile of one. This order of float32 operations is the operator's
-definition (DESIGN §4); the oracle is float64.
+loops (docs/README.md, 'Measurements behind the code'). A row's last partial
+tile is a tile of 8 whose missing keys score -inf (weight exactly 0, the key
+row read clamped to the block's last key). This order of float32 operations is
+the operator's definition (DESIGN §4); the oracle is float64.
 
 Lengths are runtime: SQ, SKV, H and HKV are scalar arguments, so one build of a
 form serves every sequence length, batch and head count (cohort.torch builds at
@@ -65,6 +69,7 @@ not exp(NaN)); for rows with finite scores nothing changes."""
 import numpy as np
 
 from ... import INF, Buffer, Const, block_id, block_size, exp, f32, fma, i32, kernel, private, thread_id
+from .attention_fold import fold32
 from .base import Launch, Operator, ShapeError, seeded_normal
 
 BLOCK = 16    # query rows per block in the "stream" form: two packets of 8 lanes, one of 16
@@ -226,23 +231,28 @@ packed16 = _attention(16, 4, 1)        # "packed16": 16 rows, the heads of a KV 
 
 # form -> (kernel, rows per block, packed)
 FORMS = {"stream": (attention, BLOCK, 0), "rows32": (attention32, 32, 0), "rows32k8": (attention32k8, 32, 0),
-         "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1)}
+         "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1),
+         "fold32": (fold32, 32, 0)}      # attention_fold.py: the value fold as a matrix product
 
 
-def form_for(SQ: int, G: int, lanes: int, vector_bits: int) -> str:
+def form_for(SQ: int, G: int, lanes: int, vector_bits: int, causal: bool = False) -> str:
     """The form a launch of SQ query rows and G = H / Hkv query heads per KV head runs best
     in, in packets of `lanes` on a machine whose vector registers are `vector_bits` wide
-    (Target.vector_bits). Few rows (decoding: SQ = 1): the packed forms fill a block with the
-    rows of every head that reads one KV head, G * SQ rows instead of SQ (and read each key
-    once for all of them); 8 rows when they fit a packet of 8. More than 16 rows on a
-    512-bit machine: the 32-row forms, whose 16 vector accumulators only 32 registers keep
-    (256-bit machines have 16: they would spill). Measured: docs/kernels.md, 'attention's forms'. All give
-    the same bits."""
+    (Target.vector_bits); `causal`: masked to the diagonal (causal or windowed). Few rows
+    (decoding: SQ = 1): the packed forms fill a block with the rows of every head that reads
+    one KV head, G * SQ rows instead of SQ (and read each key once for all of them); 8 rows
+    when they fit a packet of 8. More than 16 rows on a 512-bit machine: the 32-row forms,
+    whose 16 vector accumulators only 32 registers keep (256-bit machines have 16: they would
+    spill); at 16 lanes without a causal mask, "fold32" (the value fold as a matrix product),
+    with one "rows32k8" (fold32's diagonal tiles select per row, and measured slower there).
+    Measured: docs/kernels.md, 'attention's forms'. All give the same bits."""
     if SQ <= BLOCK:
         return "packed8" if lanes <= 8 and G * SQ <= 8 else "packed16"
     if vector_bits < 512:
         return "stream"
-    return "rows32k8" if lanes >= 16 else "rows32"
+    if lanes < 16:
+        return "rows32"
+    return "rows32k8" if causal else "fold32"
 
 
 def check(s):
