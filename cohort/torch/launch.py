@@ -36,7 +36,7 @@ from ..refimpl.ir import DType
 def _host_default() -> str:
     """cohort.torch's default variant, as a spelling: packets that fill one of the host's vector
     registers, on the caller's thread. 16 lanes where registers are 512 bits wide (matmul's
-    32-column form and attention's rows32k8 need them; docs/kernels.md, 'attention's forms',
+    32-column form and attention's rows32k8 and fold32 need them; docs/kernels.md, 'attention's forms',
     and docs/README.md, 'matmul at the FMA limit'), else `packet` (8 lanes: one 256-bit
     register). Every variant gives the same bits; only the builds differ. A kernel whose block
     does not hold whole packets of the default's lanes (a kernel_op of block 8) runs `packet`
