@@ -152,7 +152,10 @@ matmul = _tiled(16, REGS[16])      # 8-lane registers (AVX2, and the 8-lane pack
 matmul32 = _tiled(32, REGS[32])    # 16-lane registers (AVX-512): two packets of 16 side by side
 
 
-WIDE = 256   # the "wide" form: columns per thread (a block's row panel is 4096 columns wide)
+# the wide forms: columns per thread. A block's row panel is 2048 columns wide, so that a
+# 4096-wide b makes two blocks for two workers (1x4096x4096 at two threads: 0.56 of torch's rate
+# with one 4096-column block, 1.00 with two; one thread 1.09 and 0.98: docs/README.md)
+WIDE = 128
 BW = 16      # the wide form's block: threads side by side in one row
 PANEL = BW * WIDE
 
@@ -164,7 +167,7 @@ def _wide(R: int):
     def matmul_wide(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
         # For a few rows (a matrix-vector product, decoding a small batch) of a wide b
         # (N >= PANEL): a group of R rows per block and a panel of PANEL columns, so that each
-        # k reads 16 KiB of b's row k front to back (the tiled form's 16-column panels read 64
+        # k reads 8 KiB of b's row k front to back (the tiled form's 16-column panels read 64
         # bytes of every row: a page each at N = 4096; docs/README.md, 'Measurements behind the
         # code'), once for the group's rows. The last panel is shifted left to end at column
         # N - 1, so no load needs a mask; the columns it shares with its neighbour are stored
