@@ -88,3 +88,16 @@ def pytest_sessionfinish(session):
     # 10 s later if it is still running). docs/README.md, "Test suite and CI".
     if hasattr(session.config, "workerinput"):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def asm_blocks(asm: str) -> list:
+    """The instructions of each basic block of an assembly listing (cross_compile's)."""
+    import re
+    blocks, cur = [], []
+    for line in asm.splitlines():
+        if re.match(r"^\.?LBB\d+_\d+:", line):
+            blocks.append(cur)
+            cur = []
+        elif line.startswith("\t") and not line.strip().startswith("."):
+            cur.append(line.strip())
+    return blocks + [cur]

@@ -8,10 +8,10 @@ shapes: decoding (Sq = 1), Sq not a multiple of either block, fewer keys than a 
 with Sq > Skv, grouped KV heads, a mask with a fully masked row, a sliding window. One build
 serves the lengths of a case group (Sq, Skv, H, Hkv are runtime arguments)."""
 import functools
-import re
 
 import numpy as np
 import pytest
+from conftest import asm_blocks
 
 from cohort.backend.compiler import compile_kernel
 from cohort.backend.variant import parse_variant
@@ -183,18 +183,6 @@ def test_every_form_proves_its_bounds_at_ragged_lengths(form):
 
 
 
-def _blocks(asm: str) -> list:
-    """The instructions of each basic block of `asm`."""
-    blocks, cur = [], []
-    for line in asm.splitlines():
-        if re.match(r"^\.?LBB\d+_\d+:", line):
-            blocks.append(cur)
-            cur = []
-        elif line.startswith("\t") and not line.strip().startswith("."):
-            cur.append(line.strip())
-    return blocks + [cur]
-
-
 def test_fold32_folds_in_registers():
     # the whole-tile fold of fold32 at 16 lanes on a 512-bit target (the block with the most fma
     # and no max: the scores' block has the softmax's): 16 accumulators (4 rows by 2 column
@@ -206,7 +194,7 @@ def test_fold32_folds_in_registers():
                            "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq")
     L = A.launch((1, 32, 32, 256, 256, 128, 128), False, rows=32)
     asm = cross_compile(A.FORMS["fold32"][0], t, "lanes=16", L.consts, kind="assembly", full_blocks=True)
-    folds = [b for b in _blocks(asm) if not any(x.startswith("vmaxps") for x in b)]
+    folds = [b for b in asm_blocks(asm) if not any(x.startswith("vmaxps") for x in b)]
     hot = max(folds, key=lambda b: sum(x.startswith("vfmadd") for x in b))
     fmas = [x for x in hot if x.startswith("vfmadd")]
     loads = [x for x in hot if x.startswith("vmovups") and x.index("(") < x.index("%zmm")]

@@ -6,6 +6,7 @@ prime and 1x1 sizes and on special values; the launch's bounds proof covers ever
 index (no per-access check, no fallback); cohort.torch's ops."""
 import numpy as np
 import pytest
+from conftest import asm_blocks
 
 from cohort import Buffer, Const, barrier, f32, kernel, shared, thread_id
 from cohort.backend.compiler import compile_kernel
@@ -170,16 +171,7 @@ def test_matmul_tiled_form_follows_the_targets_vector_width():
 
 def _hot_loop(asm: str) -> list:
     """The instructions of the basic block holding the most vector fmas."""
-    import re
-    blocks, cur = [], []
-    for line in asm.splitlines():
-        if re.match(r"^\.?LBB\d+_\d+:", line):
-            blocks.append(cur)
-            cur = []
-        elif line.startswith("\t") and not line.strip().startswith("."):
-            cur.append(line.strip())
-    blocks.append(cur)
-    return max(blocks, key=lambda b: sum(x.startswith("vfmadd") for x in b))
+    return max(asm_blocks(asm), key=lambda b: sum(x.startswith("vfmadd") for x in b))
 
 
 _AVX512 = "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq"
