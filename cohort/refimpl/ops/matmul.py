@@ -10,7 +10,7 @@ two register shapes: blocks of BN = 16 columns with register blocks of 6 rows
 ("tiled": 12 accumulators of 8 lanes) and of 32 columns with 8 rows ("tiled32":
 16 accumulators of 16 lanes, for 512-bit registers at lanes=16); `tiled_form` chooses by
 the target's vector width and the packet's lanes. A block owns a tile of up to
-ROWS rows by PANELS panels of BN columns (one column per thread in each panel).
+ROWS rows (M split evenly into tiles) by PANELS panels of BN columns (one column per thread in each panel).
 For each step of kt along k it stages b's kt x (PANELS x BN) slab in shared
 memory once (the packing of a GEMM: b is read with stride N, row by row; the
 shared copy holds each panel's kt x BN rows contiguously; kt = KT with every
@@ -18,7 +18,8 @@ panel in use and more when b has fewer columns, the slab's size fixed), then
 runs, panel by panel (a panel stays in the L1 cache), every register block:
 REG accumulators per thread, REG rows x BN columns, enough independent fma
 chains to cover the latency of two FMA units, a's rows read in place as
-broadcasts. Running sums live in a private array between steps. The k loops
+broadcasts. The first step starts the sums from +0.0, the steps between keep
+them in a private array, the last stores them to c from registers. The k loops
 stop at K (no padding in k); the last row tile computes its rows rounded up to
 a register block (rows past M a copy of the last row, never stored); the last
 panel of columns is shifted left to end at column N - 1 when N >= BN (its
@@ -56,9 +57,11 @@ def _tiled(BN: int, REG: int):
         # clamped column index would be a gather: the guard keeps b's loads contiguous.
         t = thread_id()
         bid = block_id()
-        # rows per block: ROWS, or M rounded up to whole register blocks when M is smaller
-        # (a matrix-vector product computes one register block, not 192 rows); panels likewise
-        rb = min(ROWS, (M + REG - 1) // REG * REG)
+        # rows per block: M split evenly into as few tiles of at most ROWS rows as cover it,
+        # rounded up to whole register blocks (a matrix-vector product computes one register
+        # block, not 192 rows; 257 rows make two blocks of 136, not 192 and 72, so that two
+        # workers share the work: docs/README.md, 'matmul at the FMA limit'); panels likewise
+        rb = ((M + (M + ROWS - 1) // ROWS - 1) // ((M + ROWS - 1) // ROWS) + REG - 1) // REG * REG
         np_ = min(PANELS, (N + BN - 1) // BN)
         tiles_m = (M + rb - 1) // rb
         bj = bid // tiles_m                   # consecutive blocks share a column slab (kept in cache)
@@ -77,9 +80,8 @@ def _tiled(BN: int, REG: int):
         f = PANELS // min(PANELS, (N + BN - 1) // BN)
         kt = KT * (1 + min(1, f // 2) + 2 * min(1, f // 4) + 4 * min(1, f // 8) + 8 * min(1, f // 16))
         sb = shared(f32, KT * COLS)
+        # running sums between staged steps (zeroed by DESIGN §3; a block whose K fits one step never touches it)
         acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
-        for r0 in range(rb * np_):
-            acc[r0] = 0.0
         for ks in range((K + kt - 1) // kt):
             k0 = ks * kt
             kend = min(k0 + kt, K)
@@ -97,25 +99,36 @@ def _tiled(BN: int, REG: int):
                             # a's rows, clamped on both sides: with both bounds LLVM proves that
                             # the i32 offsets a0 + k do not wrap and steps one address per row
                             # (clamped above only, each k recomputed six sign-extended offsets:
-                            # 35 instructions per k instead of 24 in the 6-row block)
+                            # 35 instructions per k instead of 24 in the 6-row block). Rows past
+                            # REG name row REG - 1 again and go unused (REG is a constant)
                             a0 = max(min(i0 + r, M - 1), 0) * K
                             a1 = max(min(i0 + r + 1, M - 1), 0) * K
                             a2 = max(min(i0 + r + 2, M - 1), 0) * K
                             a3 = max(min(i0 + r + 3, M - 1), 0) * K
                             a4 = max(min(i0 + r + 4, M - 1), 0) * K
                             a5 = max(min(i0 + r + 5, M - 1), 0) * K
+                            a6 = max(min(i0 + r + min(6, REG - 1), M - 1), 0) * K
+                            a7 = max(min(i0 + r + min(7, REG - 1), M - 1), 0) * K
                             s = q * rb + r
-                            c0 = acc[s]
-                            c1 = acc[s + 1]
-                            c2 = acc[s + 2]
-                            c3 = acc[s + 3]
-                            c4 = acc[s + 4]
-                            c5 = acc[s + 5]
-                            # (at REG = 6 these name rows 4 and 5 again, and go unused)
-                            a6 = max(min(i0 + r + REG - 2, M - 1), 0) * K
-                            a7 = max(min(i0 + r + REG - 1, M - 1), 0) * K
-                            c6 = acc[s + REG - 2]
-                            c7 = acc[s + REG - 1]
+                            # the first step starts every chain from +0.0, later steps from the running
+                            # sums (block-uniform branches: no load of acc when K fits one step)
+                            c0 = 0.0
+                            c1 = 0.0
+                            c2 = 0.0
+                            c3 = 0.0
+                            c4 = 0.0
+                            c5 = 0.0
+                            c6 = 0.0
+                            c7 = 0.0
+                            if k0 > 0:
+                                c0 = acc[s]
+                                c1 = acc[s + 1]
+                                c2 = acc[s + 2]
+                                c3 = acc[s + 3]
+                                c4 = acc[s + 4]
+                                c5 = acc[s + 5]
+                                c6 = acc[s + min(6, REG - 1)]
+                                c7 = acc[s + min(7, REG - 1)]
                             for k in range(k0, kend):
                                 bk = sb[(q * kt + (k & (kt - 1))) * BN + t]
                                 c0 = fma(a[a0 + k], bk, c0)
@@ -124,27 +137,55 @@ def _tiled(BN: int, REG: int):
                                 c3 = fma(a[a3 + k], bk, c3)
                                 c4 = fma(a[a4 + k], bk, c4)
                                 c5 = fma(a[a5 + k], bk, c5)
-                                if REG == 8:       # a constant: rows 6 and 7 of an 8-row block
+                                if REG == 8:       # a constant: rows 6 and 7
                                     c6 = fma(a[a6 + k], bk, c6)
                                     c7 = fma(a[a7 + k], bk, c7)
-                            acc[s] = c0
-                            acc[s + 1] = c1
-                            acc[s + 2] = c2
-                            acc[s + 3] = c3
-                            acc[s + 4] = c4
-                            acc[s + 5] = c5
-                            if REG == 8:
-                                acc[s + 6] = c6
-                                acc[s + 7] = c7
+                            if kend < K:
+                                acc[s] = c0
+                                acc[s + 1] = c1
+                                acc[s + 2] = c2
+                                acc[s + 3] = c3
+                                acc[s + 4] = c4
+                                acc[s + 5] = c5
+                                if REG == 8:
+                                    acc[s + 6] = c6
+                                    acc[s + 7] = c7
+                            else:
+                                # the last step stores from registers, so no pass over acc follows
+                                # the k loops (that pass: 7% of the time at 192x128x256 by perf;
+                                # 1.04-1.16x at small and ragged shapes, paired: docs/README.md,
+                                # 'matmul at the FMA limit'). Rows past M and columns another
+                                # panel owns are not stored.
+                                own = j0 + q * BN
+                                j = max(min(own, N - BN), 0) + t
+                                # one variable per row: the bounds proof narrows a variable by a
+                                # guard `v < e`, not an expression (bounds.py)
+                                w0 = i0 + r
+                                w1 = w0 + 1
+                                w2 = w0 + 2
+                                w3 = w0 + 3
+                                w4 = w0 + 4
+                                w5 = w0 + 5
+                                w6 = w0 + 6
+                                w7 = w0 + 7
+                                if w0 < M and j < N and j >= own:
+                                    c[w0 * N + j] = c0
+                                if w1 < M and j < N and j >= own:
+                                    c[w1 * N + j] = c1
+                                if w2 < M and j < N and j >= own:
+                                    c[w2 * N + j] = c2
+                                if w3 < M and j < N and j >= own:
+                                    c[w3 * N + j] = c3
+                                if w4 < M and j < N and j >= own:
+                                    c[w4 * N + j] = c4
+                                if w5 < M and j < N and j >= own:
+                                    c[w5 * N + j] = c5
+                                if REG == 8:
+                                    if w6 < M and j < N and j >= own:
+                                        c[w6 * N + j] = c6
+                                    if w7 < M and j < N and j >= own:
+                                        c[w7 * N + j] = c7
             barrier()
-        for qo in range(np_):
-            own = j0 + qo * BN                     # the first column this panel stores
-            j = max(min(own, N - BN), 0) + t
-            for ro in range(rb):
-                row = i0 + ro
-                if row < M and j < N and j >= own:
-                    c[row * N + j] = acc[qo * rb + ro]
-
     return matmul
 
 
@@ -255,11 +296,18 @@ def wide_launch(R: int):
     return lambda s: Launch(-(-s[0] // R) * ((s[2] + PANEL - 1) // PANEL) * BW, {"M": s[0], "K": s[1], "N": s[2]}, {})
 
 
+def row_tile(m: int, reg: int) -> int:
+    """Rows per block of the tiled forms (the kernel computes the same): m split evenly into
+    ceil(m / ROWS) tiles, rounded up to whole register blocks of reg rows."""
+    tiles = (m + ROWS - 1) // ROWS
+    return ((m + tiles - 1) // tiles + reg - 1) // reg * reg
+
+
 def blocks(s, bn: int = 16) -> int:
     """Blocks of the tiled form with bn columns per panel (the kernel's geometry)."""
     m, _, n = s
     reg = REGS[bn]
-    rb = min(ROWS, (m + reg - 1) // reg * reg)
+    rb = row_tile(m, reg)
     cols = min(COLS // bn, (n + bn - 1) // bn) * bn
     return ((m + rb - 1) // rb) * ((n + cols - 1) // cols)
 
