@@ -1,7 +1,8 @@
 """attention's forms (refimpl/ops/attention.py, FORMS): blocks of 16 rows with the scores in
 two passes of four keys ("stream", the definition's own form), of 32 rows ("rows32") and of
-32 rows with one pass of eight ("rows32k8"), the packed decode forms, and the forms whose value
-fold is a matrix product through shared memory ("fold32", attention_fold.py). DESIGN §4: every form of an operator gives the
+32 rows with one pass of eight ("rows32k8"), the packed decode forms, the forms whose value
+fold is a matrix product through shared memory ("fold32", attention_fold.py), and a block per
+query row with lanes across keys ("keys32", attention_keys.py). DESIGN §4: every form of an operator gives the
 same bits. Each form's interpreter run is compared bitwise with the stream form's, and every
 variant's build of each form with the stream form's interpreter output, over the edge
 shapes: decoding (Sq = 1), Sq not a multiple of either block, fewer keys than a tile, causal
@@ -21,7 +22,7 @@ from cohort.refimpl.ops import attention as A
 from cohort.refimpl.ops.base import seeded_normal
 from cohort.verify.compare import verify_build
 
-NEW_FORMS = ("rows32", "rows32k8", "packed8", "packed16", "fold32")
+NEW_FORMS = ("rows32", "rows32k8", "packed8", "packed16", "fold32", "keys32")
 # the shapes' blocks: 32 rows of one head; packed, 8 or 16 rows of a KV group's heads
 
 # (D, DV, causal, mask kind, window) -> shapes (B, H, Hkv, Sq, Skv, D, Dv) sharing one build
@@ -87,7 +88,8 @@ def test_the_forms_are_registered_and_launch_their_own_geometry():
     op = ops.get("attention")
     assert op.form == "stream" and {f[0] for f in op.forms} == set(NEW_FORMS)
     shape = (2, 6, 2, 5, 9, 8, 8)          # G = 3: 15 rows a KV head
-    blocks = {"rows32": 2 * 6, "rows32k8": 2 * 6, "packed8": 2 * 2 * 2, "packed16": 2 * 2, "fold32": 2 * 6}
+    blocks = {"rows32": 2 * 6, "rows32k8": 2 * 6, "packed8": 2 * 2 * 2, "packed16": 2 * 2, "fold32": 2 * 6,
+              "keys32": 2 * 6 * 5}
     for f in NEW_FORMS:
         alt = ops.get("attention", form=f)
         kern, rows, _ = A.FORMS[f]
@@ -154,14 +156,15 @@ def test_the_unspecialised_build_gives_the_same_bits(form):
 
 
 @pytest.mark.parametrize("SQ,G,lanes,bits,causal,form", [
-    (1, 4, 8, 512, False, "packed8"), (2, 4, 8, 256, True, "packed8"), (1, 1, 8, 128, False, "packed8"),
+    (1, 4, 8, 512, False, "packed8"), (2, 4, 8, 256, True, "packed8"), (2, 1, 8, 128, False, "packed8"),
+    (1, 1, 8, 128, False, "keys32"), (1, 1, 16, 512, True, "keys32"), (1, 2, 16, 512, False, "packed16"),
     (3, 4, 8, 512, False, "packed16"), (1, 4, 16, 512, True, "packed16"), (16, 1, 16, 512, False, "packed16"),
     (17, 1, 16, 512, True, "rows32k8"), (17, 1, 16, 512, False, "fold32"), (256, 1, 16, 512, False, "fold32"),
     (256, 4, 8, 512, False, "rows32"), (256, 1, 4, 512, True, "rows32"), (256, 1, 16, 256, False, "stream"),
     (256, 1, 8, 256, True, "stream"), (200, 1, 16, 128, False, "stream")])
 def test_form_for(SQ, G, lanes, bits, causal, form):
-    # packed forms up to 16 rows, 32-row forms only with 32 vector registers, the GEMM-shaped
-    # fold at 16 lanes without a causal mask
+    # one row per KV head: a block per row; packed forms up to 16 rows, 32-row forms only with
+    # 32 vector registers, the GEMM-shaped fold at 16 lanes without a causal mask
     assert A.form_for(SQ, G, lanes, bits, causal) == form
 
 

@@ -208,7 +208,8 @@ def attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, scale:
         if form is None:
             form = _FORMS[key] = attention_op.FORMS[attention_op.form_for(SQ, H // HKV, *key[2:])]
         fkernel, rows, packed = form
-        n = B * HKV * -(-(H // HKV) * SQ // rows) * rows if packed else B * H * -(-SQ // rows) * rows
+        n = (B * HKV * -(-(H // HKV) * SQ // rows) * rows if packed == 1
+             else B * H * (SQ if packed else -(-SQ // rows)) * rows)     # attention_op.launch's geometry
         mode = 2 if window is not None else (1 if causal else 0)
         kernel = kernel_for(fkernel, q.dtype, keep=("bias",))
         run = launcher(kernel, (("D", D), ("DV", DV), ("CAUSAL", mode), ("MASK", int(shape4 is not None))), True)

@@ -16,7 +16,9 @@ of 16 share each key broadcast); "rows32k8" 32 rows and the eight scores in one
 pass (16 accumulators of 16 lanes: ten loads per sixteen fma instead of six per
 eight); "packed8" and "packed16" blocks of 8 or 16 rows taken from every query
 head that reads the block's KV head (decoding: one query row per head fills a
-packet with the group's heads instead of one live lane). "fold32"
+packet with the group's heads instead of one live lane). "keys32"
+(attention_keys.py) is a block per query row with lanes across keys, for one row
+per KV head. "fold32"
 (attention_fold.py) is another code for the same operations: 32 rows whose
 value fold runs with lanes across the output's columns, a matrix product with
 the weights in shared memory and the accumulators in registers. Every score, max, exp
@@ -70,6 +72,7 @@ import numpy as np
 
 from ... import INF, Buffer, Const, block_id, block_size, exp, f32, fma, i32, kernel, private, thread_id
 from .attention_fold import fold32
+from .attention_keys import keys32
 from .base import Launch, Operator, ShapeError, seeded_normal
 
 BLOCK = 16    # query rows per block in the "stream" form: two packets of 8 lanes, one of 16
@@ -232,7 +235,8 @@ packed16 = _attention(16, 4, 1)        # "packed16": 16 rows, the heads of a KV 
 # form -> (kernel, rows per block, packed)
 FORMS = {"stream": (attention, BLOCK, 0), "rows32": (attention32, 32, 0), "rows32k8": (attention32k8, 32, 0),
          "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1),
-         "fold32": (fold32, 32, 0)}      # attention_fold.py: the value fold as a matrix product
+         "fold32": (fold32, 32, 0),      # attention_fold.py: the value fold as a matrix product
+         "keys32": (keys32, 32, 2)}      # attention_keys.py: a block per query row, lanes across keys
 
 
 def form_for(SQ: int, G: int, lanes: int, vector_bits: int, causal: bool = False) -> str:
@@ -245,7 +249,11 @@ def form_for(SQ: int, G: int, lanes: int, vector_bits: int, causal: bool = False
     whose 16 vector accumulators only 32 registers keep (256-bit machines have 16: they would
     spill); at 16 lanes without a causal mask, "fold32" (the value fold as a matrix product),
     with one "rows32k8" (fold32's diagonal tiles select per row, and measured slower there).
-    Measured: docs/kernels.md, 'attention's forms'. All give the same bits."""
+    One query row per KV head (decoding without grouped heads): "keys32", a block per row with
+    lanes across keys (a packed block would hold one live row). Measured: docs/kernels.md,
+    'attention's forms'. All give the same bits."""
+    if G * SQ == 1:
+        return "keys32"
     if SQ <= BLOCK:
         return "packed8" if lanes <= 8 and G * SQ <= 8 else "packed16"
     if vector_bits < 512:
@@ -272,7 +280,8 @@ def launch(s, causal: bool = False, scale=None, mask_strides=None, window=None, 
     broadcasts; keys contiguous), or None for no mask. window: W >= 1 (causal only).
     rows, packed: the form's query rows per block and geometry (FORMS)."""
     B, H, HKV, SQ, SKV, D, DV = s
-    heads, tiles = (B * HKV, -(-(H // HKV) * SQ // rows)) if packed else (B * H, -(-SQ // rows))
+    # packed 1: blocks of a KV head's rows; 2: a block per query row (rows: its threads)
+    heads, tiles = (B * HKV, -(-(H // HKV) * SQ // rows)) if packed == 1 else (B * H, SQ if packed else -(-SQ // rows))
     if window is not None and not causal:
         raise ShapeError("attention: a sliding window needs causal=True (keys i - W < j <= i)")
     mode = 2 if window is not None else int(causal)
