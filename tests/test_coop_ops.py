@@ -218,6 +218,32 @@ def test_matmul_tiled_forms_give_the_same_bits_in_every_variant(shape):
             assert np.array_equal(_bits(y), _bits(ref)) and p.fallback is None, (form, v)
 
 
+# M split evenly into row tiles (257 rows: two of 136 and 121 at 8-row register blocks, not 192
+# and 65), two column blocks, and K over three staged steps: the sums' first step from +0.0,
+# the middle one through the private array, the last stored from registers. Checked against
+# the definition written out (the interpreter takes tens of seconds at these sizes)
+@pytest.mark.parametrize("shape", [(257, 300, 260), (385, 20, 70)], ids=ops.fmt_shape)
+def test_matmul_tiled_forms_follow_the_definition_across_row_tiles_and_k_steps(shape):
+    from cohort.refimpl.ops.matmul import ROWS, blocks, row_tile
+    M, K, N = shape
+    inputs = ops.get("matmul").make_inputs(shape, 3)
+    a, b = inputs["a"], inputs["b"]
+    acc = np.zeros((M, N), np.float32)
+    for k in range(K):
+        acc = fma(np.repeat(a[:, k:k + 1], N, axis=1), np.repeat(b[k:k + 1, :], M, axis=0), acc)
+    for form in ("tiled", "tiled32"):
+        for v in ("packet", "lanes=16", "packet,workers=3,grain=1"):
+            y, p = _run("matmul", shape, inputs, v, form=form)
+            assert np.array_equal(_bits(y), _bits(acc)) and p.fallback is None, (form, v)
+    assert row_tile(257, 8) == 136 and blocks((257, 300, 260), 32) == 2 * 2
+    for m in range(1, 3000):
+        for reg in (6, 8):
+            rt = row_tile(m, reg)
+            tiles = -(-m // rt)
+            assert rt % reg == 0 and rt <= ROWS and tiles <= -(-m // ROWS), (m, reg)
+            assert m - (tiles - 1) * rt > rt - reg * tiles, (m, reg)     # the last tile is not a stub
+
+
 def _special(shape, seed):
     rng = np.random.default_rng(seed)
     pool = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-45, 2.5], np.float32)
