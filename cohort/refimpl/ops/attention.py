@@ -232,7 +232,7 @@ attention32k8 = _attention(32, 8, 0)   # "rows32k8": 16 accumulators of 16 lanes
 packed8 = _attention(8, 4, 1)          # "packed8": a packet of 8 rows, the heads of a KV group
 packed16 = _attention(16, 4, 1)        # "packed16": 16 rows, the heads of a KV group
 
-# form -> (kernel, rows per block, packed)
+# form -> (kernel, threads per block, packed: 0 a tile of one head's rows, 1 of a KV group's rows, 2 one query row)
 FORMS = {"stream": (attention, BLOCK, 0), "rows32": (attention32, 32, 0), "rows32k8": (attention32k8, 32, 0),
          "packed8": (packed8, 8, 1), "packed16": (packed16, 16, 1),
          "fold32": (fold32, 32, 0),      # attention_fold.py: the value fold as a matrix product
