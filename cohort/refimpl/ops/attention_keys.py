@@ -65,9 +65,8 @@ def keys32(q: Buffer[f32], k: Buffer[f32], v: Buffer[f32], bias: Buffer[f32], o:
         j0 = ch * 8
         # the chunk's key rows, copied row by row with lanes along d (past the row's last key
         # clamped to it: an in-bounds row, its score masked below, as the other forms clamp).
-        # The scores gathered from k itself touched a line of every key row of the chunk per d
-        # (the launch at 1x32x32x1x1024x128: 7.0 ms; from this copy of 64 rows, which stays in
-        # the L1 cache, 2.2: docs/kernels.md, 'attention's forms')
+        # The scores gathered from k itself touched a line of every key row of the chunk per d;
+        # this copy of 64 rows stays in the L1 cache (docs/kernels.md, 'attention's forms')
         for x in range(CT * 8):
             krow = (key0 + max(min(j0 + x, kend - 1), 0)) * D
             for cd in range((D + KB - 1) // KB):

@@ -152,10 +152,9 @@ def _tiled(BN: int, REG: int):
                                     acc[s + 7] = c7
                             else:
                                 # the last step stores from registers, so no pass over acc follows
-                                # the k loops (that pass: 7% of the time at 192x128x256 by perf;
-                                # 1.04-1.16x at small and ragged shapes, paired: docs/README.md,
-                                # 'matmul at the FMA limit'). Rows past M and columns another
-                                # panel owns are not stored.
+                                # the k loops (measured: docs/README.md, 'matmul at the FMA
+                                # limit'). Rows past M and columns another panel owns are not
+                                # stored.
                                 own = j0 + q * BN
                                 j = max(min(own, N - BN), 0) + t
                                 # one variable per row: the bounds proof narrows a variable by a
