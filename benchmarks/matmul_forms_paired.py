@@ -1,14 +1,16 @@
 """matmul's tiled forms, two versions of the schedule paired in one process.
 
 Loads refimpl/ops/matmul.py as it is in this checkout and a second copy of it (`--before`,
-e.g. the file from a checkout of an earlier commit), builds each one's tiled form for the
-same launch, checks that both give the same bits, then times their native entries in
-rounds of rotating order (drift hits both alike). Printed per shape: GFLOP/s of each
-(median over rounds) and after's speed over before's per round, median [range].
+e.g. the file from a checkout of an earlier commit), builds each one's tiled form (`--form`;
+the copy's `--before-form`, default the same) for the shape's launch, checks that both give
+the same bits, then times their native entries in rounds of rotating order (drift hits both
+alike). Printed per shape: GFLOP/s of each (median over rounds) and after's speed over
+before's per round, median [range].
 
     git show <commit>:cohort/refimpl/ops/matmul.py > /tmp/matmul_before.py
     python benchmarks/matmul_forms_paired.py --before /tmp/matmul_before.py \\
-        [--form tiled32] [--variant packet,lanes=16] [--rounds 7] [--shapes 1024x1024x1024,...]
+        [--form tiled64] [--before-form tiled32] [--variant packet,lanes=16] [--rounds 7] \\
+        [--shapes 1024x1024x1024,...]
 """
 import argparse
 import os
@@ -23,6 +25,7 @@ import numpy as np  # noqa: E402
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cohort", "refimpl", "ops",
                     "matmul.py")
 SHAPES = "1024x1024x1024,1023x1021x997,257x511x129,200x300x500,37x129x70,64x64x64"
+FORMS = {"tiled": ("matmul", 16), "tiled32": ("matmul32", 32), "tiled64": ("matmul64", 64)}   # kernel, block
 
 
 def load(path: str, name: str):
@@ -49,8 +52,10 @@ def aligned(a: np.ndarray) -> np.ndarray:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--before", required=True, help="path of the other matmul.py")
-    ap.add_argument("--form", choices=("tiled", "tiled32"), default="tiled32")
-    ap.add_argument("--variant", default=None, help="default: packet,lanes=16 for tiled32, packet for tiled")
+    ap.add_argument("--form", choices=tuple(FORMS), default="tiled32")
+    ap.add_argument("--before-form", choices=tuple(FORMS), default=None, help="default: --form")
+    ap.add_argument("--variant", default=None, help="default: packet,lanes=16 for tiled32 and tiled64, "
+                                                    "packet for tiled")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--shapes", default=SHAPES)
     args = ap.parse_args()
@@ -64,21 +69,26 @@ def main():
     from cohort.backend import runtime
     from cohort.backend.compiler import compile_kernel
     from cohort.backend.variant import parse_variant
-    spelled = args.variant or ("packet,lanes=16" if args.form == "tiled32" else "packet")
+    spelled = args.variant or ("packet" if args.form == "tiled" else "packet,lanes=16")
     try:
         v = parse_variant(spelled)
     except ValueError as e:
         ap.error(f"--variant: {e}")
     mods = {"before": load(args.before, "matmul_before"), "after": load(HERE, "matmul_after")}
-    bn = 32 if args.form == "tiled32" else 16
+    forms = {"before": args.before_form or args.form, "after": args.form}
+    missing = [f"{n}'s {f}" for n, f in forms.items() if not hasattr(mods[n], FORMS[f][0])]
+    if missing:
+        ap.error(f"no {' and no '.join(missing)} form in that matmul.py")
     rng = np.random.default_rng(0)
-    print(f"# {args.form}, variant {spelled}, {args.rounds} rounds, one thread; before = {args.before}")
+    print(f"# after {forms['after']}, before {forms['before']}, variant {spelled}, {args.rounds} rounds, "
+          f"one thread; before = {args.before}")
     for M, K, N in shapes:
         a = aligned(rng.standard_normal((M, K), dtype=np.float32))
         b = aligned(rng.standard_normal((K, N), dtype=np.float32))
         runs, outs = {}, {}
         for name, m in mods.items():
-            kern = m.matmul32 if bn == 32 else m.matmul
+            attr, bn = FORMS[forms[name]]
+            kern = getattr(m, attr)
             launch = m.tiled_launch(bn)((M, K, N))
             c = aligned(np.zeros((M, N), np.float32))
             p = compile_kernel(kern, launch.consts, v, n=launch.n).prepare(launch.n, {"a": a, "b": b, "c": c,

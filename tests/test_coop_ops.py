@@ -152,21 +152,25 @@ def test_matmul_wide_forms_give_the_tiled_forms_bits(shape):
 
 
 def test_matmul_tiled_form_follows_the_targets_vector_width():
-    # blocks of 32 columns where a packet fills a 16-float register, 16 columns elsewhere
-    # (matmul.py: 16 and 12 vector accumulators, no spills); the choice is the target's and
-    # the variant's, never the host's alone
+    # blocks of 64 columns where a packet fills a 16-float register, 32 there where b's width
+    # leaves 1..32 columns past a multiple of 64 (fewer columns computed), 16 columns elsewhere
+    # (matmul.py: 24, 16 and 12 vector accumulators, no spills); the choice is the target's,
+    # the variant's and the shape's, never the host's alone
     from cohort.backend import target
     from cohort.refimpl.ops.matmul import form_for, tiled_form
     x86 = "x86_64-unknown-linux-gnu"
     avx512 = target.from_triple(x86, "skylake-avx512", "+avx2,+fma,+avx512f").vector_bits
-    assert avx512 == 512 and tiled_form(16, avx512) == "tiled32"
+    assert avx512 == 512 and tiled_form(16, avx512) == tiled_form(16, avx512, 1024) == "tiled64"
+    assert [tiled_form(16, avx512, n) for n in (1, 32, 33, 64, 96, 97, 129, 160, 161)] == \
+        ["tiled32"] * 2 + ["tiled64"] * 2 + ["tiled32", "tiled64"] + ["tiled32"] * 2 + ["tiled64"]
     assert tiled_form(8, avx512) == tiled_form(1, avx512) == "tiled"          # 8-lane packets: 256-bit registers
     for t in (target.from_triple(x86, "haswell", "+avx2,+fma"), target.from_triple(x86),
               target.from_triple("aarch64-unknown-linux-gnu")):
         assert t.vector_bits < 512 and tiled_form(16, t.vector_bits) == "tiled", t
-    assert form_for((64, 64, 64), 16, avx512) == "tiled32" and form_for((64, 64, 64), 8, avx512) == "tiled"
+    assert form_for((64, 64, 64), 16, avx512) == "tiled64" and form_for((64, 64, 64), 8, avx512) == "tiled"
+    assert form_for((4096, 4096, 32), 16, avx512) == form_for((257, 511, 129), 16, avx512) == "tiled32"
     assert form_for((1, 64, 4096), 16, avx512) == "wide" and form_for((64, 64, 64), 16, 256) == "tiled"
-    assert ops.get("matmul", "tiled32").kernel.block == 32 and ops.get("matmul", "tiled").kernel.block == 16
+    assert [ops.get("matmul", f).kernel.block for f in ("tiled", "tiled32", "tiled64")] == [16, 32, 64]
 
 
 def _hot_loop(asm: str) -> list:
@@ -183,7 +187,9 @@ _AVX512 = "+avx2,+fma,+avx512f,+avx512vl,+avx512bw,+avx512dq"
     ("skylake-avx512", _AVX512, "tiled", "packet", 12, (1024, 1024, 1024)),
     # K not a multiple of the staged step: the k loop's count is not a constant there
     ("haswell", "+avx2,+fma", "tiled", "packet", 12, (1023, 1021, 997)),
-    ("skylake-avx512", _AVX512, "tiled32", "lanes=16", 16, (1023, 1021, 997))], ids=str)
+    ("skylake-avx512", _AVX512, "tiled32", "lanes=16", 16, (1023, 1021, 997)),
+    ("skylake-avx512", _AVX512, "tiled64", "lanes=16", 24, (1024, 1024, 1024)),
+    ("skylake-avx512", _AVX512, "tiled64", "lanes=16", 24, (1023, 1021, 997))], ids=str)
 def test_matmul_register_block_stays_in_registers(cpu, features, form, variant, fmas, shape):
     # the inner k loop of the form tiled_form picks: one fma per accumulator, one broadcast
     # per row of a, b's packets loaded once, nothing spilled to the stack, and no row's offset
@@ -194,7 +200,7 @@ def test_matmul_register_block_stays_in_registers(cpu, features, form, variant, 
     launch = op.launch(shape)
     t = target.from_triple("x86_64-unknown-linux-gnu", cpu, features)
     hot = _hot_loop(cross_compile(op.kernel, t, variant, launch.consts, kind="assembly", full_blocks=True))
-    rows = {"tiled": 6, "tiled32": 8}[form]
+    rows = {"tiled": 6, "tiled32": 8, "tiled64": 6}[form]
     assert sum(x.startswith("vfmadd") for x in hot) == fmas
     assert sum(x.startswith("vbroadcastss") for x in hot) == rows
     assert not [x for x in hot if "rsp" in x], hot
@@ -212,7 +218,7 @@ def test_matmul_tiled_forms_give_the_same_bits_in_every_variant(shape):
     inputs = ops.get("matmul").make_inputs(shape, 7)
     ref = ops.run_reference(ops.get("matmul"), shape, inputs)
     assert np.array_equal(_bits(ops.run_reference(ops.get("matmul", "tiled32"), shape, inputs)), _bits(ref))
-    for form in ("tiled", "tiled32"):
+    for form in ("tiled", "tiled32", "tiled64"):
         for v in VARIANTS:
             y, p = _run("matmul", shape, inputs, v, form=form)
             assert np.array_equal(_bits(y), _bits(ref)) and p.fallback is None, (form, v)
@@ -220,22 +226,25 @@ def test_matmul_tiled_forms_give_the_same_bits_in_every_variant(shape):
 
 # M split evenly into row tiles (257 rows: two of 136 and 121 at 8-row register blocks, not 192
 # and 65), two column blocks, and K over three staged steps: the sums' first step from +0.0,
-# the middle one through the private array, the last stored from registers. Checked against
-# the definition written out (the interpreter takes tens of seconds at these sizes)
-@pytest.mark.parametrize("shape", [(257, 300, 260), (385, 20, 70)], ids=ops.fmt_shape)
+# the middle one through the private array, the last stored from registers; 600 rows: tiled64's
+# blocks of 512 columns (panels_of), the second one three panels, the last shifted. Checked
+# against the definition written out (the interpreter takes tens of seconds at these sizes)
+@pytest.mark.parametrize("shape", [(257, 300, 260), (385, 20, 70), (600, 300, 700)], ids=ops.fmt_shape)
 def test_matmul_tiled_forms_follow_the_definition_across_row_tiles_and_k_steps(shape):
-    from cohort.refimpl.ops.matmul import ROWS, blocks, row_tile
+    from cohort.refimpl.ops.matmul import ROWS, blocks, panels_of, row_tile
     M, K, N = shape
     inputs = ops.get("matmul").make_inputs(shape, 3)
     a, b = inputs["a"], inputs["b"]
     acc = np.zeros((M, N), np.float32)
     for k in range(K):
         acc = fma(np.repeat(a[:, k:k + 1], N, axis=1), np.repeat(b[k:k + 1, :], M, axis=0), acc)
-    for form in ("tiled", "tiled32"):
+    for form in ("tiled", "tiled32", "tiled64"):
         for v in ("packet", "lanes=16", "packet,workers=3,grain=1"):
             y, p = _run("matmul", shape, inputs, v, form=form)
             assert np.array_equal(_bits(y), _bits(acc)) and p.fallback is None, (form, v)
     assert row_tile(257, 8) == 136 and blocks((257, 300, 260), 32) == 2 * 2
+    assert panels_of(511, 64) == 4 and panels_of(512, 64) == 8 and panels_of(4096, 32) == 8
+    assert blocks((600, 300, 700), 64) == 4 * 2 and blocks((600, 300, 700), 32) == 4 * 3
     for m in range(1, 3000):
         for reg in (6, 8):
             rt = row_tile(m, reg)
@@ -264,6 +273,7 @@ def test_the_bounds_proof_covers_every_index():
     # no access is checked one by one and no launch falls back to the checked build: shared
     # indices are proven against their arrays' sizes like buffer indices (bounds.py)
     for name, shape in (("matmul", (37, 129, 70)), ("matmul:tiled32", (37, 129, 70)), ("matmul:tiled32", (6, 1100, 40)),
+                        ("matmul:tiled64", (37, 129, 70)), ("matmul:tiled64", (6, 1100, 40)),
                         ("cumsum", (3, 37)), ("transpose", (2, 37, 70))):
         name, _, form = name.partition(":")
         op = ops.get(name, form or None)

@@ -33,7 +33,7 @@ from .checks import FLOATS
 from .dtypes import kernel_for
 from .launch import build, current_variant
 
-_MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "tiled32", "wide", "wide4")}   # matmul_op.form_for
+_MATMUL_FORMS = {f: registry.get("matmul", f) for f in ("tiled", "tiled32", "tiled64", "wide", "wide4")}   # matmul_op.form_for
 _CUMSUM = registry.get("cumsum")
 _HIST = registry.get("histogram")
 _TRANSPOSE = registry.get("transpose")

@@ -6,11 +6,13 @@ The tile sizes below are the schedule, not the definition: any tiling that
 keeps each chain in ascending k gives the same bits.
 
 The schedule is a CPU GEMM in GPU form, written once (`_tiled`) and built for
-two register shapes: blocks of BN = 16 columns with register blocks of 6 rows
-("tiled": 12 accumulators of 8 lanes) and of 32 columns with 8 rows ("tiled32":
-16 accumulators of 16 lanes, for 512-bit registers at lanes=16); `tiled_form` chooses by
-the target's vector width and the packet's lanes. A block owns a tile of up to
-ROWS rows (M split evenly into tiles) by PANELS panels of BN columns (one column per thread in each panel).
+three register shapes: blocks of BN = 16 columns with register blocks of 6 rows
+("tiled": 12 accumulators of 8 lanes), of 32 columns with 8 rows ("tiled32": 16
+accumulators of 16 lanes) and of 64 columns with 6 rows ("tiled64": 24 accumulators of 16
+lanes), the last two for 512-bit registers at lanes=16; `tiled_form` chooses by the
+target's vector width, the packet's lanes and b's width. A block owns a tile of up to
+ROWS rows (M split evenly into tiles) by PANELS panels of BN columns (one column per thread
+in each panel; COLS columns, twice that in tiled64 where a has TALL rows or more).
 For each step of kt along k it stages b's kt x (PANELS x BN) slab in shared
 memory once (the packing of a GEMM: b is read with stride N, row by row; the
 shared copy holds each panel's kt x BN rows contiguously; kt = KT with every
@@ -35,18 +37,31 @@ from ... import Buffer, Const, barrier, block_id, f32, fma, kernel, private, sha
 from .base import Launch, Operator, seeded_normal
 
 # rows per register block, by block width: 6 rows x 16 columns (12 vector accumulators of 8
-# lanes: with the b packets and a broadcast, 15 of AVX2's 16 registers) and 8 rows x 32 columns
-# (16 of 16 lanes, of AVX-512's 32 registers: 10 loads per 16 fma, and 32 rows a whole number)
-REGS = {16: 6, 32: 8}
+# lanes: with the b packets and a broadcast, 15 of AVX2's 16 registers), 8 rows x 32 columns
+# (16 of 16 lanes, of AVX-512's 32 registers: 10 loads per 16 fma) and 6 rows x 64 columns
+# (24 of 16 lanes and 4 b packets, 29 of 32 registers: 10 loads per 24 fma, and 6 a rows'
+# addresses in general registers; 8 rows would spill)
+REGS = {16: 6, 32: 8, 64: 6}
 ROWS = 192   # rows per block: one staged slab of b serves 32 register blocks per panel
 KT = 128     # k per staged step with every panel in use (fewer panels: more k, the same slab)
 COLS = 256   # columns per block: PANELS = COLS // BN panels; the slab is KT x COLS floats (128 KiB)
+# tiled64's blocks take twice the columns (a 256 KiB slab) where a has at least TALL rows: a is
+# then read from memory half as often (N / 512 times), and its rows serve 8 panels from the L2
+# cache (2048^3 and 4096x1024x1024 +10%, 512^3 +4%; fewer rows lose: 32x4096x11008 -7%,
+# 200x300x500 -5%: docs/README.md, 'matmul at the FMA limit')
+TALL = 512
+WIDENS = {16: 0, 32: 0, 64: 1}
+
+
+def panels_of(m: int, bn: int) -> int:
+    """Panels of bn columns in a block of the tiled form for m rows (the kernel's PANELS)."""
+    return COLS // bn * (1 + WIDENS[bn] * min(1, m // TALL))
 
 
 def _tiled(BN: int, REG: int):
     """The tiled matmul for blocks of BN threads (BN columns per panel) and register blocks of
     REG rows (6 or 8)."""
-    PANELS = COLS // BN
+    WIDEN = WIDENS[BN]
 
     @kernel(block=BN)
     def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
@@ -62,6 +77,7 @@ def _tiled(BN: int, REG: int):
         # block, not 192 rows; 257 rows make two blocks of 136, not 192 and 72, so that two
         # workers share the work: docs/README.md, 'matmul at the FMA limit'); panels likewise
         rb = ((M + (M + ROWS - 1) // ROWS - 1) // ((M + ROWS - 1) // ROWS) + REG - 1) // REG * REG
+        PANELS = COLS // BN * (1 + WIDEN * min(1, M // TALL))     # panels_of(M, BN)
         np_ = min(PANELS, (N + BN - 1) // BN)
         tiles_m = (M + rb - 1) // rb
         bj = bid // tiles_m                   # consecutive blocks share a column slab (kept in cache)
@@ -79,9 +95,10 @@ def _tiled(BN: int, REG: int):
         # 1023x1021x997: docs/README.md, 'matmul at the FMA limit')
         f = PANELS // min(PANELS, (N + BN - 1) // BN)
         kt = KT * (1 + min(1, f // 2) + 2 * min(1, f // 4) + 4 * min(1, f // 8) + 8 * min(1, f // 16))
-        sb = shared(f32, KT * COLS)
+        sb = shared(f32, KT * COLS * (1 + WIDEN))
         # running sums between staged steps (zeroed by DESIGN §3; a block whose K fits one step never touches it)
-        acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG) * min(PANELS, (N + BN - 1) // BN))
+        acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG)
+                      * min(COLS // BN * (1 + WIDEN * min(1, M // TALL)), (N + BN - 1) // BN))
         for ks in range((K + kt - 1) // kt):
             k0 = ks * kt
             kend = min(k0 + kt, K)
@@ -190,6 +207,7 @@ def _tiled(BN: int, REG: int):
 
 matmul = _tiled(16, REGS[16])      # 8-lane registers (AVX2, and the 8-lane packet on any machine)
 matmul32 = _tiled(32, REGS[32])    # 16-lane registers (AVX-512): two packets of 16 side by side
+matmul64 = _tiled(64, REGS[64])    # 16-lane registers: four packets of 16 side by side
 
 
 # the wide forms: columns per thread. A block's row panel is 2048 columns wide, so that a
@@ -264,13 +282,19 @@ matmul_wide = _wide(1)
 matmul_wide4 = _wide(4)     # up to four rows: b streamed once for all of them
 
 
-def tiled_form(lanes: int, vector_bits: int) -> str:
+def tiled_form(lanes: int, vector_bits: int, n: int = 0) -> str:
     """The tiled form for packets of `lanes` on a machine whose vector registers are
-    `vector_bits` wide (the backend's Target.vector_bits): "tiled32" (blocks of 32 columns,
-    8-row register blocks: 16 accumulators) where a packet fills a 16-float register (512-bit
-    registers at lanes=16), else "tiled" (16 columns, 6 rows: 12 accumulators of 8 lanes; at
-    8 lanes tiled32's 32 accumulators would spill). docs/README.md, 'matmul at the FMA limit'."""
-    return "tiled32" if vector_bits >= 512 and lanes >= 16 else "tiled"
+    `vector_bits` wide (the backend's Target.vector_bits), for b `n` columns wide (0: any).
+    Where a packet fills a 16-float register (512-bit registers at lanes=16): "tiled64"
+    (blocks of 64 columns, 6-row register blocks: 24 accumulators, 10 loads per 24 fma),
+    unless it would compute more columns than "tiled32" (32 columns, 8 rows: 16
+    accumulators, 10 loads per 16 fma), that is unless n mod 64 lies in 1..32 (b 96 columns
+    wide: 128 columns computed against 96; 129 wide: 192 against 160). Else "tiled" (16 columns, 6 rows: 12
+    accumulators of 8 lanes; at 8 lanes the wider forms' accumulators would spill).
+    Measured: docs/README.md, 'matmul at the FMA limit'."""
+    if vector_bits < 512 or lanes < 16:
+        return "tiled"
+    return "tiled32" if 1 <= n % 64 <= 32 else "tiled64"
 
 
 WIDE_ROWS = 8   # at most this many rows run a wide form (wide4 streams b once per group of 4)
@@ -288,7 +312,7 @@ def form_for(shape, lanes: int, vector_bits: int) -> str:
     nothing). All give the same bits."""
     if shape[0] <= WIDE_ROWS and shape[2] >= PANEL:
         return "wide" if shape[0] == 1 else "wide4"
-    return tiled_form(lanes, vector_bits)
+    return tiled_form(lanes, vector_bits, shape[2])
 
 
 def wide_launch(R: int):
@@ -307,7 +331,7 @@ def blocks(s, bn: int = 16) -> int:
     m, _, n = s
     reg = REGS[bn]
     rb = row_tile(m, reg)
-    cols = min(COLS // bn, (n + bn - 1) // bn) * bn
+    cols = min(panels_of(m, bn), (n + bn - 1) // bn) * bn
     return ((m + rb - 1) // rb) * ((n + cols - 1) // cols)
 
 
@@ -335,6 +359,7 @@ OP = Operator(
     tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
-    forms=(("tiled32", matmul32, tiled_launch(32)), ("wide", matmul_wide, wide_launch(1)),
+    forms=(("tiled32", matmul32, tiled_launch(32)), ("tiled64", matmul64, tiled_launch(64)),
+           ("wide", matmul_wide, wide_launch(1)),
            ("wide4", matmul_wide4, wide_launch(4))),
 )
