@@ -21,7 +21,9 @@ runs, panel by panel (a panel stays in the L1 cache), every register block:
 REG accumulators per thread, REG rows x BN columns, enough independent fma
 chains to cover the latency of two FMA units, a's rows read in place as
 broadcasts. The first step starts the sums from +0.0, the steps between keep
-them in a private array, the last stores them to c from registers. The k loops
+them in a private array; where K fits one step the sums go to c from registers, else
+in tiled64 the last step leaves them in the private array too and a last pass stores them row by
+row, each row's columns front to back (tiled32 and tiled store from registers). The k loops
 stop at K (no padding in k); the last row tile computes its rows rounded up to
 a register block (rows past M a copy of the last row, never stored); the last
 panel of columns is shifted left to end at column N - 1 when N >= BN (its
@@ -51,6 +53,9 @@ COLS = 256   # columns per block: PANELS = COLS // BN panels; the slab is KT x C
 # 200x300x500 -5%: docs/README.md, 'matmul at the FMA limit')
 TALL = 512
 WIDENS = {16: 0, 32: 0, 64: 1}
+# tiled64 stores its sums in a last pass where K spans several steps (see the kernel); paired,
+# tiled32 and tiled measured 1.00-1.01 and 0.98-1.00 that way, so they store from registers
+PASSES = {16: 0, 32: 0, 64: 1}
 
 
 def panels_of(m: int, bn: int) -> int:
@@ -62,6 +67,7 @@ def _tiled(BN: int, REG: int):
     """The tiled matmul for blocks of BN threads (BN columns per panel) and register blocks of
     REG rows (6 or 8)."""
     WIDEN = WIDENS[BN]
+    PASS = PASSES[BN]
 
     @kernel(block=BN)
     def matmul(a: Buffer[f32], b: Buffer[f32], c: Buffer[f32], M: Const[int], K: Const[int], N: Const[int]):
@@ -157,7 +163,7 @@ def _tiled(BN: int, REG: int):
                                 if REG == 8:       # a constant: rows 6 and 7
                                     c6 = fma(a[a6 + k], bk, c6)
                                     c7 = fma(a[a7 + k], bk, c7)
-                            if kend < K:
+                            if kend < K or K * PASS > kt:
                                 acc[s] = c0
                                 acc[s + 1] = c1
                                 acc[s + 2] = c2
@@ -168,8 +174,8 @@ def _tiled(BN: int, REG: int):
                                     acc[s + 6] = c6
                                     acc[s + 7] = c7
                             else:
-                                # the last step stores from registers, so no pass over acc follows
-                                # the k loops (measured: docs/README.md, 'matmul at the FMA
+                                # K fits one step (or not tiled64): the sums go to c from registers, no pass over
+                                # acc follows (measured: docs/README.md, 'matmul at the FMA
                                 # limit'). Rows past M and columns another panel owns are not
                                 # stored.
                                 own = j0 + q * BN
@@ -202,6 +208,22 @@ def _tiled(BN: int, REG: int):
                                     if w7 < M and j < N and j >= own:
                                         c[w7 * N + j] = c7
             barrier()
+        if K * PASS > kt:
+            # tiled64, K over several steps: the sums stored from acc row by row, each row's columns of
+            # the block front to back (storing from registers at the end of each register
+            # block wrote six rows' lines of c, not in any cache, at once; where b's rows are
+            # not whole lines each vector store touched two: 1023x1021x997 1.05-1.19 faster
+            # this way, the other shapes within 2-4% either way: docs/README.md, 'matmul at
+            # the FMA limit'). The same rule as above for rows past M and shared columns.
+            for rr in range(rb):
+                w = i0 + rr
+                if rr < rows:
+                    for q2 in range(np_):
+                        if q2 < panels:
+                            own2 = j0 + q2 * BN
+                            j2 = max(min(own2, N - BN), 0) + t
+                            if w < M and j2 < N and j2 >= own2:
+                                c[w * N + j2] = acc[q2 * rb + rr]
     return matmul
 
 
