@@ -49,7 +49,7 @@ KT = 128     # k per staged step with every panel in use (fewer panels: more k, 
 COLS = 256   # columns per block: PANELS = COLS // BN panels; the slab is KT x COLS floats (128 KiB)
 # tiled64's blocks take twice the columns (a 256 KiB slab) where a has at least TALL rows: a is
 # then read from memory half as often (N / 512 times), and its rows serve 8 panels from the L2
-# cache (2048^3 and 4096x1024x1024 +10%, 512^3 +4%; fewer rows lose: 32x4096x11008 -7%,
+# cache (2048^3 +12%, 4096x1024x1024 +8%, 512^3 +4%; fewer rows lose: 32x4096x11008 -7%,
 # 200x300x500 -5%: docs/README.md, 'matmul at the FMA limit')
 TALL = 512
 WIDENS = {16: 0, 32: 0, 64: 1}
@@ -103,6 +103,7 @@ def _tiled(BN: int, REG: int):
         kt = KT * (1 + min(1, f // 2) + 2 * min(1, f // 4) + 4 * min(1, f // 8) + 8 * min(1, f // 16))
         sb = shared(f32, KT * COLS * (1 + WIDEN))
         # running sums between staged steps (zeroed by DESIGN §3; a block whose K fits one step never touches it)
+        # (PANELS written out: a private array's size is an expression of constants only)
         acc = private(f32, min(ROWS, (M + REG - 1) // REG * REG)
                       * min(COLS // BN * (1 + WIDEN * min(1, M // TALL)), (N + BN - 1) // BN))
         for ks in range((K + kt - 1) // kt):
@@ -174,10 +175,10 @@ def _tiled(BN: int, REG: int):
                                     acc[s + 6] = c6
                                     acc[s + 7] = c7
                             else:
-                                # K fits one step (or not tiled64): the sums go to c from registers, no pass over
-                                # acc follows (measured: docs/README.md, 'matmul at the FMA
-                                # limit'). Rows past M and columns another panel owns are not
-                                # stored.
+                                # K fits one step (or not tiled64): the sums go to c from
+                                # registers, no pass over acc follows (measured: docs/README.md,
+                                # 'matmul at the FMA limit'). Rows past M and columns another
+                                # panel owns are not stored.
                                 own = j0 + q * BN
                                 j = max(min(own, N - BN), 0) + t
                                 # one variable per row: the bounds proof narrows a variable by a
@@ -209,8 +210,8 @@ def _tiled(BN: int, REG: int):
                                         c[w7 * N + j] = c7
             barrier()
         if K * PASS > kt:
-            # tiled64, K over several steps: the sums stored from acc row by row, each row's columns of
-            # the block front to back (storing from registers at the end of each register
+            # tiled64, K over several steps: the sums stored from acc row by row, each row's
+            # columns of the block front to back (storing from registers at the end of each register
             # block wrote six rows' lines of c, not in any cache, at once; where b's rows are
             # not whole lines each vector store touched two: 1023x1021x997 1.05-1.19 faster
             # this way, the other shapes within 2-4% either way: docs/README.md, 'matmul at
