@@ -226,10 +226,13 @@ def test_matmul_tiled_forms_give_the_same_bits_in_every_variant(shape):
 
 # M split evenly into row tiles (257 rows: two of 136 and 121 at 8-row register blocks, not 192
 # and 65), two column blocks, and K over three staged steps: the sums' first step from +0.0,
-# the middle one through the private array, the last stored from registers; 600 rows: tiled64's
-# blocks of 512 columns (panels_of), the second one three panels, the last shifted. Checked
-# against the definition written out (the interpreter takes tens of seconds at these sizes)
-@pytest.mark.parametrize("shape", [(257, 300, 260), (385, 20, 70), (600, 300, 700)], ids=ops.fmt_shape)
+# the middle one through the private array, the last stored from registers (tiled64: by its
+# last pass); 600 rows: tiled64's blocks of 512 columns (panels_of), the second one three
+# panels, the last shifted; 520 x 1100 x 40: one panel of that block's slab, so 1024 k per step
+# (the whole slab), two steps. Checked against the definition written out (the interpreter
+# takes tens of seconds at these sizes)
+@pytest.mark.parametrize("shape", [(257, 300, 260), (385, 20, 70), (600, 300, 700), (520, 1100, 40)],
+                         ids=ops.fmt_shape)
 def test_matmul_tiled_forms_follow_the_definition_across_row_tiles_and_k_steps(shape):
     from cohort.refimpl.ops.matmul import ROWS, blocks, panels_of, row_tile
     M, K, N = shape
