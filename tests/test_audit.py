@@ -425,3 +425,44 @@ def test_a_form_an_operator_lacks_shows_as_unavailable_not_as_another_form(tmp_p
     artifacts.write(str(tmp_path), run)
     assert "| — | — | — |" in (tmp_path / "tables.md").read_text()
     assert check_directory(str(tmp_path))[0] == []
+
+
+def test_a_by_width_group_runs_each_column_in_the_form_cohort_torch_picks(tmp_path):
+    from cohort.audit.suites import Column, Group, Ratio, Suite
+    from cohort.audit.validate import InvalidArtifact
+    from cohort.backend import target
+    from cohort.refimpl import ops
+    cols = (Column("w16", "variant", "packet,lanes=16"), Column("whole", "variant", "whole"))
+    cases = (("matmul", (37, 129, 70)), ("attention", (1, 4, 1, 40, 48, 16, 16)), ("rmsnorm", (3, 63)))
+    suite = Suite("t", "t", "native_entry", (Group("g", cases, cols, (Ratio("w16", "whole", "w16/whole"),),
+                                                   control="w16", by_width=True),), rounds=2, samples=2)
+    run = harness.run_suite(suite)
+    assert run.failures == [] and run.replay["suite"]["groups"][0]["by_width"] is True
+    bits = target.current().vector_bits
+    for case in run.replay["cases"]:
+        op = ops.get(case["op"])
+        want = {"w16": 16, "w16'": 16, "whole": 1}
+        if op.choose_form is None:     # one formulation: no column form, no note
+            assert case["form"] == "stream" and case["form_note"] == ""
+            assert all("form" not in c for c in case["columns"].values())
+            continue
+        got = {n: c["form"] for n, c in case["columns"].items()}
+        assert got == {n: op.choose_form(tuple(case["shape"]), lanes, bits) for n, lanes in want.items()}
+        assert case["form_note"].startswith("by width: ") and case["form"] == op.form   # the reference's
+    # the choices are cohort.torch's: matmul's form_for, attention's by its rows and grouped heads
+    assert ops.get("matmul").choose_form((37, 129, 70), 16, 512) == "tiled32"
+    assert ops.get("matmul").choose_form((37, 129, 250), 16, 512) == "tiled64"
+    assert ops.get("matmul").choose_form((37, 129, 250), 16, 256) == "tiled"
+    assert ops.get("attention").choose_form((1, 4, 1, 40, 48, 16, 16), 16, 512) == "fold32"
+    assert ops.get("attention_causal").choose_form((1, 4, 1, 40, 48, 16, 16), 16, 512) == "rows32k8"
+    assert ops.get("attention").choose_form((1, 4, 4, 1, 48, 16, 16), 16, 512) == "keys32"
+    artifacts.write(str(tmp_path), run)
+    text = (tmp_path / "tables.md").read_text()
+    assert "attention, matmul: each cohort column in the form cohort.torch picks" in text
+    assert "- matmul 37×129×70: w16 " in text and "Operator form: stream;" in text
+    assert check_directory(str(tmp_path))[0] == []
+    audit = json.loads((tmp_path / "audit.json").read_text())
+    audit["cases"]["g/matmul/37x129x70"]["columns"]["w16"]["form"] = "tiled128"
+    (tmp_path / "audit.json").write_text(json.dumps(audit))
+    with pytest.raises(InvalidArtifact, match="w16.*matmul has no form 'tiled128'"):
+        check_directory(str(tmp_path))

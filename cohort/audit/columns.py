@@ -27,12 +27,17 @@ class VariantColumn:
     from a Python loop)."""
     kind = "variant"
 
-    def __init__(self, op, shape, inputs, ref: np.ndarray, spec: str, boundary: str, workers: int):
+    def __init__(self, op, shape, inputs, ref: np.ndarray, spec: str, boundary: str, workers: int,
+                 by_width: bool = False):
+        from ..backend import target
         from ..backend.compiler import UnsupportedVariant, compile_kernel
         from ..backend.launch_policy import policy_of
         from ..backend.variant import parse_variant
-        self.op, self.shape, self.ref = op, shape, ref
         variant = parse_variant(spec)
+        if by_width:   # the form cohort.torch runs at this column's lanes (Group.by_width)
+            op = op.chosen_form(shape, variant.lanes, target.current().vector_bits)
+        self.op, self.shape, self.ref = op, shape, ref
+        self.form = op.form
         if boundary in ("runtime_e2e", "python_api"):
             variant = replace(variant, workers=workers)
         elif not policy_of(variant).on_caller:
@@ -254,9 +259,9 @@ def code_digest(code) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def make_column(col, op, shape, inputs, ref, boundary: str, workers: int):
+def make_column(col, op, shape, inputs, ref, boundary: str, workers: int, by_width: bool = False):
     if col.kind == "variant":
-        return VariantColumn(op, shape, inputs, ref, col.spec, boundary, workers)
+        return VariantColumn(op, shape, inputs, ref, col.spec, boundary, workers, by_width)
     if col.kind == "inductor":
         return InductorColumn(op, shape, inputs, ref, boundary, workers, col.spec)
     if col.kind == "eager":

@@ -19,6 +19,7 @@ from .columns import Unavailable, describe_unavailable, make_column
 from .environment import environment
 from .measure import balanced_orders, complete_rounds, run_rounds
 from .suites import ALL_CORES, Suite, operator
+from .tables import BY_WIDTH
 from .validate import InvalidArtifact, bad_samples
 
 
@@ -112,7 +113,7 @@ def _run_suite(suite: Suite, rounds: Optional[int], samples: Optional[int], only
             try:
                 if missing:
                     raise Unavailable(missing)
-                c = make_column(col, op, shape, inputs, ref, suite.boundary, gworkers)
+                c = make_column(col, op, shape, inputs, ref, suite.boundary, gworkers, group.by_width)
             except Unavailable as e:
                 entry.update(status="unavailable", reason=describe_unavailable(e))
             else:
@@ -120,6 +121,8 @@ def _run_suite(suite: Suite, rounds: Optional[int], samples: Optional[int], only
                 entry.update(status="ok", compile_seconds=round(c.compile_seconds, 6),
                              verdict=c.verdict, facts=c.facts, code_digest=c.code_digest,
                              variant=getattr(getattr(c, "variant", None), "name", None))
+                if group.by_width and op.choose_form is not None and col.kind == "variant":
+                    entry["form"] = c.form      # the form this column ran in (the case's is the reference's)
             r_case["columns"][col.name] = entry
             a_case["columns"][col.name] = dict(entry, runs=[])
         if live:   # one count of calls per sample for the whole case (see CALLS_PER_SAMPLE)
@@ -130,6 +133,9 @@ def _run_suite(suite: Suite, rounds: Optional[int], samples: Optional[int], only
                 r_case["columns"][n]["iters"] = iters
         for n in r_case["columns"]:
             r_case["columns"][n].pop("verdict", None)
+        chosen = {n: e["form"] for n, e in r_case["columns"].items() if "form" in e}
+        if chosen:
+            r_case["form_note"] = BY_WIDTH + ", ".join(f"{n} {f}" for n, f in chosen.items())
         run_log = a_case["columns"]
         choices = {}
 

@@ -62,6 +62,9 @@ class Group:
     form: str = "stream"      # the operators' formulation (Operator.form) every case uses
     control: str = ""         # the column timed twice for the A/A control ("" : see above)
     workers: int = 0          # threads for this group's columns (0: the suite's, ALL_CORES: the machine's)
+    by_width: bool = False    # an operator that picks its form by width (Operator.choose_form: matmul,
+                              # attention) runs each cohort column in the form cohort.torch picks for
+                              # that column's lanes on this machine, as a user's call does
 
     def __post_init__(self):
         if any(r.control for r in self.ratios):
@@ -105,6 +108,7 @@ class Suite:
                 "strategies": [list(s) for s in self.strategies],
                 "groups": [{"title": g.title, "cases": [[op, list(s)] for op, s in g.cases], "form": g.form,
                             "control": g.control, **({"workers": g.workers} if g.workers else {}),
+                            **({"by_width": True} if g.by_width else {}),
                             "columns": [vars(c) for c in g.columns], "ratios": [vars(r) for r in g.ratios]}
                            for g in self.groups]}
 
@@ -176,9 +180,9 @@ def _native():
         "native", "Native entry: whole, packet and TorchInductor", "native_entry",
         (Group("native, 16 lanes", ALL_SEED_CASES, (WHOLE, PACKET_W16, INDUCTOR, EAGER),
                peer_ratios("packet-w16") + (Ratio("packet-w16", "whole", "packet-w16/whole"),),
-               control="packet-w16"),
+               control="packet-w16", by_width=True),
          Group("native, 8 lanes", ALL_SEED_CASES, (PACKET, INDUCTOR_W8, EAGER),
-               peer_ratios("packet", "inductor-w8"), control="packet")),
+               peer_ratios("packet", "inductor-w8"), control="packet", by_width=True)),
         notes=f"Target: {_HOST.name}, {_HOST.vector_isa} ({_HOST.vector_bits}-bit vector registers). Each group "
               f"compares equal vector widths. inductor: Inductor's default, this host's widest vectors "
               f"({_HOST.vector_bits // 32} lanes here), against packet-w16 (lanes=16, {_HOST.width_text(16)}); "
@@ -359,7 +363,7 @@ def _native_mt():
         "native-mt", "Native launch at 2 threads: cohort's pool against Inductor and eager torch",
         "runtime_e2e",
         (Group("2 threads", MT_CASES, (pk, pk16, INDUCTOR, EAGER),
-               peer_ratios("packet-w16") + peer_ratios("packet")[2:], control="packet-w16"),),
+               peer_ratios("packet-w16") + peer_ratios("packet")[2:], control="packet-w16", by_width=True),),
         rounds=6, samples=7, workers=2,
         notes="Every column called natively from the same timing loop, each with its own threads: cohort's "
               "runtime launch entry (tasks of the runtime's grain on the worker pool, and the wait), "

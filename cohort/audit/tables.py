@@ -17,6 +17,9 @@ import numpy as np
 from ..backend.launch_policy import is_auto
 from ..backend.variant import AUTO_GRAINS
 
+# a case's form_note for a Group.by_width group: the form each cohort column ran in (harness.py)
+BY_WIDTH = "by width: "
+
 
 def load_replay(path: str) -> dict:
     """A replay from disk, validated (validate.InvalidArtifact: the one-line reason)."""
@@ -271,9 +274,14 @@ def render_markdown(replay: dict) -> str:
         if direct:
             head.append("direct CFG " + " → ".join(names))
         out += [f"## {group['title']}", ""]
-        forms = Counter((c["form"], c["form_note"]) for c in rows)
+        by_width = [c for c in rows if c["form_note"].startswith(BY_WIDTH)]
+        forms = Counter((c["form"], c["form_note"]) for c in rows if c not in by_width)
         ftext = "; ".join(f"{f}" + (f" ({', '.join(sorted({c['op'] for c in rows if c['form'] == f}))}: {note})"
                                     if note else "") for f, note in forms)
+        if by_width:
+            ftext += ("; " if ftext else "") + (
+                f"{', '.join(sorted({c['op'] for c in by_width}))}: each cohort column in the form cohort.torch "
+                f"picks for its lanes on this machine (named below the table)")
         out.append(f"Operator form: {ftext}. Rounds timed: "
                    f"{', '.join(map(str, sorted({c['rounds_timed'] for c in rows if c.get('rounds_timed')}))) or '—'}.")
         aa = group_control_range(rows)
@@ -303,6 +311,11 @@ def render_markdown(replay: dict) -> str:
             if direct:
                 line.append(" → ".join(str(c["facts"].get(n, {}).get("direct_cfg", "—")) for n in names))
             out.append("| " + " | ".join(line) + " |")
+        if by_width:
+            out += ["", "Forms by width (the reference checksum is the interpreter's in the operator's own "
+                        "form; every form gives the same bits):", ""]
+            out += [f"- {c['op']} {c['size'].replace('x', '×')}: {c['form_note'][len(BY_WIDTH):]}"
+                    for c in by_width]
         missing = {n: c["columns"][n].get("reason") for c in rows for n in names
                    if c["columns"][n]["status"] == "unavailable"}
         for n, why in sorted(missing.items()):

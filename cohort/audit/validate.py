@@ -151,6 +151,19 @@ def operator_case(doc: dict, where: str):
     return op, tuple(shape)
 
 
+def column_form(op, info: dict, where: str):
+    """A column's own form (a by-width group's, harness.py), when it names one: one of `op`'s."""
+    if "form" not in info:
+        return
+    from ..refimpl import ops
+    form = info["form"]
+    _need(isinstance(form, str), where, f"form must be a string, got {form!r:.40}")
+    try:
+        op.with_form(form)
+    except ops.ShapeError as e:
+        raise InvalidArtifact(f"{where}: {e}") from None
+
+
 def variant_spelling(text, where: str):
     from ..backend.variant import VariantError, parse_variant
     _need(isinstance(text, str), where, f"variant must be a string, got {text!r:.60}")
@@ -201,7 +214,7 @@ def replay(doc) -> dict:
         where = f"replay case {cid!r:.80}"
         _need(cid not in cases, where, "appears twice")
         _need(_str(c, "group", where) in groups, where, f"group {c['group']!r:.60} is not in the suite")
-        operator_case(c, where)
+        op, _ = operator_case(c, where)
         _int(c, "seed", where, 0, SEED_LIMIT)
         _str(c, "boundary", where)
         cols = _dict(_key(c, "columns", where), f"{where} columns")
@@ -213,6 +226,7 @@ def replay(doc) -> dict:
                   f"column {name!r:.40}: unknown status {info['status']!r:.40}")
             if info.get("facts") is not None:
                 _dict(info["facts"], f"{where} column {name!r:.40} facts")
+            column_form(op, info, f"{where} column {name!r:.40}")
         for r in _list(_key(c, "ratios", where), f"{where} ratios"):
             _ratio(r, list(cols), where)
         timed = _list(_key(c, "timed_columns", where), f"{where} timed_columns")
@@ -295,7 +309,7 @@ def audit(doc) -> dict:
     for cid, case in _dict(_key(doc, "cases", "audit"), "audit cases").items():
         where = f"audit case {cid!r:.80}"
         _dict(case, where)
-        operator_case(case, where)
+        op, _ = operator_case(case, where)
         _int(case, "seed", where, 0, SEED_LIMIT)
         _str(case, "reference_checksum", where)
         for name, ck in _dict(_key(case, "input_checksums", where), f"{where} input_checksums").items():
@@ -314,6 +328,7 @@ def audit(doc) -> dict:
             if kind == "variant":
                 spec = info.get("variant") or info.get("spec")
                 variant_spelling(spec, w)
+                column_form(op, info, w)
             for i, run in enumerate(_list(_key(info, "runs", w), f"{w} runs")):
                 rw = f"{w} run {i}"
                 _dict(run, rw)

@@ -333,6 +333,7 @@ def _operator(name, causal, definition, **facts):
         aux=("bias",),
         oracle=lambda inp: reference(inp["q"], inp["k"], inp["v"], causal),
         check=check, seed_sizes=None, rel_tol=1e-5, fast_math_ulps=32.0, definition=definition,
+        choose_form=lambda s, lanes, bits: form_for(s[3], s[1] // s[2], lanes, bits, causal),
         forms=tuple((f, kern, (lambda s, rows=rows, packed=packed: launch(s, causal, rows=rows, packed=packed)))
                     for f, (kern, rows, packed) in FORMS.items() if f != "stream"), **facts)
 

@@ -54,6 +54,8 @@ class Operator:
     tags: frozenset = frozenset()     # what the operator is, for the tables that select by it (TAGS)
     llm_sizes: tuple = ()             # shapes an LLM runs it at (Llama-2-7B / Llama-3-8B: decode, a batch
                                       # of 32 decoding tokens, a 512-token prefill): the torch suite's cases
+    choose_form: Callable = None      # (shape, lanes, vector_bits) -> the form cohort.torch runs a launch
+                                      # of shape in, in packets of lanes on vector_bits-bit registers
 
     def __post_init__(self):
         object.__setattr__(self, "tags", frozenset(self.tags))
@@ -86,6 +88,14 @@ class Operator:
                                forms=rest + ((self.form, self.kernel, self.launch),))
         known = ", ".join([self.form] + [f[0] for f in self.forms])
         raise ShapeError(f"{self.name} has no form {form!r}; forms are {known}")
+
+    def chosen_form(self, shape, lanes: int, vector_bits: int) -> "Operator":
+        """This operator in the form a launch of `shape` runs in at `lanes` on a machine with
+        `vector_bits`-bit vector registers: the choice cohort.torch makes (choose_form), or
+        this form for an operator with one formulation to run."""
+        if self.choose_form is None:
+            return self
+        return self.with_form(self.choose_form(tuple(shape), lanes, vector_bits))
 
     def expected(self, inputs: dict, shape) -> np.ndarray:
         """The float64 oracle's output for `inputs` of a launch of `shape`."""

@@ -382,6 +382,7 @@ OP = Operator(
     tags={"cooperative"},
     definition="c[i,j] = fma chain over k = 0..K-1 ascending, from +0.0",
     form="tiled",
+    choose_form=form_for,
     forms=(("tiled32", matmul32, tiled_launch(32)), ("tiled64", matmul64, tiled_launch(64)),
            ("wide", matmul_wide, wide_launch(1)),
            ("wide4", matmul_wide4, wide_launch(4))),
