@@ -272,6 +272,27 @@ def test_special_values_bit_for_bit(name, shape):
         assert bitwise_equal(y, ref), (name, v)      # bit for bit; every NaN equals every NaN (DESIGN §3)
 
 
+# the register forms on special values: a staged slab, three k steps of tiled64 and its last
+# store pass carry infinities, NaN, signed zeros and subnormals as the one fma chain does
+@pytest.mark.parametrize("shape", [(9, 21, 11), (70, 300, 97), (13, 1100, 40)], ids=ops.fmt_shape)
+def test_matmul_forms_on_special_values_follow_the_definition(shape):
+    M, K, N = shape
+    a, b = (ops.get("matmul").make_inputs(shape, 4)[n].copy() for n in ("a", "b"))
+    rng = np.random.default_rng(7)
+    for x in (a, b):      # a few special values in each, so most sums stay finite and some do not
+        flat = x.reshape(-1)
+        flat[rng.integers(0, flat.size, 12)] = _special((12,), int(flat.size))
+    with np.errstate(invalid="ignore", over="ignore"):
+        acc = np.zeros((M, N), np.float32)
+        for k in range(K):
+            acc = fma(np.repeat(a[:, k:k + 1], N, axis=1), np.repeat(b[k:k + 1, :], M, axis=0), acc)
+    assert np.isnan(acc).any() and np.isfinite(acc).any()
+    for form in ("tiled", "tiled32", "tiled64"):
+        for v in ("whole", "packet", "lanes=16"):
+            y, p = _run("matmul", shape, {"a": a, "b": b}, v, form=form)
+            assert bitwise_equal(y, acc) and p.fallback is None, (form, v)
+
+
 def test_the_bounds_proof_covers_every_index():
     # no access is checked one by one and no launch falls back to the checked build: shared
     # indices are proven against their arrays' sizes like buffer indices (bounds.py)
