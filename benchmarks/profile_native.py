@@ -4,9 +4,10 @@
         python benchmarks/profile_native.py run attention 1x32x32x256x256x128x128 --form fold32 --variant lanes=16
     python benchmarks/profile_native.py report /tmp/p.data
 
-`run` compiles the operator's kernel in the form and variant (one thread, the caller's), times
-the launch (thread CPU time, median of --calls), runs it again and again for --seconds, and
-writes the code's bytes and address range next to --out (default /tmp/cohort_profile). `report`
+`run` compiles the operator's kernel in the form and variant (one thread, the caller's; every
+buffer on a 64-byte line), times the launch (thread CPU time, median of --calls), runs it
+again and again for --seconds, and writes the code's bytes and address range next to --out
+(default /tmp/cohort_profile). `report`
 takes perf's samples inside that range, disassembles the code (objdump), finds its loops (a
 branch back to an earlier address), gives each sample to the innermost loop around it and
 prints each loop holding at least --min percent of the samples: its share, the milliseconds
@@ -29,6 +30,17 @@ MNEMONICS = (("fma", re.compile(r"^vfn?m(add|sub)")), ("mul", re.compile(r"^vmul
              ("shift (exp's 2^n)", re.compile(r"^vpslld")))
 
 
+def aligned(a):
+    """A copy starting on a 64-byte line, as torch's allocator places tensors (NumPy's large
+    arrays start 16 bytes past one: every vector load would straddle two lines)."""
+    import numpy as np
+    buf = np.empty(a.size + 64 // a.itemsize, a.dtype)
+    off = (-buf.ctypes.data % 64) // a.itemsize
+    out = buf[off:off + a.size]
+    out[...] = a
+    return out
+
+
 def run(a):
     import ctypes
 
@@ -39,7 +51,7 @@ def run(a):
     op = ops.get(a.op, a.form)
     shape = op.parse_shape(a.shape)
     launch = op.launch(shape)
-    bufs = ops.allocate(op, shape, op.make_inputs(shape, 0))
+    bufs = {n: aligned(a) for n, a in ops.allocate(op, shape, op.make_inputs(shape, 0)).items()}
     ck = compile_kernel(op.kernel, launch.consts, a.variant, n=launch.n, verify="never")
     p = ck.prepare(launch.n, {**bufs, **launch.scalars})
     p.run()
