@@ -24,27 +24,21 @@ import subprocess
 import sys
 import time
 
-MNEMONICS = (("fma", re.compile(r"^vfn?m(add|sub)")), ("mul", re.compile(r"^vmulp")), ("gather", re.compile(r"^vgather|^vpgather")),
-             ("scatter", re.compile(r"^vscatter|^vpscatter")), ("div", re.compile(r"^vdiv")),
+MNEMONICS = (("fma", re.compile(r"^vfn?m(add|sub)")), ("mul", re.compile(r"^vmulp")),
+             ("gather", re.compile(r"^vgather|^vpgather")), ("scatter", re.compile(r"^vscatter|^vpscatter")), ("div", re.compile(r"^vdiv")),
              ("bcast", re.compile(r"^vbroadcast|^vpbroadcast")),
              ("shift (exp's 2^n)", re.compile(r"^vpslld")))
 
 
-def aligned(a):
-    """A copy starting on a 64-byte line, as torch's allocator places tensors (NumPy's large
-    arrays start 16 bytes past one: every vector load would straddle two lines)."""
-    import numpy as np
-    buf = np.empty(a.size + 64 // a.itemsize, a.dtype)
-    off = (-buf.ctypes.data % 64) // a.itemsize
-    out = buf[off:off + a.size]
-    out[...] = a
-    return out
+class Failure(Exception):
+    """What a run or report cannot do, said in one line."""
 
 
 def run(a):
     import ctypes
 
     import numpy as np
+    from matmul_forms_paired import aligned  # (benchmarks/: a copy on a 64-byte line, as torch's)
 
     from cohort.backend.compiler import compile_kernel
     from cohort.refimpl import ops
@@ -75,7 +69,7 @@ def run(a):
             print(f"{a.op} {a.shape} form {op.form} variant {a.variant}: {ms:.3f} ms per launch "
                   f"(median of {a.calls}); code {hex(lo)}-{hex(hi)} written to {a.out}.bin")
             return
-    raise SystemExit("error: the entry's code is in no mapping of this process")
+    raise Failure("the entry's code is in no mapping of this process")
 
 
 def report(a):
@@ -85,7 +79,7 @@ def report(a):
     samples = [int(x, 16) for x in perf.stdout.split()]
     inside = [s for s in samples if lo <= s < hi]
     if not inside:
-        raise SystemExit(f"error: none of {len(samples)} samples is in the kernel's code ({hex(lo)}-{hex(hi)})")
+        raise Failure(f"none of {len(samples)} samples is in the kernel's code ({hex(lo)}-{hex(hi)})")
     dis = subprocess.run(["objdump", "-D", "-b", "binary", "-mi386:x86-64", f"--adjust-vma={hex(lo)}",
                           a.out + ".bin"], capture_output=True, text=True, check=True).stdout
     insns = []                               # (address, mnemonic, operands)
@@ -143,7 +137,12 @@ def main():
     p.add_argument("--out", default="/tmp/cohort_profile")
     p.add_argument("--min", type=float, default=1.0)
     a = ap.parse_args()
-    run(a) if a.cmd == "run" else report(a)
+    from cohort.refimpl import ops
+    try:
+        run(a) if a.cmd == "run" else report(a)
+    except (Failure, ops.ShapeError, ops.UnknownOperator, OSError, subprocess.CalledProcessError) as e:
+        print(f"error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
