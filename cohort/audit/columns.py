@@ -37,7 +37,6 @@ class VariantColumn:
         if by_width:   # the form cohort.torch runs at this column's lanes (Group.by_width)
             op = op.chosen_form(shape, variant.lanes, target.current().vector_bits)
         self.op, self.shape, self.ref = op, shape, ref
-        self.form = op.form
         if boundary in ("runtime_e2e", "python_api"):
             variant = replace(variant, workers=workers)
         elif not policy_of(variant).on_caller:

@@ -122,7 +122,7 @@ def _run_suite(suite: Suite, rounds: Optional[int], samples: Optional[int], only
                              verdict=c.verdict, facts=c.facts, code_digest=c.code_digest,
                              variant=getattr(getattr(c, "variant", None), "name", None))
                 if group.by_width and op.choose_form is not None and col.kind == "variant":
-                    entry["form"] = c.form      # the form this column ran in (the case's is the reference's)
+                    entry["form"] = c.op.form   # the form this column ran in (the case's is the reference's)
             r_case["columns"][col.name] = entry
             a_case["columns"][col.name] = dict(entry, runs=[])
         if live:   # one count of calls per sample for the whole case (see CALLS_PER_SAMPLE)
